@@ -1,0 +1,650 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dlflame.data: a 40-byte header followed by one zlib stream.
+ *
+ *   header   magic[8] "DLFLAME\x01", u32 version, u32 flags (bit 0: finalized),
+ *            u64 payload length, u64 compressed length, u32 crc32 of the
+ *            compressed bytes, u32 reserved (0). All little-endian.
+ *   payload  sections: u32 tag, u32 reserved, u64 length, then `length` bytes.
+ *            STRS u64 n, n x (u32 len, bytes)        string 0 is ""
+ *            FRMS u64 n, n x (u32 name, module, kind)
+ *            STKS u64 n, n x (u32 parent, frame)     entry 0 is the root; parent < index
+ *            THRS u64 n, n x (u32 pid, tid, comm)
+ *            META u64 start, end, lost, freq; u32 event, command, hostname, flags
+ *            SMPS u64 n, n x (u64 time, weight; u32 stack, thread, kind)
+ *   Unknown tags are skipped, so a same-version writer may add sections.
+ *
+ * Reading trusts nothing: every count is checked against the bytes that hold
+ * it before anything is allocated, and ids are remapped through re-interning,
+ * so a file that passes builds the same profile a recorder would.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define HEADER_SIZE 40
+#define FLAG_FINALIZED 1u
+/* zlib cannot expand data by more than ~1032:1; anything claiming more is a bomb */
+#define MAX_RATIO 1100
+#define MAX_PAYLOAD (8ULL << 30)
+
+#define TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
+#define TAG_STRS TAG('S', 'T', 'R', 'S')
+#define TAG_FRMS TAG('F', 'R', 'M', 'S')
+#define TAG_STKS TAG('S', 'T', 'K', 'S')
+#define TAG_THRS TAG('T', 'H', 'R', 'S')
+#define TAG_META TAG('M', 'E', 'T', 'A')
+#define TAG_SMPS TAG('S', 'M', 'P', 'S')
+
+#define META_SIZE (4 * 8 + 4 * 4)
+#define SAMPLE_SIZE (2 * 8 + 3 * 4)
+
+/* ---- writing ------------------------------------------------------------- */
+
+struct wbuf {
+	uint8_t *data;
+	size_t len, cap;
+	int err;
+};
+
+static uint8_t *wb_reserve(struct wbuf *b, size_t n)
+{
+	size_t need;
+
+	if (b->err || add_overflows(b->len, n, &need) ||
+	    grow_array((void **)&b->data, &b->cap, need, 1)) {
+		b->err = -ENOMEM;
+		return NULL;
+	}
+	uint8_t *p = b->data + b->len;
+	b->len = need;
+	return p;
+}
+
+static void wb_u32(struct wbuf *b, uint32_t v)
+{
+	uint8_t *p = wb_reserve(b, 4);
+
+	if (p)
+		put_le32(p, v);
+}
+
+static void wb_u64(struct wbuf *b, uint64_t v)
+{
+	uint8_t *p = wb_reserve(b, 8);
+
+	if (p)
+		put_le64(p, v);
+}
+
+static void wb_bytes(struct wbuf *b, const void *s, size_t n)
+{
+	uint8_t *p = wb_reserve(b, n);
+
+	if (p && n)
+		memcpy(p, s, n);
+}
+
+/* Starts a section; returns the offset of its length field. */
+static size_t section_begin(struct wbuf *b, uint32_t tag)
+{
+	wb_u32(b, tag);
+	wb_u32(b, 0);
+	size_t at = b->len;
+	wb_u64(b, 0);
+	return at;
+}
+
+static void section_end(struct wbuf *b, size_t at)
+{
+	if (!b->err)
+		put_le64(b->data + at, b->len - at - 8);
+}
+
+static int build_payload(const struct profile *p, struct wbuf *b)
+{
+	size_t at;
+
+	at = section_begin(b, TAG_STRS);
+	wb_u64(b, p->nr_strings);
+	for (size_t i = 0; i < p->nr_strings; i++) {
+		if (p->strings[i].len > UINT32_MAX)
+			return -E2BIG;
+		wb_u32(b, (uint32_t)p->strings[i].len);
+		wb_bytes(b, p->pool + p->strings[i].off, p->strings[i].len);
+	}
+	section_end(b, at);
+
+	at = section_begin(b, TAG_FRMS);
+	wb_u64(b, p->nr_frames);
+	for (size_t i = 0; i < p->nr_frames; i++) {
+		wb_u32(b, p->frames[i].name);
+		wb_u32(b, p->frames[i].module);
+		wb_u32(b, p->frames[i].kind);
+	}
+	section_end(b, at);
+
+	at = section_begin(b, TAG_STKS);
+	wb_u64(b, p->nr_stacks);
+	for (size_t i = 0; i < p->nr_stacks; i++) {
+		wb_u32(b, p->stacks[i].parent);
+		wb_u32(b, p->stacks[i].frame);
+	}
+	section_end(b, at);
+
+	at = section_begin(b, TAG_THRS);
+	wb_u64(b, p->nr_threads);
+	for (size_t i = 0; i < p->nr_threads; i++) {
+		wb_u32(b, p->threads[i].pid);
+		wb_u32(b, p->threads[i].tid);
+		wb_u32(b, p->threads[i].comm);
+	}
+	section_end(b, at);
+
+	at = section_begin(b, TAG_META);
+	wb_u64(b, p->meta.start_time);
+	wb_u64(b, p->meta.end_time);
+	wb_u64(b, p->meta.lost);
+	wb_u64(b, p->meta.freq);
+	wb_u32(b, p->meta.event);
+	wb_u32(b, p->meta.command);
+	wb_u32(b, p->meta.hostname);
+	wb_u32(b, p->meta.finalized ? FLAG_FINALIZED : 0);
+	section_end(b, at);
+
+	at = section_begin(b, TAG_SMPS);
+	wb_u64(b, p->nr_samples);
+	for (size_t i = 0; i < p->nr_samples; i++) {
+		const struct pf_sample *s = &p->samples[i];
+
+		wb_u64(b, s->time);
+		wb_u64(b, s->weight);
+		wb_u32(b, s->stack);
+		wb_u32(b, s->thread);
+		wb_u32(b, s->kind);
+	}
+	section_end(b, at);
+	return b->err;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int profile__write(const struct profile *p, const char *path)
+{
+	struct wbuf b = { 0 };
+	uint8_t hdr[HEADER_SIZE] = { 0 };
+	uint8_t *z = NULL;
+	uLongf zlen;
+	char *tmp = NULL;
+	int fd = -1, err;
+
+	err = build_payload(p, &b);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	zlen = compressBound(b.len);
+	z = malloc(zlen ? zlen : 1);
+	if (!z)
+		goto out;
+	if (compress2(z, &zlen, b.data, b.len, 6) != Z_OK)
+		goto out;
+
+	memcpy(hdr, PROFILE_MAGIC, 8);
+	put_le32(hdr + 8, PROFILE_VERSION);
+	put_le32(hdr + 12, p->meta.finalized ? FLAG_FINALIZED : 0);
+	put_le64(hdr + 16, b.len);
+	put_le64(hdr + 24, zlen);
+	put_le32(hdr + 32, (uint32_t)crc32(0, z, zlen));
+
+	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) {
+		tmp = NULL;
+		goto out;
+	}
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		err = -errno;
+		free(tmp);
+		tmp = NULL;
+		goto out;
+	}
+	err = write_all(fd, hdr, sizeof(hdr));
+	if (!err)
+		err = write_all(fd, z, zlen);
+	if (!err && fchmod(fd, 0644))
+		err = -errno;
+	if (!err && fsync(fd))
+		err = -errno;
+	if (close(fd) && !err)
+		err = -errno;
+	fd = -1;
+	if (!err && rename(tmp, path))
+		err = -errno;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (tmp) {
+		if (err)
+			unlink(tmp);
+		free(tmp);
+	}
+	free(z);
+	free(b.data);
+	return err;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+struct rd {
+	const uint8_t *data;
+	size_t len;
+	size_t pos;
+	struct profile_read_error *err;
+};
+
+static int fail(struct profile_read_error *e, const char *what, uint64_t off, bool in_payload)
+{
+	if (e) {
+		e->what = what;
+		e->offset = off;
+		e->in_payload = in_payload;
+	}
+	return -EINVAL;
+}
+
+struct section {
+	const uint8_t *data;
+	uint64_t len;
+	uint64_t off; /* in payload */
+};
+
+/* Checks that a section holds a u64 count of `elem`-byte entries, exactly. */
+static int section_count(const struct section *s, size_t elem, const char *what,
+			 struct profile_read_error *e, uint64_t *n)
+{
+	if (!s->data || s->len < 8)
+		return fail(e, what, s->off, true);
+	*n = get_le64(s->data);
+	if (elem && *n != (s->len - 8) / elem)
+		return fail(e, what, s->off, true);
+	if (elem && (s->len - 8) % elem)
+		return fail(e, what, s->off, true);
+	return 0;
+}
+
+static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
+			  struct profile_read_error *e)
+{
+	struct section strs = { 0 }, frms = { 0 }, stks = { 0 }, thrs = { 0 }, meta = { 0 },
+		       smps = { 0 };
+	uint32_t *smap = NULL, *fmap = NULL, *kmap = NULL, *tmap = NULL;
+	uint64_t n;
+	size_t pos = 0;
+	int err;
+
+	while (pos < len) {
+		struct section *s = NULL;
+		uint32_t tag;
+		uint64_t slen;
+
+		if (len - pos < 16)
+			return fail(e, "truncated section header", pos, true);
+		tag = get_le32(d + pos);
+		slen = get_le64(d + pos + 8);
+		if (slen > len - pos - 16)
+			return fail(e, "section runs past the end of the data", pos, true);
+		switch (tag) {
+		case TAG_STRS: s = &strs; break;
+		case TAG_FRMS: s = &frms; break;
+		case TAG_STKS: s = &stks; break;
+		case TAG_THRS: s = &thrs; break;
+		case TAG_META: s = &meta; break;
+		case TAG_SMPS: s = &smps; break;
+		default: break;
+		}
+		if (s) {
+			if (s->data)
+				return fail(e, "duplicate section", pos, true);
+			s->data = d + pos + 16;
+			s->len = slen;
+			s->off = pos;
+		}
+		pos += 16 + slen;
+	}
+
+	/* strings: variable-size entries, each checked against what is left */
+	err = section_count(&strs, 0, "missing or short strings section", e, &n);
+	if (err)
+		return err;
+	if (n == 0 || n > (strs.len - 8) / 4)
+		return fail(e, "bad string count", strs.off, true);
+	err = -ENOMEM;
+	smap = malloc(n * sizeof(*smap));
+	if (!smap)
+		goto out;
+	{
+		uint64_t at = 8;
+		for (uint64_t i = 0; i < n; i++) {
+			uint32_t l;
+			int64_t id;
+
+			if (strs.len - at < 4) {
+				err = fail(e, "truncated strings section", strs.off + 16 + at, true);
+				goto out;
+			}
+			l = get_le32(strs.data + at);
+			at += 4;
+			if (l > strs.len - at) {
+				err = fail(e, "string runs past its section", strs.off + 16 + at, true);
+				goto out;
+			}
+			if (i == 0 && l != 0) {
+				err = fail(e, "string 0 is not empty", strs.off + 16 + at, true);
+				goto out;
+			}
+			id = profile__string(p, (const char *)strs.data + at, l);
+			if (id < 0) {
+				err = (int)id;
+				goto out;
+			}
+			smap[i] = (uint32_t)id;
+			at += l;
+		}
+		if (at != strs.len) {
+			err = fail(e, "trailing bytes in strings section", strs.off + 16 + at, true);
+			goto out;
+		}
+	}
+	uint64_t nstr = n;
+	/* a string id from the file, or UINT32_MAX (never a valid id) when out of range */
+#define STR_ID(v) ((v) < nstr ? smap[(v)] : UINT32_MAX)
+
+
+	err = section_count(&frms, 12, "missing or malformed frames section", e, &n);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	fmap = malloc((n ? n : 1) * sizeof(*fmap));
+	if (!fmap)
+		goto out;
+	uint64_t nfrm = n;
+	for (uint64_t i = 0; i < n; i++) {
+		const uint8_t *f = frms.data + 8 + i * 12;
+		uint32_t kind = get_le32(f + 8);
+		int64_t id;
+
+		if (kind >= FRAME_KIND_MAX) {
+			err = fail(e, "bad frame kind", frms.off + 24 + i * 12, true);
+			goto out;
+		}
+		id = profile__frame(p, STR_ID(get_le32(f)), STR_ID(get_le32(f + 4)), kind);
+		if (id == -EINVAL) {
+			err = fail(e, "bad frame entry", frms.off + 24 + i * 12, true);
+			goto out;
+		}
+		if (id < 0) {
+			err = (int)id;
+			goto out;
+		}
+		fmap[i] = (uint32_t)id;
+	}
+
+	err = section_count(&stks, 8, "missing or malformed stacks section", e, &n);
+	if (err)
+		goto out;
+	if (n == 0) {
+		err = fail(e, "stacks section has no root", stks.off, true);
+		goto out;
+	}
+	err = -ENOMEM;
+	kmap = malloc(n * sizeof(*kmap));
+	if (!kmap)
+		goto out;
+	kmap[0] = 0;
+	uint64_t nstk = n;
+	for (uint64_t i = 1; i < n; i++) {
+		const uint8_t *s = stks.data + 8 + i * 8;
+		uint32_t parent = get_le32(s), frame = get_le32(s + 4);
+		int64_t id;
+
+		/* parent < i keeps the tree acyclic: a walk to the root always ends */
+		if (parent >= i || frame >= nfrm) {
+			err = fail(e, "bad stack entry", stks.off + 24 + i * 8, true);
+			goto out;
+		}
+		id = profile__stack(p, kmap[parent], fmap[frame]);
+		if (id < 0) {
+			err = (int)id;
+			goto out;
+		}
+		kmap[i] = (uint32_t)id;
+	}
+
+	err = section_count(&thrs, 12, "missing or malformed threads section", e, &n);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	tmap = malloc((n ? n : 1) * sizeof(*tmap));
+	if (!tmap)
+		goto out;
+	uint64_t nthr = n;
+	for (uint64_t i = 0; i < n; i++) {
+		const uint8_t *t = thrs.data + 8 + i * 12;
+		int64_t id = profile__thread(p, get_le32(t), get_le32(t + 4),
+					     STR_ID(get_le32(t + 8)));
+		if (id == -EINVAL) {
+			err = fail(e, "bad thread entry", thrs.off + 24 + i * 12, true);
+			goto out;
+		}
+		if (id < 0) {
+			err = (int)id;
+			goto out;
+		}
+		tmap[i] = (uint32_t)id;
+	}
+
+	if (!meta.data || meta.len < META_SIZE) {
+		err = fail(e, "missing or short metadata section", meta.off, true);
+		goto out;
+	}
+	p->meta.start_time = get_le64(meta.data);
+	p->meta.end_time = get_le64(meta.data + 8);
+	p->meta.lost = get_le64(meta.data + 16);
+	p->meta.freq = get_le64(meta.data + 24);
+	p->meta.event = STR_ID(get_le32(meta.data + 32));
+	p->meta.command = STR_ID(get_le32(meta.data + 36));
+	p->meta.hostname = STR_ID(get_le32(meta.data + 40));
+	if (p->meta.event == UINT32_MAX || p->meta.command == UINT32_MAX ||
+	    p->meta.hostname == UINT32_MAX) {
+		err = fail(e, "bad string id in metadata", meta.off, true);
+		goto out;
+	}
+	p->meta.finalized = get_le32(meta.data + 44) & FLAG_FINALIZED;
+
+	err = section_count(&smps, SAMPLE_SIZE, "missing or malformed samples section", e, &n);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	if (n && grow_array((void **)&p->samples, &p->cap_samples, n, sizeof(*p->samples)))
+		goto out;
+	for (uint64_t i = 0; i < n; i++) {
+		const uint8_t *s = smps.data + 8 + i * SAMPLE_SIZE;
+		struct pf_sample smp = {
+			.time = get_le64(s),
+			.weight = get_le64(s + 8),
+		};
+		uint32_t stack = get_le32(s + 16), thread = get_le32(s + 20), kind = get_le32(s + 24);
+
+		if (stack >= nstk || thread >= nthr || kind >= SAMPLE_KIND_MAX) {
+			err = fail(e, "bad sample entry", smps.off + 24 + i * SAMPLE_SIZE, true);
+			goto out;
+		}
+		smp.stack = kmap[stack];
+		smp.thread = tmap[thread];
+		smp.kind = kind;
+		p->samples[p->nr_samples++] = smp;
+	}
+	err = 0;
+#undef STR_ID
+out:
+	free(smap);
+	free(fmap);
+	free(kmap);
+	free(tmap);
+	return err;
+}
+
+int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
+		      struct profile_read_error *e)
+{
+	struct profile *p = NULL;
+	uint64_t plen, zlen;
+	uint8_t *payload = NULL;
+	z_stream zs = { 0 };
+	int err;
+
+	if (len == 0)
+		return fail(e, "empty file", 0, false);
+	if (len < 8 || memcmp(buf, PROFILE_MAGIC, 7) != 0)
+		return fail(e, "not a dlflame profile (bad magic)", 0, false);
+	if (buf[7] != PROFILE_MAGIC[7] || len < HEADER_SIZE) {
+		if (len < HEADER_SIZE)
+			return fail(e, "truncated header", len, false);
+		return fail(e, "unsupported profile format (magic version)", 7, false);
+	}
+	if (get_le32(buf + 8) != PROFILE_VERSION)
+		return fail(e, "unsupported profile version", 8, false);
+	if (get_le32(buf + 12) & ~FLAG_FINALIZED)
+		return fail(e, "unknown header flags", 12, false);
+	if (get_le32(buf + 36) != 0)
+		return fail(e, "reserved header field is not zero", 36, false);
+	plen = get_le64(buf + 16);
+	zlen = get_le64(buf + 24);
+	if (zlen > len - HEADER_SIZE)
+		return fail(e, "truncated (compressed data shorter than the header says)", len,
+			    false);
+	if (zlen < len - HEADER_SIZE)
+		return fail(e, "trailing bytes after the compressed data", HEADER_SIZE + zlen,
+			    false);
+	if (crc32(0, buf + HEADER_SIZE, zlen) != get_le32(buf + 32))
+		return fail(e, "checksum mismatch (file corrupt)", 32, false);
+	if (plen > MAX_PAYLOAD || plen > zlen * MAX_RATIO + 64)
+		return fail(e, "implausible payload size", 16, false);
+
+	err = -ENOMEM;
+	payload = malloc(plen ? plen : 1);
+	p = profile__new();
+	if (!payload || !p)
+		goto out;
+	if (inflateInit(&zs) != Z_OK)
+		goto out;
+	zs.next_in = (Bytef *)buf + HEADER_SIZE;
+	zs.next_out = payload;
+	/* zlib counts in uInt; feed and drain in pieces for large files */
+	{
+		uint64_t in_left = zlen, out_left = plen;
+		int zr = Z_OK;
+
+		while (zr == Z_OK) {
+			uInt in_chunk = in_left > UINT_MAX ? UINT_MAX : (uInt)in_left;
+			uInt out_chunk = out_left > UINT_MAX ? UINT_MAX : (uInt)out_left;
+
+			zs.avail_in = in_chunk;
+			zs.avail_out = out_chunk;
+			zr = inflate(&zs, Z_NO_FLUSH);
+			in_left -= in_chunk - zs.avail_in;
+			out_left -= out_chunk - zs.avail_out;
+			if (zr == Z_OK && zs.avail_out == out_chunk && zs.avail_in == in_chunk)
+				break; /* no progress */
+			if (zr == Z_BUF_ERROR)
+				break;
+		}
+		inflateEnd(&zs);
+		if (zr != Z_STREAM_END || out_left || in_left) {
+			err = fail(e, "compressed data is corrupt or does not match its size",
+				   HEADER_SIZE + (zlen - in_left), false);
+			goto out;
+		}
+	}
+	err = decode_payload(payload, plen, p, e);
+	if (err)
+		goto out;
+	if (p->meta.finalized != !!(get_le32(buf + 12) & FLAG_FINALIZED)) {
+		err = fail(e, "header and metadata disagree on finalization", 12, false);
+		goto out;
+	}
+	*out = p;
+	p = NULL;
+out:
+	profile__free(p);
+	free(payload);
+	return err;
+}
+
+int profile__read(const char *path, struct profile **out, struct profile_read_error *e)
+{
+	struct stat st;
+	uint8_t *buf = NULL;
+	size_t got = 0;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = -EINVAL;
+		fail(e, "not a regular file", 0, false);
+		goto out;
+	}
+	if ((uint64_t)st.st_size > MAX_PAYLOAD) {
+		err = -EFBIG;
+		goto out;
+	}
+	err = -ENOMEM;
+	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf)
+		goto out;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	err = profile__read_mem(buf, got, out, e);
+out:
+	free(buf);
+	close(fd);
+	return err;
+}

@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: MIT */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Interning maps store hash(key) -> id. Two keys can share a hash, so a map
+ * entry is a hint: on a mismatch the next probe key (hash + 1, ...) is tried.
+ * The chain ends at the first absent probe key.
+ */
+#define MAX_PROBES 64
+
+struct profile *profile__new(void)
+{
+	struct profile *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	u64map_init(&p->string_ids);
+	u64map_init(&p->frame_ids);
+	u64map_init(&p->stack_ids);
+	u64map_init(&p->thread_ids);
+	/* string 0 is "", stack 0 is the root */
+	if (profile__string(p, "", 0) != 0 || profile__stack(p, 0, 0) != 0) {
+		profile__free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void profile__free(struct profile *p)
+{
+	if (!p)
+		return;
+	free(p->pool);
+	free(p->strings);
+	free(p->frames);
+	free(p->stacks);
+	free(p->depths);
+	free(p->threads);
+	free(p->samples);
+	u64map_free(&p->string_ids);
+	u64map_free(&p->frame_ids);
+	u64map_free(&p->stack_ids);
+	u64map_free(&p->thread_ids);
+	free(p);
+}
+
+/* Find the slot key for `h` whose id satisfies eq(), or the first free one. */
+typedef bool (*eq_fn)(const struct profile *p, uint64_t id, const void *key);
+
+static int lookup(const struct u64map *m, uint64_t h, eq_fn eq, const struct profile *p,
+		  const void *key, uint64_t *id, uint64_t *free_slot)
+{
+	for (int i = 0; i < MAX_PROBES; i++) {
+		uint64_t k = (h + i) & ~(1ULL << 63), v;
+
+		if (!u64map_get(m, k, &v)) {
+			*free_slot = k;
+			return 0;
+		}
+		if (eq(p, v, key)) {
+			*id = v;
+			return 1;
+		}
+	}
+	return -ENOSPC;
+}
+
+struct str_key {
+	const char *s;
+	size_t len;
+};
+
+static bool str_eq(const struct profile *p, uint64_t id, const void *key)
+{
+	const struct str_key *k = key;
+	const struct pf_string *s = &p->strings[id];
+
+	return s->len == k->len && memcmp(p->pool + s->off, k->s, k->len) == 0;
+}
+
+int64_t profile__string(struct profile *p, const char *s, size_t len)
+{
+	struct str_key key = { s, len };
+	uint64_t h = hash_bytes(s, len, 1), id, slot;
+	size_t need;
+	int r;
+
+	r = lookup(&p->string_ids, h, str_eq, p, &key, &id, &slot);
+	if (r < 0)
+		return r;
+	if (r)
+		return (int64_t)id;
+	if (p->nr_strings >= UINT32_MAX || add_overflows(p->pool_len, len + 1, &need))
+		return -ENOMEM;
+	if (grow_array((void **)&p->pool, &p->pool_cap, need, 1) ||
+	    grow_array((void **)&p->strings, &p->cap_strings, p->nr_strings + 1,
+		       sizeof(*p->strings)))
+		return -ENOMEM;
+	if (len)
+		memcpy(p->pool + p->pool_len, s, len);
+	p->pool[p->pool_len + len] = '\0';
+	p->strings[p->nr_strings] = (struct pf_string){ .off = p->pool_len, .len = len };
+	if (u64map_put(&p->string_ids, slot, p->nr_strings))
+		return -ENOMEM;
+	p->pool_len = need;
+	return (int64_t)p->nr_strings++;
+}
+
+static bool frame_eq(const struct profile *p, uint64_t id, const void *key)
+{
+	return memcmp(&p->frames[id], key, sizeof(struct pf_frame)) == 0;
+}
+
+int64_t profile__frame(struct profile *p, uint32_t name, uint32_t module, enum frame_kind kind)
+{
+	struct pf_frame f = { .name = name, .module = module, .kind = kind };
+	uint64_t h, id, slot;
+	int r;
+
+	if (name >= p->nr_strings || module >= p->nr_strings || (unsigned)kind >= FRAME_KIND_MAX)
+		return -EINVAL;
+	h = hash_bytes(&f, sizeof(f), 2);
+	r = lookup(&p->frame_ids, h, frame_eq, p, &f, &id, &slot);
+	if (r < 0)
+		return r;
+	if (r)
+		return (int64_t)id;
+	if (p->nr_frames >= UINT32_MAX ||
+	    grow_array((void **)&p->frames, &p->cap_frames, p->nr_frames + 1, sizeof(f)))
+		return -ENOMEM;
+	p->frames[p->nr_frames] = f;
+	if (u64map_put(&p->frame_ids, slot, p->nr_frames))
+		return -ENOMEM;
+	return (int64_t)p->nr_frames++;
+}
+
+int64_t profile__frame_str(struct profile *p, const char *name, const char *module,
+			   enum frame_kind kind)
+{
+	int64_t n = profile__string(p, name, strlen(name));
+	int64_t m = module ? profile__string(p, module, strlen(module)) : 0;
+
+	if (n < 0)
+		return n;
+	if (m < 0)
+		return m;
+	return profile__frame(p, (uint32_t)n, (uint32_t)m, kind);
+}
+
+static bool stack_eq(const struct profile *p, uint64_t id, const void *key)
+{
+	const struct pf_stack *k = key;
+
+	return p->stacks[id].parent == k->parent && p->stacks[id].frame == k->frame;
+}
+
+int64_t profile__stack(struct profile *p, uint32_t parent, uint32_t frame)
+{
+	struct pf_stack st = { .parent = parent, .frame = frame };
+	uint64_t h, id, slot;
+	int r;
+
+	/* the very first call creates the root (stack 0) */
+	if (p->nr_stacks == 0) {
+		if (grow_array((void **)&p->stacks, &p->cap_stacks, 1, sizeof(st)) ||
+		    grow_array((void **)&p->depths, &p->cap_depths, 1, sizeof(*p->depths)))
+			return -ENOMEM;
+		p->stacks[0] = (struct pf_stack){ 0, 0 };
+		p->depths[0] = 0;
+		p->nr_stacks = 1;
+		return 0;
+	}
+	if (parent >= p->nr_stacks || frame >= p->nr_frames)
+		return -EINVAL;
+	h = hash_bytes(&st, sizeof(st), 3);
+	r = lookup(&p->stack_ids, h, stack_eq, p, &st, &id, &slot);
+	if (r < 0)
+		return r;
+	if (r)
+		return (int64_t)id;
+	if (p->nr_stacks >= UINT32_MAX ||
+	    grow_array((void **)&p->stacks, &p->cap_stacks, p->nr_stacks + 1, sizeof(st)) ||
+	    grow_array((void **)&p->depths, &p->cap_depths, p->nr_stacks + 1, sizeof(*p->depths)))
+		return -ENOMEM;
+	p->stacks[p->nr_stacks] = st;
+	p->depths[p->nr_stacks] = p->depths[parent] + 1;
+	if (u64map_put(&p->stack_ids, slot, p->nr_stacks))
+		return -ENOMEM;
+	return (int64_t)p->nr_stacks++;
+}
+
+static bool thread_eq(const struct profile *p, uint64_t id, const void *key)
+{
+	return memcmp(&p->threads[id], key, sizeof(struct pf_thread)) == 0;
+}
+
+int64_t profile__thread(struct profile *p, uint32_t pid, uint32_t tid, uint32_t comm)
+{
+	struct pf_thread t = { .pid = pid, .tid = tid, .comm = comm };
+	uint64_t h, id, slot;
+	int r;
+
+	if (comm >= p->nr_strings)
+		return -EINVAL;
+	h = hash_bytes(&t, sizeof(t), 4);
+	r = lookup(&p->thread_ids, h, thread_eq, p, &t, &id, &slot);
+	if (r < 0)
+		return r;
+	if (r)
+		return (int64_t)id;
+	if (p->nr_threads >= UINT32_MAX ||
+	    grow_array((void **)&p->threads, &p->cap_threads, p->nr_threads + 1, sizeof(t)))
+		return -ENOMEM;
+	p->threads[p->nr_threads] = t;
+	if (u64map_put(&p->thread_ids, slot, p->nr_threads))
+		return -ENOMEM;
+	return (int64_t)p->nr_threads++;
+}
+
+int profile__add_sample(struct profile *p, const struct pf_sample *s)
+{
+	if (s->stack >= p->nr_stacks || s->thread >= p->nr_threads || s->kind >= SAMPLE_KIND_MAX)
+		return -EINVAL;
+	if (grow_array((void **)&p->samples, &p->cap_samples, p->nr_samples + 1, sizeof(*s)))
+		return -ENOMEM;
+	p->samples[p->nr_samples++] = *s;
+	return 0;
+}
+
+size_t profile__nr_strings(const struct profile *p)
+{
+	return p->nr_strings;
+}
+
+size_t profile__nr_frames(const struct profile *p)
+{
+	return p->nr_frames;
+}
+
+size_t profile__nr_stacks(const struct profile *p)
+{
+	return p->nr_stacks;
+}
+
+size_t profile__nr_threads(const struct profile *p)
+{
+	return p->nr_threads;
+}
+
+size_t profile__nr_samples(const struct profile *p)
+{
+	return p->nr_samples;
+}
+
+const char *profile__str(const struct profile *p, uint32_t id)
+{
+	return p->pool + p->strings[id].off;
+}
+
+size_t profile__str_len(const struct profile *p, uint32_t id)
+{
+	return p->strings[id].len;
+}
+
+const struct pf_frame *profile__get_frame(const struct profile *p, uint32_t id)
+{
+	return &p->frames[id];
+}
+
+const struct pf_stack *profile__get_stack(const struct profile *p, uint32_t id)
+{
+	return &p->stacks[id];
+}
+
+const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id)
+{
+	return &p->threads[id];
+}
+
+const struct pf_sample *profile__get_sample(const struct profile *p, size_t i)
+{
+	return &p->samples[i];
+}
+
+uint32_t profile__stack_depth(const struct profile *p, uint32_t id)
+{
+	return p->depths[id];
+}
+
+struct pf_meta *profile__meta(struct profile *p)
+{
+	return &p->meta;
+}
+
+const struct pf_meta *profile__cmeta(const struct profile *p)
+{
+	return &p->meta;
+}

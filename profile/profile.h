@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The in-memory profile and its file format (dlflame.data).
+ *
+ * A profile is a set of interned tables:
+ *   strings  - id 0 is always "" ;
+ *   frames   - (name, module, kind); a frame is one node of a call stack;
+ *   stacks   - a prefix tree: stack = (parent stack, frame). Stack id 0 is the
+ *              empty stack (the root); stacks are stored root -> leaf, so the
+ *              leaf frame of stack s is frames[stacks[s].frame] and its caller
+ *              chain is stacks[s].parent, stacks[parent].parent, ... down to 0;
+ *   threads  - (pid, tid, comm);
+ *   samples  - (stack, thread, time, weight, kind).
+ * plus metadata: the recorded command, event, frequency, start/end time,
+ * lost-sample count and whether the recording was finalized.
+ *
+ * All functions return 0 (or an id) on success and a negative errno on
+ * failure; none prints. Ids are dense and start at 0.
+ */
+#ifndef DLFLAME_PROFILE_H
+#define DLFLAME_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum frame_kind {
+	FRAME_USER = 0,
+	FRAME_KERNEL = 1,
+	FRAME_JIT = 2,
+	FRAME_INLINED = 3,
+	FRAME_SPECIAL = 4, /* placeholders such as [truncated], [unknown] */
+	FRAME_KIND_MAX,
+};
+
+enum sample_kind {
+	SAMPLE_ONCPU = 0,
+	SAMPLE_OFFCPU = 1,   /* voluntary blocking, weight in ns */
+	SAMPLE_RUNQUEUE = 2, /* preempted, waiting for a CPU, weight in ns */
+	SAMPLE_KIND_MAX,
+};
+
+struct pf_frame {
+	uint32_t name;   /* string id */
+	uint32_t module; /* string id, 0 when unknown */
+	uint32_t kind;   /* enum frame_kind */
+};
+
+struct pf_stack {
+	uint32_t parent; /* stack id; 0 = this is a root frame */
+	uint32_t frame;  /* frame id; meaningless for stack 0 */
+};
+
+struct pf_thread {
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t comm; /* string id */
+};
+
+struct pf_sample {
+	uint64_t time;   /* ns, CLOCK_MONOTONIC as the kernel stamps it */
+	uint64_t weight; /* ns: sampling period (on-CPU) or blocked time */
+	uint32_t stack;  /* stack id */
+	uint32_t thread; /* thread id */
+	uint32_t kind;   /* enum sample_kind */
+};
+
+struct pf_meta {
+	uint64_t start_time; /* ns, first event; same clock as samples */
+	uint64_t end_time;   /* ns */
+	uint64_t lost;       /* samples lost to ring-buffer overflow */
+	uint64_t freq;       /* sampling frequency in Hz, 0 if period mode */
+	uint32_t event;      /* string id, e.g. "cpu-clock" */
+	uint32_t command;    /* string id, the recorded command line */
+	uint32_t hostname;   /* string id */
+	bool finalized;      /* false if the recorder did not finish cleanly */
+};
+
+struct profile;
+
+struct profile *profile__new(void);
+void profile__free(struct profile *p);
+
+/* Interning. Each returns the id (>= 0) or a negative errno. */
+int64_t profile__string(struct profile *p, const char *s, size_t len);
+int64_t profile__frame(struct profile *p, uint32_t name, uint32_t module, enum frame_kind kind);
+int64_t profile__stack(struct profile *p, uint32_t parent, uint32_t frame);
+int64_t profile__thread(struct profile *p, uint32_t pid, uint32_t tid, uint32_t comm);
+int profile__add_sample(struct profile *p, const struct pf_sample *s);
+
+/* Convenience: intern a frame by C strings. */
+int64_t profile__frame_str(struct profile *p, const char *name, const char *module,
+			   enum frame_kind kind);
+
+/* Read access. Ids passed in must be < the matching count. */
+size_t profile__nr_strings(const struct profile *p);
+size_t profile__nr_frames(const struct profile *p);
+size_t profile__nr_stacks(const struct profile *p); /* includes stack 0 */
+size_t profile__nr_threads(const struct profile *p);
+size_t profile__nr_samples(const struct profile *p);
+
+const char *profile__str(const struct profile *p, uint32_t id); /* NUL-terminated */
+size_t profile__str_len(const struct profile *p, uint32_t id);
+const struct pf_frame *profile__get_frame(const struct profile *p, uint32_t id);
+const struct pf_stack *profile__get_stack(const struct profile *p, uint32_t id);
+const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id);
+const struct pf_sample *profile__get_sample(const struct profile *p, size_t i);
+/* Depth of a stack: number of frames from root to leaf (0 for stack 0). */
+uint32_t profile__stack_depth(const struct profile *p, uint32_t id);
+
+struct pf_meta *profile__meta(struct profile *p);
+const struct pf_meta *profile__cmeta(const struct profile *p);
+
+/*
+ * File format. profile__write() writes to a temporary file next to path
+ * and renames it over path (an existing symlink at path is replaced, not
+ * followed). profile__read() validates every count and offset; on failure
+ * it returns a negative errno and, if err is not NULL, a static
+ * description of what is wrong and the byte offset where it was found.
+ */
+struct profile_read_error {
+	const char *what; /* e.g. "bad magic", "truncated samples section" */
+	uint64_t offset;  /* offset in the file (or in the decompressed payload) */
+	bool in_payload;  /* offset counts in the decompressed payload */
+};
+
+int profile__write(const struct profile *p, const char *path);
+int profile__read(const char *path, struct profile **out, struct profile_read_error *err);
+/* The same, from memory (used by tests and by read). */
+int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
+		      struct profile_read_error *err);
+
+#define PROFILE_MAGIC "DLFLAME\x01"
+#define PROFILE_VERSION 1
+
+#endif

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Opening perf events on a launched or attached target, mmap ring buffers,
+ * draining them, and decoding the raw records into one struct per kind.
+ *
+ * Library code: returns negative errno, never prints. The caller (cmd/)
+ * turns errors into words with sampler__open_strerror().
+ */
+#ifndef DLFLAME_SAMPLER_H
+#define DLFLAME_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- decoded records ---------------------------------------------------- */
+
+enum rec_type {
+	REC_SAMPLE = 1,
+	REC_MMAP2,
+	REC_COMM,
+	REC_FORK,
+	REC_EXIT,
+	REC_LOST,
+	REC_THROTTLE,
+	REC_OTHER, /* a record kind we do not use; skipped */
+};
+
+/*
+ * Callchain entries are as the kernel writes them: leaf first, with
+ * PERF_CONTEXT_KERNEL / PERF_CONTEXT_USER markers (values >= PERF_CONTEXT_MAX)
+ * telling which space the following addresses belong to.
+ */
+struct rec_sample {
+	uint64_t ip;
+	uint32_t pid, tid;
+	uint64_t time;
+	uint64_t id;
+	uint32_t cpu;
+	uint64_t period;
+	uint64_t nr;        /* callchain entries, already checked against the record size */
+	const uint64_t *ips; /* points into the record; valid during the callback */
+	bool user;          /* misc says the sample was taken in user mode */
+};
+
+struct rec_mmap2 {
+	uint32_t pid, tid;
+	uint64_t addr, len, pgoff;
+	uint32_t maj, min;
+	uint64_t ino;
+	uint32_t prot, flags;
+	bool has_build_id;
+	uint8_t build_id_size;
+	uint8_t build_id[20];
+	const char *filename; /* NUL-terminated within the record */
+	uint64_t time;
+};
+
+struct rec_comm {
+	uint32_t pid, tid;
+	const char *comm; /* NUL-terminated within the record */
+	bool exec;        /* PERF_RECORD_MISC_COMM_EXEC */
+	uint64_t time;
+};
+
+struct rec_fork { /* also used for EXIT */
+	uint32_t pid, ppid, tid, ptid;
+	uint64_t time;
+};
+
+struct rec_lost {
+	uint64_t id, lost;
+	uint64_t time;
+};
+
+struct rec {
+	enum rec_type type;
+	uint16_t misc;
+	uint64_t time; /* 0 if the record carries none */
+	union {
+		struct rec_sample sample;
+		struct rec_mmap2 mmap2;
+		struct rec_comm comm;
+		struct rec_fork fork; /* REC_FORK and REC_EXIT */
+		struct rec_lost lost;
+	};
+};
+
+/*
+ * How records of one event are laid out: which PERF_SAMPLE_* bits are set
+ * and whether non-sample records carry a sample_id trailer.
+ */
+struct rec_layout {
+	uint64_t sample_type;
+	bool sample_id_all;
+};
+
+/*
+ * Decode one record of `len` bytes (the header included, len must equal
+ * header.size). Every field is bounds-checked against len. Returns 0,
+ * or -EINVAL for a malformed record (the caller reports and skips it).
+ */
+int rec_decode(const struct rec_layout *layout, const void *data, size_t len, struct rec *out);
+
+/*
+ * Ring-buffer reading, separated from mmap so that it can be tested on a
+ * plain buffer. `base` is the data area (size a power of two), head and
+ * tail are the kernel's data_head (loaded with acquire by the caller) and
+ * the reader's data_tail. Copies the record starting at *tail into `scratch`
+ * when it wraps the end of the buffer, otherwise points into the buffer.
+ * Returns 1 with *rec/*len set and *tail advanced, 0 when tail == head,
+ * -EINVAL on a corrupt header (size 0, or running past head).
+ */
+int ring_next(const uint8_t *base, size_t size, uint64_t head, uint64_t *tail, uint8_t *scratch,
+	      size_t scratch_size, const void **rec, size_t *len);
+
+/* ---- opening events and draining --------------------------------------- */
+
+enum callgraph_mode {
+	CALLGRAPH_FP = 0, /* kernel callchain (frame pointers in user space) */
+};
+
+struct sampler_opts {
+	uint64_t freq;        /* samples per second; default 999 */
+	uint32_t mmap_pages;  /* data pages per ring buffer, power of two; default 128 */
+	enum callgraph_mode callgraph;
+	bool exclude_kernel;  /* set by the sampler itself if paranoid forbids kernel */
+};
+
+struct sampler_stats {
+	uint64_t records;
+	uint64_t samples;
+	uint64_t lost;        /* from PERF_RECORD_LOST */
+	uint64_t bad_records; /* malformed records skipped */
+	bool kernel_excluded; /* kernel frames were not allowed and were dropped */
+	const char *event;    /* "cpu-clock" or "cycles" */
+};
+
+struct sampler;
+
+/*
+ * Launch mode: fork argv[0] (searched in PATH) with `envp` as its
+ * environment, stopped before exec until sampler__start(). Events are
+ * opened on the child with inherit and enable_on_exec, one per CPU, so that
+ * every thread and child process it creates is followed and dlflame itself
+ * is never sampled. Returns 0 and sets *child, or a negative errno
+ * (-ENOENT if the command is not found: that is checked before forking).
+ */
+struct sampler *sampler__new(const struct sampler_opts *opts);
+/*
+ * Accepts NULL. A child that was launched but never started (it has not run
+ * the user's command yet) is killed and reaped; a started one is left alone.
+ */
+void sampler__free(struct sampler *s);
+int sampler__launch(struct sampler *s, char *const argv[], char *const envp[], pid_t *child);
+/* Let the launched child exec. */
+int sampler__start(struct sampler *s);
+
+/*
+ * Wait up to timeout_ms for data, then drain every ring buffer, sort the
+ * records of this round by time and hand each to cb. A non-zero return
+ * from cb stops the round and is returned. Returns 0 or a negative errno.
+ * EINTR from poll is not an error (returns 0).
+ */
+typedef int (*rec_cb)(void *ctx, const struct rec *r);
+int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx);
+/* Drain whatever is left, without waiting. */
+int sampler__drain(struct sampler *s, rec_cb cb, void *ctx);
+
+const struct sampler_stats *sampler__stats(const struct sampler *s);
+
+/*
+ * Explain an error from sampler__new/launch in one line for the user:
+ * what failed, why, and what to do (mentions the current
+ * kernel.perf_event_paranoid value, RLIMIT_MEMLOCK, etc). Writes into buf.
+ */
+const char *sampler__open_strerror(int err, char *buf, size_t size);
+
+#endif

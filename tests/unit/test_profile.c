@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "profile/profile.h"
+
+static struct profile *make_profile(void)
+{
+	struct profile *p = profile__new();
+	cr_assert_not_null(p);
+	int64_t fmain = profile__frame_str(p, "main", "app", FRAME_USER);
+	int64_t fwork = profile__frame_str(p, "work", "app", FRAME_USER);
+	int64_t fsys = profile__frame_str(p, "do_syscall_64", "[kernel.kallsyms]", FRAME_KERNEL);
+	int64_t s1 = profile__stack(p, 0, fmain);
+	int64_t s2 = profile__stack(p, s1, fwork);
+	int64_t s3 = profile__stack(p, s2, fsys);
+	int64_t comm = profile__string(p, "app", 3);
+	int64_t t1 = profile__thread(p, 100, 100, comm);
+	int64_t t2 = profile__thread(p, 100, 101, comm);
+
+	cr_assert(fmain >= 0 && fwork >= 0 && fsys >= 0 && s3 > 0 && t2 > t1);
+	for (int i = 0; i < 1000; i++) {
+		struct pf_sample s = {
+			.time = 1000000 + i * 1001001ULL,
+			.weight = 1001001,
+			.stack = i % 3 ? s2 : s3,
+			.thread = i % 2 ? t1 : t2,
+			.kind = SAMPLE_ONCPU,
+		};
+		cr_assert_eq(profile__add_sample(p, &s), 0);
+	}
+	struct pf_meta *m = profile__meta(p);
+	m->start_time = 1000000;
+	m->end_time = 2000000000;
+	m->lost = 7;
+	m->freq = 999;
+	m->event = profile__string(p, "cpu-clock", 9);
+	m->command = profile__string(p, "./app --x", 9);
+	m->finalized = true;
+	return p;
+}
+
+static char tmpdir[64];
+
+static void mk_tmp(void)
+{
+	strcpy(tmpdir, "/tmp/dlflame-test-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void rm_tmp(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f);
+	fseek(f, 0, SEEK_END);
+	*len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *b = malloc(*len + 1);
+	cr_assert_eq(fread(b, 1, *len, f), *len);
+	fclose(f);
+	return b;
+}
+
+TestSuite(profile, .init = mk_tmp, .fini = rm_tmp);
+
+Test(profile, interning_is_stable)
+{
+	struct profile *p = profile__new();
+	int64_t a = profile__string(p, "abc", 3);
+	int64_t b = profile__string(p, "abd", 3);
+
+	cr_assert_eq(profile__string(p, "", 0), 0, "string 0 is the empty string");
+	cr_assert_neq(a, b);
+	cr_assert_eq(profile__string(p, "abc", 3), a);
+	int64_t f = profile__frame(p, a, b, FRAME_USER);
+	cr_assert_eq(profile__frame(p, a, b, FRAME_USER), f);
+	cr_assert_neq(profile__frame(p, a, b, FRAME_KERNEL), f);
+	cr_assert_eq(profile__frame(p, 999, 0, FRAME_USER), -EINVAL);
+	int64_t s = profile__stack(p, 0, f);
+	cr_assert_eq(profile__stack(p, 0, f), s);
+	cr_assert_eq(profile__stack_depth(p, s), 1);
+	int64_t s2 = profile__stack(p, s, f);
+	cr_assert_eq(profile__stack_depth(p, s2), 2);
+	cr_assert_eq(profile__stack(p, 12345, f), -EINVAL);
+	/* many strings survive rehashing */
+	char buf[32];
+	for (int i = 0; i < 50000; i++) {
+		int n = snprintf(buf, sizeof(buf), "s%d", i);
+		cr_assert_eq(profile__string(p, buf, n), 3 + i);
+	}
+	cr_assert_str_eq(profile__str(p, 3 + 4242), "s4242");
+	profile__free(p);
+}
+
+Test(profile, round_trip)
+{
+	struct profile *p = make_profile(), *q = NULL;
+	struct profile_read_error e = { 0 };
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/a.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, &e), 0, "%s at %lu", e.what, (unsigned long)e.offset);
+	cr_assert_eq(profile__nr_samples(q), profile__nr_samples(p));
+	cr_assert_eq(profile__nr_stacks(q), profile__nr_stacks(p));
+	cr_assert_eq(profile__nr_threads(q), 2);
+	for (size_t i = 0; i < profile__nr_samples(p); i++) {
+		const struct pf_sample *a = profile__get_sample(p, i), *b = profile__get_sample(q, i);
+		cr_assert_eq(a->time, b->time);
+		cr_assert_eq(a->weight, b->weight);
+		cr_assert_eq(profile__stack_depth(p, a->stack), profile__stack_depth(q, b->stack));
+		const struct pf_frame *fa = profile__get_frame(p, profile__get_stack(p, a->stack)->frame);
+		const struct pf_frame *fb = profile__get_frame(q, profile__get_stack(q, b->stack)->frame);
+		cr_assert_str_eq(profile__str(p, fa->name), profile__str(q, fb->name));
+		cr_assert_eq(fa->kind, fb->kind);
+		cr_assert_eq(profile__get_thread(p, a->thread)->tid, profile__get_thread(q, b->thread)->tid);
+	}
+	const struct pf_meta *m = profile__cmeta(q);
+	cr_assert_eq(m->lost, 7);
+	cr_assert_eq(m->freq, 999);
+	cr_assert(m->finalized);
+	cr_assert_str_eq(profile__str(q, m->event), "cpu-clock");
+	cr_assert_str_eq(profile__str(q, m->command), "./app --x");
+	profile__free(p);
+	profile__free(q);
+}
+
+Test(profile, write_replaces_symlink_instead_of_following_it)
+{
+	struct profile *p = make_profile();
+	char path[128], victim[128];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/out.data", tmpdir);
+	snprintf(victim, sizeof(victim), "%s/victim", tmpdir);
+	FILE *f = fopen(victim, "w");
+	fputs("keep", f);
+	fclose(f);
+	cr_assert_eq(symlink(victim, path), 0);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(lstat(path, &st), 0);
+	cr_assert(S_ISREG(st.st_mode), "the symlink was replaced by a file");
+	cr_assert_eq(stat(victim, &st), 0);
+	cr_assert_eq(st.st_size, 4, "the symlink's target is untouched");
+	profile__free(p);
+}
+
+Test(profile, every_truncation_is_an_error)
+{
+	struct profile *p = make_profile(), *q = NULL;
+	char path[128];
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/t.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	uint8_t *buf = slurp(path, &len);
+	for (size_t cut = 0; cut < len; cut++) {
+		struct profile_read_error e = { 0 };
+		q = NULL;
+		cr_assert_eq(profile__read_mem(buf, cut, &q, &e), -EINVAL, "cut at %zu", cut);
+		cr_assert_null(q);
+		cr_assert_not_null(e.what);
+	}
+	free(buf);
+	profile__free(p);
+}
+
+Test(profile, bit_flips_never_crash_and_are_detected)
+{
+	struct profile *p = make_profile(), *q;
+	char path[128];
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/f.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	uint8_t *buf = slurp(path, &len);
+	for (size_t i = 0; i < len * 8; i++) {
+		size_t at = i / 8;
+		uint8_t bit = 1u << (i % 8);
+		struct profile_read_error e = { 0 };
+
+		buf[at] ^= bit;
+		q = NULL;
+		int r = profile__read_mem(buf, len, &q, &e);
+		cr_assert_eq(r, -EINVAL, "flip at %zu", at);
+		profile__free(q);
+		buf[at] ^= bit;
+	}
+	free(buf);
+	profile__free(p);
+}
+
+Test(profile, foreign_and_empty_files)
+{
+	struct profile *q = NULL;
+	struct profile_read_error e = { 0 };
+	uint8_t junk[4096] = { 0 };
+
+	cr_assert_eq(profile__read_mem(junk, 0, &q, &e), -EINVAL);
+	cr_assert_str_eq(e.what, "empty file");
+	srand(2);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = rand();
+	cr_assert_eq(profile__read_mem(junk, sizeof(junk), &q, &e), -EINVAL);
+	cr_assert_not_null(strstr(e.what, "magic"));
+	memcpy(junk, PROFILE_MAGIC, 8);
+	junk[8] = 99; /* version */
+	junk[9] = junk[10] = junk[11] = 0;
+	cr_assert_eq(profile__read_mem(junk, sizeof(junk), &q, &e), -EINVAL);
+	cr_assert_not_null(strstr(e.what, "version"));
+	cr_assert_eq(profile__read("/nonexistent/x.data", &q, &e), -ENOENT);
+	cr_assert_eq(profile__read("/dev/null", &q, &e), -EINVAL, "a device is not read");
+}
+
+Test(profile, claimed_huge_payload_is_refused_before_allocating)
+{
+	struct profile *p = make_profile(), *q = NULL;
+	struct profile_read_error e = { 0 };
+	char path[128];
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/b.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	uint8_t *buf = slurp(path, &len);
+	buf[16 + 7] = 0x10; /* payload length: 2^60 */
+	cr_assert_eq(profile__read_mem(buf, len, &q, &e), -EINVAL);
+	cr_assert_not_null(strstr(e.what, "implausible"));
+	free(buf);
+	profile__free(p);
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+#include <criterion/criterion.h>
+#include <errno.h>
+
+#include "util/util.h"
+
+Test(u64map, put_get_delete_many)
+{
+	struct u64map m;
+
+	u64map_init(&m);
+	for (uint64_t i = 0; i < 10000; i++)
+		cr_assert_eq(u64map_put(&m, i * 7919, i), 0);
+	cr_assert_eq(m.len, 10000);
+	for (uint64_t i = 0; i < 10000; i += 2)
+		cr_assert(u64map_del(&m, i * 7919));
+	for (uint64_t i = 0; i < 10000; i++) {
+		uint64_t v = 0;
+		bool found = u64map_get(&m, i * 7919, &v);
+		cr_assert_eq(found, i % 2 == 1, "key %lu", (unsigned long)i);
+		if (found)
+			cr_assert_eq(v, i);
+	}
+	cr_assert_eq(u64map_put(&m, UINT64_MAX, 1), -EINVAL);
+	u64map_free(&m);
+}
+
+Test(parse, strict_numbers)
+{
+	uint64_t u = 42;
+	int64_t i = 42;
+	double d = 1.5;
+
+	cr_assert_eq(parse_u64("999", 10, 1, 1000, &u), 0);
+	cr_assert_eq(u, 999);
+	cr_assert_eq(parse_u64("1001", 10, 1, 1000, &u), -ERANGE);
+	cr_assert_eq(parse_u64("12x", 10, 1, 1000, &u), -EINVAL);
+	cr_assert_eq(parse_u64("", 10, 0, 10, &u), -EINVAL);
+	cr_assert_eq(parse_u64("-1", 10, 0, 10, &u), -EINVAL);
+	cr_assert_eq(parse_u64(" 1", 10, 0, 10, &u), -EINVAL);
+	cr_assert_eq(parse_u64("99999999999999999999999", 10, 0, UINT64_MAX, &u), -ERANGE);
+	cr_assert_eq(u, 999, "output untouched on failure");
+	cr_assert_eq(parse_i64("-5", -10, 10, &i), 0);
+	cr_assert_eq(i, -5);
+	cr_assert_eq(parse_i64("11", -10, 10, &i), -ERANGE);
+	cr_assert_eq(parse_double("0.25", 0, 1, &d), 0);
+	cr_assert_float_eq(d, 0.25, 1e-12);
+	cr_assert_eq(parse_double("nan", 0, 1, &d), -EINVAL);
+	cr_assert_eq(parse_double("1.5e", 0, 10, &d), -EINVAL);
+}
+
+Test(grow, overflow_is_refused)
+{
+	void *p = NULL;
+	size_t cap = 0;
+
+	cr_assert_eq(grow_array(&p, &cap, 10, 8), 0);
+	cr_assert_geq(cap, 10);
+	cr_assert_eq(grow_array(&p, &cap, SIZE_MAX / 2, 16), -ENOMEM);
+	free(p);
+}
+
+Test(le, round_trip)
+{
+	uint8_t b[8];
+
+	put_le64(b, 0x0102030405060708ULL);
+	cr_assert_eq(b[0], 8);
+	cr_assert_eq(b[7], 1);
+	cr_assert_eq(get_le64(b), 0x0102030405060708ULL);
+}

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+#include "util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EMPTY_KEY UINT64_MAX
+
+uint64_t hash_bytes(const void *data, size_t len, uint64_t seed)
+{
+	const uint8_t *p = data;
+	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return hash_u64(h);
+}
+
+uint64_t hash_u64(uint64_t x)
+{
+	/* splitmix64 finalizer */
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+void u64map_init(struct u64map *m)
+{
+	memset(m, 0, sizeof(*m));
+}
+
+void u64map_free(struct u64map *m)
+{
+	if (!m)
+		return;
+	free(m->keys);
+	free(m->vals);
+	u64map_init(m);
+}
+
+static size_t slot_of(const struct u64map *m, uint64_t key)
+{
+	size_t mask = m->cap - 1;
+	size_t i = hash_u64(key) & mask;
+
+	while (m->keys[i] != EMPTY_KEY && m->keys[i] != key)
+		i = (i + 1) & mask;
+	return i;
+}
+
+static int rehash(struct u64map *m, size_t cap)
+{
+	struct u64map n = { .cap = cap };
+
+	n.keys = malloc(cap * sizeof(*n.keys));
+	n.vals = malloc(cap * sizeof(*n.vals));
+	if (!n.keys || !n.vals) {
+		free(n.keys);
+		free(n.vals);
+		return -ENOMEM;
+	}
+	memset(n.keys, 0xff, cap * sizeof(*n.keys));
+	for (size_t i = 0; i < m->cap; i++) {
+		if (m->keys[i] == EMPTY_KEY)
+			continue;
+		size_t s = slot_of(&n, m->keys[i]);
+		n.keys[s] = m->keys[i];
+		n.vals[s] = m->vals[i];
+		n.len++;
+	}
+	free(m->keys);
+	free(m->vals);
+	*m = n;
+	return 0;
+}
+
+int u64map_put(struct u64map *m, uint64_t key, uint64_t val)
+{
+	if (key == EMPTY_KEY)
+		return -EINVAL;
+	/* keep load factor below 1/2 */
+	if ((m->len + 1) * 2 > m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 16;
+		if (cap < m->cap)
+			return -ENOMEM;
+		int err = rehash(m, cap);
+		if (err)
+			return err;
+	}
+	size_t s = slot_of(m, key);
+	if (m->keys[s] == EMPTY_KEY) {
+		m->keys[s] = key;
+		m->len++;
+	}
+	m->vals[s] = val;
+	return 0;
+}
+
+bool u64map_get(const struct u64map *m, uint64_t key, uint64_t *val)
+{
+	if (!m->cap || key == EMPTY_KEY)
+		return false;
+	size_t s = slot_of(m, key);
+	if (m->keys[s] == EMPTY_KEY)
+		return false;
+	if (val)
+		*val = m->vals[s];
+	return true;
+}
+
+bool u64map_del(struct u64map *m, uint64_t key)
+{
+	if (!m->cap || key == EMPTY_KEY)
+		return false;
+	size_t mask = m->cap - 1;
+	size_t i = slot_of(m, key);
+	if (m->keys[i] == EMPTY_KEY)
+		return false;
+	/* backward-shift deletion keeps probe chains intact without tombstones */
+	size_t j = i;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (m->keys[j] == EMPTY_KEY)
+			break;
+		size_t home = hash_u64(m->keys[j]) & mask;
+		/* move j into hole i unless home lies cyclically in (i, j] */
+		bool in_range = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+		if (in_range)
+			continue;
+		m->keys[i] = m->keys[j];
+		m->vals[i] = m->vals[j];
+		i = j;
+	}
+	m->keys[i] = EMPTY_KEY;
+	m->len--;
+	return true;
+}
+
+int grow_array(void **ptr, size_t *cap, size_t want, size_t elem)
+{
+	size_t ncap, bytes;
+	void *p;
+
+	if (want <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 16;
+	while (ncap < want) {
+		if (mul_overflows(ncap, 2, &ncap))
+			return -ENOMEM;
+	}
+	if (mul_overflows(ncap, elem, &bytes))
+		return -ENOMEM;
+	p = realloc(*ptr, bytes);
+	if (!p)
+		return -ENOMEM;
+	*ptr = p;
+	*cap = ncap;
+	return 0;
+}
+
+int parse_u64(const char *s, int base, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ' || *s == '\t')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, base);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (errno || *end)
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s || *s == ' ' || *s == '\t')
+		return -EINVAL;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (errno || *end)
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int parse_double(const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || *s == ' ' || *s == '\t')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (errno || *end || isnan(v))
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Small helpers every module may use: a u64 -> u64 open-addressing map,
+ * a hash function, strict number parsing, overflow-checked arithmetic.
+ * Nothing here prints or keeps global state.
+ */
+#ifndef DLFLAME_UTIL_H
+#define DLFLAME_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* 64-bit FNV-1a followed by a final mix; good enough for interning tables. */
+uint64_t hash_bytes(const void *data, size_t len, uint64_t seed);
+uint64_t hash_u64(uint64_t x);
+
+/*
+ * u64 -> u64 map with open addressing. Key UINT64_MAX is reserved (empty slot).
+ * Returns 0 or -ENOMEM / -EINVAL.
+ */
+struct u64map {
+	uint64_t *keys;
+	uint64_t *vals;
+	size_t cap; /* power of two, or 0 */
+	size_t len;
+};
+
+void u64map_init(struct u64map *m);
+void u64map_free(struct u64map *m);
+int u64map_put(struct u64map *m, uint64_t key, uint64_t val);
+bool u64map_get(const struct u64map *m, uint64_t key, uint64_t *val);
+bool u64map_del(struct u64map *m, uint64_t key);
+
+/*
+ * Grow *ptr (an array of elem-sized items with *cap slots) so that it holds
+ * at least want items. Doubles capacity; checks for overflow. 0 or -ENOMEM.
+ */
+int grow_array(void **ptr, size_t *cap, size_t want, size_t elem);
+
+/*
+ * Strict parsing: the whole string must be a number in [min, max], no sign
+ * for unsigned, no trailing junk, no empty string. 0 or -EINVAL / -ERANGE;
+ * *out is untouched on failure.
+ */
+int parse_u64(const char *s, int base, uint64_t min, uint64_t max, uint64_t *out);
+int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+int parse_double(const char *s, double min, double max, double *out);
+
+/* a + b and a * b that report overflow (true) instead of wrapping. */
+static inline bool add_overflows(size_t a, size_t b, size_t *res)
+{
+	return __builtin_add_overflow(a, b, res);
+}
+
+static inline bool mul_overflows(size_t a, size_t b, size_t *res)
+{
+	return __builtin_mul_overflow(a, b, res);
+}
+
+/* Little-endian stores/loads for file formats (no alignment needed). */
+static inline void put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = v;
+	p[1] = v >> 8;
+	p[2] = v >> 16;
+	p[3] = v >> 24;
+}
+
+static inline void put_le64(uint8_t *p, uint64_t v)
+{
+	put_le32(p, (uint32_t)v);
+	put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t get_le64(const uint8_t *p)
+{
+	return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
+}
+
+#endif
