@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared by the files of render/ only. */
+#ifndef DLFLAME_RENDER_INTERNAL_H
+#define DLFLAME_RENDER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "render/render.h"
+#include "util/util.h"
+
+/* A growable byte buffer; not NUL-terminated unless sb_add_nul() is used. */
+struct strbuf {
+	char *buf;
+	size_t len;
+	size_t cap;
+};
+
+void sb_free(struct strbuf *sb);
+int sb_add(struct strbuf *sb, const void *data, size_t len);
+
+/* Code point that utf8_decode() reports for an ill-formed sequence. */
+#define UTF8_BAD UINT32_MAX
+
+/*
+ * Decode one code point from s (n > 0 bytes). Returns the bytes consumed
+ * (>= 1). Ill-formed input (overlongs, surrogates, > U+10FFFF, truncation)
+ * yields UTF8_BAD and consumes the maximal ill-formed subpart, as Unicode
+ * recommends, so each bad sequence becomes exactly one U+FFFD.
+ */
+size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *cp);
+
+/* Append name sanitised for folded output (see render_folded_name). */
+int sb_add_folded_name(struct strbuf *sb, const char *name, size_t len);
+
+/*
+ * Append name as well-formed UTF-8 that XML 1.0 accepts as character data,
+ * but not yet entity-escaped: controls become '?', invalid UTF-8 and the
+ * non-characters U+FFFE/U+FFFF become U+FFFD. An empty name becomes
+ * "[unnamed]". Returns the number of code points appended, or -ENOMEM.
+ */
+int64_t sb_add_xml_clean(struct strbuf *sb, const char *name, size_t len);
+
+/* Selected samples summed per (comm string id, stack id). */
+struct agg_entry {
+	uint32_t comm;
+	uint32_t stack;
+	uint64_t weight;
+};
+
+struct agg {
+	struct agg_entry *v;
+	size_t len;
+	size_t cap;
+	uint64_t total; /* saturating sum of all weights */
+};
+
+/*
+ * Sum the samples chosen by sel (NULL = on-CPU, counted). Validates every id
+ * the samples reference; -EINVAL for a profile that breaks its invariants.
+ */
+int agg_samples(const struct profile *p, const struct render_select *sel, struct agg *out);
+void agg_free(struct agg *a);
+
+/*
+ * The frames of stack, root first, into *frames (grown as needed). Checks
+ * that parent ids decrease, so a corrupt table cannot loop. Returns the
+ * depth or a negative errno.
+ */
+int64_t stack_frames(const struct profile *p, uint32_t stack, uint32_t **frames, size_t *cap);
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+#endif

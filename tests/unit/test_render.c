@@ -1,0 +1,659 @@
+/* SPDX-License-Identifier: MIT */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "profile/profile.h"
+#include "render/render.h"
+
+/* One frame of a test stack; len 0 means strlen(name). */
+struct fr {
+	const char *name;
+	size_t len;
+	enum frame_kind kind;
+};
+
+/* clang-format off */
+#define U(s) { s, 0, FRAME_USER }
+#define K(s) { s, 0, FRAME_KERNEL }
+#define J(s) { s, 0, FRAME_JIT }
+#define I(s) { s, 0, FRAME_INLINED }
+#define S(s) { s, 0, FRAME_SPECIAL }
+/* a name with embedded NULs: its length from the literal */
+#define RAW(s) { s, sizeof(s) - 1, FRAME_USER }
+/* clang-format on */
+
+static struct profile *p;
+
+static void setup(void)
+{
+	p = profile__new();
+	cr_assert_not_null(p);
+}
+
+static void teardown(void)
+{
+	profile__free(p);
+	p = NULL;
+}
+
+static uint32_t str(const char *s, size_t len)
+{
+	int64_t id = profile__string(p, s, len ? len : strlen(s));
+
+	cr_assert_geq(id, 0);
+	return (uint32_t)id;
+}
+
+static uint32_t thread(const char *comm, uint32_t tid)
+{
+	int64_t id = profile__thread(p, 100, tid, str(comm, 0));
+
+	cr_assert_geq(id, 0);
+	return (uint32_t)id;
+}
+
+static uint32_t stack(const struct fr *f, size_t n)
+{
+	uint32_t s = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int64_t fid = profile__frame(p, str(f[i].name, f[i].len), 0, f[i].kind);
+		int64_t sid;
+
+		cr_assert_geq(fid, 0);
+		sid = profile__stack(p, s, (uint32_t)fid);
+		cr_assert_geq(sid, 0);
+		s = (uint32_t)sid;
+	}
+	return s;
+}
+
+#define STACK(...)                                \
+	stack((const struct fr[]){ __VA_ARGS__ }, \
+	      sizeof((const struct fr[]){ __VA_ARGS__ }) / sizeof(struct fr))
+
+static void add(uint32_t thr, uint32_t stk, enum sample_kind kind, uint64_t weight, int times)
+{
+	for (int i = 0; i < times; i++) {
+		struct pf_sample s = {
+			.time = 1000 + (uint64_t)i,
+			.weight = weight,
+			.stack = stk,
+			.thread = thr,
+			.kind = kind,
+		};
+		cr_assert_eq(profile__add_sample(p, &s), 0);
+	}
+}
+
+/* Render into a malloc'ed NUL-terminated string. */
+static char *folded(const struct render_select *sel)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int err;
+
+	cr_assert_not_null(f);
+	err = render_folded(p, sel, f);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(err, 0, "render_folded: %d", err);
+	return buf;
+}
+
+static char *svg(const struct render_select *sel, const struct svg_opts *opts, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	int err;
+
+	cr_assert_not_null(f);
+	err = render_svg(p, sel, opts, f);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(err, 0, "render_svg: %d", err);
+	if (len)
+		*len = n;
+	return buf;
+}
+
+static size_t count(const char *hay, size_t len, const char *needle)
+{
+	size_t n = 0, nl = strlen(needle);
+
+	for (const char *h = hay; (h = memmem(h, len - (size_t)(h - hay), needle, nl)); h += nl)
+		n++;
+	return n;
+}
+
+/*
+ * Write buf to a temp file and run xmllint on it: --noout, or an XPath
+ * expression whose value goes to result. Returns xmllint's exit status.
+ */
+static int xmllint_xpath(const char *buf, size_t len, const char *xpath, char *result, size_t size)
+{
+	char path[] = "/tmp/dlflame-test-XXXXXX.svg";
+	char cmd[512];
+	int fd = mkstemps(path, 4), status;
+	FILE *f;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+	if (xpath)
+		snprintf(cmd, sizeof(cmd), "xmllint --xpath '%s' %s", xpath, path);
+	else
+		snprintf(cmd, sizeof(cmd), "xmllint --noout %s", path);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	if (result) {
+		size_t n = fread(result, 1, size - 1, f);
+
+		result[n] = '\0';
+	}
+	status = pclose(f);
+	unlink(path);
+	cr_assert(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static int xmllint(const char *buf, size_t len)
+{
+	return xmllint_xpath(buf, len, NULL, NULL, 0);
+}
+
+/* big enough for any output here: a write error shows only when flushed */
+static char stdio_buf[1 << 20];
+
+TestSuite(folded, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(svg, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(escape, .timeout = 10);
+
+Test(folded, golden)
+{
+	uint32_t t1 = thread("trainer", 1), t2 = thread("omp worker", 2);
+	uint32_t s_mm = STACK(U("main"), U("train"), U("matmul"));
+	uint32_t s_wr = STACK(U("main"), U("train"), U("write"), K("ksys_write"), K("vfs_write"));
+	uint32_t s_jit = STACK(U("start_thread"), I("omp_body"), J("brgemm_kernel"));
+	uint32_t s_tr = STACK(U("start_thread"), S("[truncated]"));
+	/* print identically once sanitised: merged into one line */
+	uint32_t s_semi = STACK(U("main"), U("a;b"));
+	uint32_t s_colon = STACK(U("main"), U("a:b"));
+	char *out;
+
+	add(t1, s_mm, SAMPLE_ONCPU, 1000, 3);
+	add(t1, s_wr, SAMPLE_ONCPU, 1000, 2);
+	add(t2, s_jit, SAMPLE_ONCPU, 1000, 4);
+	add(t2, s_tr, SAMPLE_ONCPU, 1000, 1);
+	add(t1, s_semi, SAMPLE_ONCPU, 1000, 1);
+	add(t1, s_colon, SAMPLE_ONCPU, 1000, 2);
+	add(t1, s_mm, SAMPLE_OFFCPU, 5000000, 7); /* not selected by default */
+	add(t2, s_mm, SAMPLE_ONCPU, 1000, 1); /* same stack, other comm */
+
+	out = folded(NULL);
+	cr_assert_str_eq(out, "omp worker;main;train;matmul 1\n"
+			      "omp worker;start_thread;[truncated] 1\n"
+			      "omp worker;start_thread;omp_body_[i];brgemm_kernel_[j] 4\n"
+			      "trainer;main;a:b 3\n"
+			      "trainer;main;train;matmul 3\n"
+			      "trainer;main;train;write;ksys_write_[k];vfs_write_[k] 2\n");
+	free(out);
+}
+
+Test(folded, kinds_and_ns_weights)
+{
+	uint32_t t = thread("mlp", 1);
+	uint32_t s1 = STACK(U("main"), K("schedule"));
+	uint32_t s2 = STACK(U("main"), U("poll"));
+	struct render_select sel = { .kinds = { [SAMPLE_OFFCPU] = true }, .weight_ns = true };
+	char *out;
+
+	add(t, s1, SAMPLE_OFFCPU, 1499, 1); /* 1.499 us */
+	add(t, s1, SAMPLE_OFFCPU, 1000, 1); /* together 2.499 us -> 2 */
+	add(t, s2, SAMPLE_OFFCPU, 2500000, 1); /* 2500 us */
+	add(t, s2, SAMPLE_RUNQUEUE, 9000000, 1);
+	add(t, s2, SAMPLE_ONCPU, 1000000, 5);
+	add(t, STACK(U("main"), U("tiny")), SAMPLE_OFFCPU, 499, 1); /* rounds to 0: no line */
+
+	out = folded(&sel);
+	cr_assert_str_eq(out, "mlp;main;poll 2500\nmlp;main;schedule_[k] 2\n");
+	free(out);
+
+	sel.kinds[SAMPLE_RUNQUEUE] = true;
+	sel.weight_ns = false;
+	out = folded(&sel);
+	cr_assert_str_eq(out, "mlp;main;poll 2\nmlp;main;schedule_[k] 2\nmlp;main;tiny 1\n");
+	free(out);
+}
+
+/* Lines sort as `LC_ALL=C sort` sorts them, the count included. */
+Test(folded, sorted_bytewise)
+{
+	uint32_t t = thread("c", 1);
+
+	add(t, STACK(U("b 1")), SAMPLE_ONCPU, 1, 3);
+	add(t, STACK(U("b")), SAMPLE_ONCPU, 1, 5);
+	add(t, STACK(U("B")), SAMPLE_ONCPU, 1, 1);
+	add(t, STACK(U("\xc3\xa9")), SAMPLE_ONCPU, 1, 1);
+	add(t, STACK(U("b"), U("x")), SAMPLE_ONCPU, 1, 1);
+	char *out = folded(NULL);
+
+	cr_assert_str_eq(out, "c;B 1\nc;b 1 3\nc;b 5\nc;b;x 1\nc;\xc3\xa9 1\n");
+	free(out);
+}
+
+Test(folded, hostile_names_add_no_frame_or_line)
+{
+	static const struct fr hostile[] = {
+		U("a;b;c"),
+		U("line\nbreak"),
+		U("\x1b[31mred\x1b[0m"),
+		RAW("nul\0inside"),
+		U("bad\xff\xc3utf8"),
+		U("cr\r;\t"),
+		U("\xc2\x9b"
+		  "2J"), /* C1 CSI */
+		U(""),
+		U(" 12"),
+	};
+	uint32_t t = thread("evil;comm\n\x1b", 1);
+	size_t n = sizeof(hostile) / sizeof(hostile[0]);
+	char *out, *line;
+	size_t lines = 0;
+
+	for (size_t i = 0; i < n; i++)
+		add(t, stack(&hostile[i], 1), SAMPLE_ONCPU, 1, 1);
+	/* the whole list as one deep stack too */
+	add(t, stack(hostile, n), SAMPLE_ONCPU, 1, 1);
+
+	out = folded(NULL);
+	for (const char *c = out; *c; c++)
+		cr_assert((unsigned char)*c >= 0x20 || *c == '\n', "control byte %#x in output",
+			  *c);
+	for (char *save = NULL, *s = out; (line = strtok_r(s, "\n", &save)); s = NULL) {
+		size_t semis = 0;
+
+		for (const char *c = line; *c; c++)
+			semis += *c == ';';
+		/* comm;frame is one ';', the deep stack has n */
+		cr_assert(semis == 1 || semis == n, "line %zu has %zu ';': %s", lines, semis, line);
+		cr_assert_eq(strncmp(line, "evil:comm??;", 12), 0, "%s", line);
+		lines++;
+	}
+	cr_assert_eq(lines, n + 1);
+	free(out);
+}
+
+Test(folded, large_profile)
+{
+	uint32_t thr[4] = { thread("a", 1), thread("b", 2), thread("a", 3), thread("c", 4) };
+	uint32_t stk[64];
+	char *out, name[32];
+	uint64_t sum = 0;
+
+	for (int i = 0; i < 64; i++) {
+		snprintf(name, sizeof(name), "leaf%02d", i);
+		stk[i] = stack((const struct fr[]){ U("main"), U("loop"), U(name) }, 3);
+	}
+	for (uint32_t i = 0; i < 1000000; i++) {
+		struct pf_sample s = { .weight = 1,
+				       .stack = stk[(i / 4) % 64],
+				       .thread = thr[i % 4] };
+		cr_assert_eq(profile__add_sample(p, &s), 0);
+	}
+	out = folded(NULL);
+	for (char *l = out; (l = strchr(l, ' ')); l++)
+		sum += strtoull(l + 1, NULL, 10);
+	cr_assert_eq(sum, 1000000);
+	cr_assert_eq(count(out, strlen(out), "\n"), 3 * 64); /* comms a, b, c */
+	free(out);
+}
+
+Test(folded, write_errors)
+{
+	FILE *full = fopen("/dev/full", "w"), *ro = fopen("/dev/null", "r");
+
+	add(thread("x", 1), STACK(U("main")), SAMPLE_ONCPU, 1, 1);
+	cr_assert_not_null(full);
+	cr_assert_not_null(ro);
+	cr_assert_eq(render_folded(p, NULL, full), -EIO);
+	cr_assert_eq(render_folded(p, NULL, ro), -EIO);
+	fclose(full);
+	fclose(ro);
+
+	/* a buffer that holds it all: the error shows only when flushed */
+	full = fopen("/dev/full", "w");
+	cr_assert_not_null(full);
+	cr_assert_eq(setvbuf(full, stdio_buf, _IOFBF, sizeof(stdio_buf)), 0);
+	cr_assert_eq(render_folded(p, NULL, full), -EIO);
+	fclose(full);
+}
+
+Test(escape, folded_name)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *out;
+	} cases[] = {
+		{ "plain", 5, "plain" },
+		{ "a;b", 3, "a:b" },
+		{ "", 0, "[unnamed]" },
+		{ "\x1b[1m\n\t\x7f", 7, "?[1m???" },
+		{ "n\0l", 3, "n?l" },
+		{ "\xff", 1, "\xef\xbf\xbd" },
+		{ "x\xc3", 2, "x\xef\xbf\xbd" }, /* truncated sequence */
+		{ "\xc3\xa9t\xc3\xa9", 5, "\xc3\xa9t\xc3\xa9" }, /* valid: kept */
+		{ "\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd" }, /* overlong */
+		{ "\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* surrogate */
+		{ "\xe2\x82", 2, "\xef\xbf\xbd" }, /* maximal subpart: one U+FFFD */
+		{ "\xf0\x9f\x94\xa5", 4, "\xf0\x9f\x94\xa5" },
+		{ "\xc2\x85", 2, "?" }, /* C1 NEL */
+	};
+	char buf[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = render_folded_name(cases[i].in, cases[i].len, buf, sizeof(buf));
+
+		cr_assert_str_eq(buf, cases[i].out, "case %zu", i);
+		cr_assert_eq(n, strlen(cases[i].out), "case %zu", i);
+	}
+	/* short buffer: snprintf-like, never half a character */
+	cr_assert_eq(render_folded_name("a\xc3\xa9", 3, buf, 3), 3);
+	cr_assert_str_eq(buf, "a");
+	cr_assert_eq(render_folded_name("abc", 3, buf, 0), 3);
+}
+
+static char *escaped(const char *s, size_t len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	cr_assert_not_null(f);
+	cr_assert_eq(render_xml_escape(s, len, f), 0);
+	fclose(f);
+	return buf;
+}
+
+Test(escape, xml)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *out;
+	} cases[] = {
+		{ "<a href=\"x\">&'", 14, "&lt;a href=&quot;x&quot;&gt;&amp;&#39;" },
+		{ "]]>", 3, "]]&gt;" },
+		{ "&amp;", 5, "&amp;amp;" },
+		{ "\t\n\r\x01\x7f\0", 6, "??????" },
+		{ "\xef\xbf\xbe\xef\xbf\xbf", 6, "\xef\xbf\xbd\xef\xbf\xbd" }, /* U+FFFE, U+FFFF */
+		{ "\xff\xc3", 2, "\xef\xbf\xbd\xef\xbf\xbd" },
+		{ "\xe6\x97\xa5\xe6\x9c\xac", 6, "\xe6\x97\xa5\xe6\x9c\xac" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *out = escaped(cases[i].in, cases[i].len);
+
+		cr_assert_str_eq(out, cases[i].out, "case %zu", i);
+		free(out);
+	}
+}
+
+Test(escape, xml_write_error)
+{
+	FILE *full = fopen("/dev/full", "w");
+	char big[70000];
+
+	memset(big, '<', sizeof(big));
+	cr_assert_not_null(full);
+	setvbuf(full, NULL, _IONBF, 0);
+	cr_assert_eq(render_xml_escape(big, sizeof(big), full), -EIO);
+	fclose(full);
+}
+
+static const struct fr hostile_svg[] = {
+	U("<script>alert(1)</script>"),
+	U("\"onload=\"x"),
+	U("' onmouseover='alert(2)"),
+	U("]]>"),
+	U("&amp;"),
+	U("<![CDATA[x]]>"),
+	U("\x1b[31m"),
+	RAW("nul\0byte"),
+	U("\xff\xc3"),
+	U("\xef\xbf\xbe"),
+	K("</title><script>alert(3)</script>"),
+	J("<?xml version=\"1.0\"?>"),
+	I("<!-- -->"),
+	S("\r\n\t"),
+	U(""),
+};
+
+Test(svg, hostile_names_are_well_formed)
+{
+	uint32_t t = thread("<script>alert(4)</script>", 1);
+	size_t n = sizeof(hostile_svg) / sizeof(hostile_svg[0]), len;
+	struct svg_opts opts = {
+		.title = "<script>alert(5)</script>",
+		.subtitle = "]]><x/>",
+		.countname = "\"samples'",
+	};
+	unsigned long frames;
+	char *out, res[64];
+
+	for (size_t i = 0; i < n; i++)
+		add(t, stack(&hostile_svg[i], 1), SAMPLE_ONCPU, 1, (int)i + 1);
+	add(t, stack(hostile_svg, n), SAMPLE_ONCPU, 1, 50);
+
+	out = svg(NULL, &opts, &len);
+	cr_assert_eq(strlen(out), len, "NUL byte in the SVG");
+	cr_assert_eq(xmllint(out, len), 0);
+	cr_assert_eq(count(out, len, "<script>alert"), 0);
+	cr_assert_eq(count(out, len, "<script"), 1);
+	cr_assert_eq(count(out, len, "]]>"), 1, "only the script's CDATA ends");
+	cr_assert_eq(count(out, len, "\x1b"), 0);
+	/* as the parser sees it: no handler attribute, one script, one title per frame */
+	cr_assert_eq(xmllint_xpath(out, len, "count(//@*[starts-with(name(), \"on\")])", res,
+				   sizeof(res)),
+		     0);
+	cr_assert_eq(strtoul(res, NULL, 10), 0, "%s", res);
+	cr_assert_eq(
+		xmllint_xpath(out, len, "count(//*[local-name()=\"script\"])", res, sizeof(res)),
+		0);
+	cr_assert_eq(strtoul(res, NULL, 10), 1, "%s", res);
+	cr_assert_eq(xmllint_xpath(out, len, "count(//*[local-name()=\"g\"][@class=\"f\"])", res,
+				   sizeof(res)),
+		     0);
+	frames = strtoul(res, NULL, 10);
+	cr_assert_eq(
+		xmllint_xpath(out, len, "count(//*[local-name()=\"title\"])", res, sizeof(res)), 0);
+	cr_assert_eq(strtoul(res, NULL, 10), frames);
+	/* all, the comm, n single frames and the deep chain's n - 1 more */
+	cr_assert_eq(frames, 2 + n + n - 1, "%lu frames", frames);
+	cr_assert_gt(count(out, len, "&lt;script&gt;alert(1)&lt;/script&gt; ("), 0);
+	cr_assert(strstr(out, "xmlns=\"http://www.w3.org/2000/svg\""));
+	cr_assert(strstr(out, "viewBox=\"0 0 1200 "));
+	free(out);
+}
+
+Test(svg, random_bytes_are_well_formed)
+{
+	uint32_t t = thread("fuzz", 1);
+	unsigned seed = 12345;
+	size_t len;
+	char *out;
+
+	for (int i = 0; i < 300; i++) {
+		char name[24];
+		struct fr f = { name, 1 + (size_t)(rand_r(&seed) % sizeof(name)), FRAME_USER };
+
+		for (size_t j = 0; j < f.len; j++)
+			name[j] = (char)(rand_r(&seed) & 0xff);
+		/* a long chain, so that labels of all lengths get cut */
+		add(t, stack((const struct fr[]){ U("main"), f }, 2), SAMPLE_ONCPU, 1, 1 + i % 7);
+	}
+	out = svg(NULL, NULL, &len);
+	cr_assert_eq(strlen(out), len);
+	cr_assert_eq(xmllint(out, len), 0);
+	free(out);
+}
+
+/* x and width of the rect in the <g> whose title starts with `title`. */
+static void rect_of(const char *doc, const char *title, double *x, double *w)
+{
+	char needle[256];
+	const char *g, *r;
+
+	snprintf(needle, sizeof(needle), "<title>%s", title);
+	g = strstr(doc, needle);
+	cr_assert_not_null(g, "no frame %s", title);
+	r = strstr(g, "<rect ");
+	cr_assert_not_null(r);
+	cr_assert_eq(sscanf(r, "<rect x=\"%lf\" y=\"%*[0-9.]\" width=\"%lf\"", x, w), 2);
+}
+
+Test(svg, widths_follow_weights)
+{
+	uint32_t t = thread("mlp", 1);
+	double drawable = 1200 - 2 * 10;
+	double x_all, w_all, x_main, w_main, x_a, w_a, x_b, w_b, x_c, w_c;
+	char *out;
+
+	add(t, STACK(U("main"), U("b_gemm")), SAMPLE_ONCPU, 1, 5);
+	add(t, STACK(U("main"), U("a_relu")), SAMPLE_ONCPU, 1, 3);
+	add(t, STACK(U("main"), U("b_gemm"), K("page_fault")), SAMPLE_ONCPU, 1, 2);
+	out = svg(NULL, NULL, NULL);
+
+	rect_of(out, "all (10 samples, 100.00%)", &x_all, &w_all);
+	rect_of(out, "main (10 samples, 100.00%)", &x_main, &w_main);
+	rect_of(out, "a_relu (3 samples, 30.00%)", &x_a, &w_a);
+	rect_of(out, "b_gemm (7 samples, 70.00%)", &x_b, &w_b);
+	rect_of(out, "page_fault (2 samples, 20.00%)", &x_c, &w_c);
+	cr_assert_float_eq(w_all, drawable, 0.01);
+	cr_assert_float_eq(w_main, w_all, 0.01);
+	cr_assert_float_eq(w_a, 0.3 * drawable, 0.01);
+	cr_assert_float_eq(w_a + w_b, w_main, 0.02);
+	cr_assert_float_eq(w_c, 0.2 * drawable, 0.01);
+	/* siblings in name order, children from their parent's left edge */
+	cr_assert_float_eq(x_a, 10, 0.01);
+	cr_assert_float_eq(x_b, x_a + w_a, 0.01);
+	cr_assert_float_eq(x_c, x_b, 0.01);
+	cr_assert(strstr(out, "data-s=\"3\" data-w=\"7\"><title>b_gemm"));
+	free(out);
+}
+
+Test(svg, thousands_and_countname)
+{
+	uint32_t t = thread("mlp", 1), s = STACK(U("main"));
+	struct render_select sel = { .kinds = { [SAMPLE_OFFCPU] = true }, .weight_ns = true };
+	struct svg_opts opts = { .countname = "us" };
+	char *out;
+
+	add(t, s, SAMPLE_ONCPU, 1, 1234567);
+	out = svg(NULL, NULL, NULL);
+	cr_assert(strstr(out, "<title>main (1,234,567 samples, 100.00%)</title>"));
+	free(out);
+	add(t, s, SAMPLE_OFFCPU, 2500000, 3);
+	out = svg(&sel, &opts, NULL);
+	cr_assert(strstr(out, "<title>main (7,500 us, 100.00%)</title>"), "%s", out);
+	free(out);
+}
+
+Test(svg, prune_below_minwidth)
+{
+	uint32_t t = thread("mlp", 1);
+	struct svg_opts opts = { .minwidth = 0.001 };
+	char *out;
+
+	add(t, STACK(U("main"), U("hot")), SAMPLE_ONCPU, 1, 99999);
+	add(t, STACK(U("main"), U("rare"), U("rare_child")), SAMPLE_ONCPU, 1, 1);
+	/* 1/100000 of 1180 px = 0.0118 px: under the default 0.1 */
+	out = svg(NULL, NULL, NULL);
+	cr_assert(strstr(out, "<title>hot ("));
+	cr_assert_null(strstr(out, "<title>rare ("));
+	cr_assert_null(strstr(out, "<title>rare_child ("));
+	free(out);
+	out = svg(NULL, &opts, NULL);
+	cr_assert(strstr(out, "<title>rare ("));
+	cr_assert(strstr(out, "<title>rare_child ("));
+	free(out);
+}
+
+/* The empty label of the frame whose title starts with `title`. */
+static bool label_empty(const char *doc, const char *title)
+{
+	char needle[256];
+	const char *g, *end;
+
+	snprintf(needle, sizeof(needle), "<title>%s", title);
+	g = strstr(doc, needle);
+	cr_assert_not_null(g, "no frame %s", title);
+	end = strstr(g, "</g>");
+	cr_assert_not_null(end);
+	return end - g > 12 && !memcmp(end - 8, "></text>", 8);
+}
+
+Test(svg, labels_are_cut_to_fit)
+{
+	uint32_t t = thread("mlp", 1);
+	char *out;
+
+	add(t, STACK(U("main"), U("a_function_with_a_rather_long_name_indeed")), SAMPLE_ONCPU, 1,
+	    1);
+	add(t, STACK(U("main"), U("b_function")), SAMPLE_ONCPU, 1, 1);
+	add(t, STACK(U("main"), U("b_function"), U("narrow")), SAMPLE_ONCPU, 1, 1);
+	add(t, STACK(U("main"), U("z")), SAMPLE_ONCPU, 1, 77);
+	out = svg(NULL, NULL, NULL);
+	/* 2 of 80 samples: 29.5 px fits 4 characters of 7.08 px, two kept and ".." */
+	cr_assert(strstr(out, ">b_..</text>"), "%s", out);
+	/* 1 of 80: 14.75 px fits 2, too few for a label */
+	cr_assert(label_empty(out, "a_function_with_a_rather_long_name_indeed ("));
+	cr_assert(label_empty(out, "narrow ("));
+	cr_assert(!label_empty(out, "z ("));
+	cr_assert(strstr(out, ">z</text>"));
+	free(out);
+}
+
+Test(svg, empty_profile)
+{
+	size_t len;
+	char *out = svg(NULL, NULL, &len);
+
+	cr_assert_eq(xmllint(out, len), 0);
+	cr_assert(strstr(out, "No samples"));
+	free(out);
+}
+
+Test(svg, bad_options)
+{
+	struct svg_opts narrow = { .width = 5 }, negative = { .minwidth = -1 };
+	FILE *f = fopen("/dev/null", "w");
+
+	cr_assert_eq(render_svg(p, NULL, &narrow, f), -EINVAL);
+	cr_assert_eq(render_svg(p, NULL, &negative, f), -EINVAL);
+	fclose(f);
+}
+
+Test(svg, write_errors)
+{
+	FILE *full = fopen("/dev/full", "w"), *ro = fopen("/dev/null", "r");
+
+	add(thread("x", 1), STACK(U("main")), SAMPLE_ONCPU, 1, 1);
+	cr_assert_eq(render_svg(p, NULL, NULL, full), -EIO);
+	cr_assert_eq(render_svg(p, NULL, NULL, ro), -EIO);
+	fclose(full);
+	fclose(ro);
+
+	/* a buffer that holds it all: the error shows only when flushed */
+	full = fopen("/dev/full", "w");
+	cr_assert_not_null(full);
+	cr_assert_eq(setvbuf(full, stdio_buf, _IOFBF, sizeof(stdio_buf)), 0);
+	cr_assert_eq(render_svg(p, NULL, NULL, full), -EIO);
+	fclose(full);
+}
