@@ -1,0 +1,1075 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbolize/: process maps, ELF symbol lookup, kallsyms.
+ *
+ * Real files throughout: tests/fixtures/symbolize/symfix.c is compiled here
+ * with cc (PIE, -no-pie, stripped) and run, and its maps are read from /proc;
+ * the test binary and the C library it runs on are resolved in place.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "symbolize/symbolize.h"
+
+#ifndef FIXTURES_SRC
+#error "FIXTURES_SRC must name tests/fixtures"
+#endif
+
+/* pids that cannot exist (above PID_MAX_LIMIT), so /proc fallbacks find nothing */
+#define FAKE_PID 0x7ffffff0u
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+	strcpy(tmpdir, "/tmp/dlflame-symtest-XXXXXX");
+	cr_assert_not_null(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	if (system(cmd) != 0)
+		cr_log_warn("could not remove %s", tmpdir);
+}
+
+TestSuite(symbolize, .init = setup, .fini = teardown, .timeout = 60);
+
+static void tmp_path(char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "%s/%s", tmpdir, name);
+}
+
+static void build_fixture(const char *name, const char *flags, char *out, size_t size)
+{
+	char cmd[1024];
+
+	tmp_path(out, size, name);
+	snprintf(cmd, sizeof(cmd), "cc -O1 %s -o '%s' '%s/symbolize/symfix.c'", flags, out,
+		 FIXTURES_SRC);
+	cr_assert_eq(system(cmd), 0, "cannot compile the fixture: %s", cmd);
+}
+
+static void write_file(const char *path, const void *data, size_t len);
+
+static void write_str(const char *path, const char *text)
+{
+	write_file(path, text, strlen(text));
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fwrite(data, 1, len, f), len);
+	cr_assert_eq(fclose(f), 0);
+}
+
+static void *read_file(const char *path, size_t *len)
+{
+	struct stat st;
+	void *buf;
+	FILE *f = fopen(path, "rb");
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fileno(f), &st), 0);
+	buf = malloc((size_t)st.st_size + 1);
+	cr_assert_not_null(buf);
+	cr_assert_eq(fread(buf, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+	fclose(f);
+	*len = (size_t)st.st_size;
+	return buf;
+}
+
+/* Feed /proc/PID/maps to the symbolizer as MMAP2 records would. */
+static int feed_maps(struct symbolizer *s, pid_t pid)
+{
+	char path[64], line[8192];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		uint64_t start, end, off;
+		char perms[5];
+		uint32_t prot = 0;
+		int pos = -1;
+		char *name;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %*s%n", &start, &end,
+			   perms, &off, &pos) != 4 ||
+		    pos < 0)
+			continue;
+		name = line + pos;
+		name += strspn(name, " \t");
+		prot |= strchr(perms, 'r') ? PROT_READ : 0;
+		prot |= strchr(perms, 'w') ? PROT_WRITE : 0;
+		prot |= strchr(perms, 'x') ? PROT_EXEC : 0;
+		cr_assert_eq(
+			symbolizer__mmap(s, (uint32_t)pid, start, end - start, off, prot, name), 0);
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static void expect(struct symbolizer *s, uint32_t pid, uint64_t addr, bool ret, const char *name,
+		   const char *module)
+{
+	struct sym_frame f;
+
+	memset(&f, 0x5a, sizeof(f));
+	symbolizer__resolve(s, pid, addr, false, ret, &f);
+	cr_assert_not_null(f.name);
+	cr_assert_not_null(f.module);
+	cr_expect_str_eq(f.name, name, "addr 0x%" PRIx64 "%s: name '%s', want '%s'", addr,
+			 ret ? " (return)" : "", f.name, name);
+	if (module)
+		cr_expect_str_eq(f.module, module, "addr 0x%" PRIx64 ": module '%s', want '%s'",
+				 addr, f.module, module);
+	cr_expect_eq(f.kind, FRAME_USER);
+}
+
+static void map(struct symbolizer *s, uint32_t pid, uint64_t start, uint64_t end, uint64_t pgoff,
+		const char *name)
+{
+	cr_assert_eq(
+		symbolizer__mmap(s, pid, start, end - start, pgoff, PROT_READ | PROT_EXEC, name),
+		0);
+}
+
+static void expect_kernel(struct symbolizer *s, uint64_t addr, bool ret, const char *name,
+			  const char *module)
+{
+	struct sym_frame f;
+
+	symbolizer__resolve(s, 1, addr, true, ret, &f);
+	cr_expect_str_eq(f.name, name, "kernel 0x%" PRIx64 ": name '%s', want '%s'", addr, f.name,
+			 name);
+	cr_expect_str_eq(f.module, module, "kernel 0x%" PRIx64 ": module '%s', want '%s'", addr,
+			 f.module, module);
+	cr_expect_eq(f.kind, FRAME_KERNEL);
+}
+
+/* ---- a running fixture ---- */
+
+struct child {
+	pid_t pid;
+	int in_fd;
+	uint64_t bias;
+	struct {
+		char name[32];
+		uint64_t addr;
+	} syms[16];
+	int nsyms;
+};
+
+static void spawn(const char *path, struct child *c)
+{
+	int in[2], out[2];
+	char line[256];
+	FILE *f;
+
+	memset(c, 0, sizeof(*c));
+	cr_assert_eq(pipe(in), 0);
+	cr_assert_eq(pipe(out), 0);
+	c->pid = fork();
+	cr_assert_geq(c->pid, 0);
+	if (c->pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);
+		close(out[0]);
+		execl(path, path, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	c->in_fd = in[1];
+	f = fdopen(out[0], "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		char name[32];
+		void *p;
+
+		if (!strcmp(line, "end\n"))
+			break;
+		cr_assert_eq(sscanf(line, "%31s %p", name, &p), 2, "fixture said '%s'", line);
+		if (!strcmp(name, "bias")) {
+			c->bias = (uint64_t)(uintptr_t)p;
+			continue;
+		}
+		cr_assert_lt(c->nsyms, 16);
+		strcpy(c->syms[c->nsyms].name, name);
+		c->syms[c->nsyms++].addr = (uint64_t)(uintptr_t)p;
+	}
+	fclose(f);
+	cr_assert_gt(c->nsyms, 0, "the fixture printed nothing");
+}
+
+static uint64_t child_sym(const struct child *c, const char *name)
+{
+	for (int i = 0; i < c->nsyms; i++) {
+		if (!strcmp(c->syms[i].name, name))
+			return c->syms[i].addr;
+	}
+	cr_assert_fail("fixture did not print %s", name);
+	return 0;
+}
+
+static void reap(struct child *c)
+{
+	int status;
+
+	close(c->in_fd);
+	cr_assert_eq(waitpid(c->pid, &status, 0), c->pid);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* "[base+0xVADDR]" for a runtime address of the fixture */
+static const char *offset_name(char *buf, size_t size, const char *base, const struct child *c,
+			       uint64_t addr)
+{
+	snprintf(buf, size, "[%s+0x%" PRIx64 "]", base, addr - c->bias);
+	return buf;
+}
+
+static void check_fixture(struct symbolizer *s, const struct child *c, const char *base,
+			  bool stripped)
+{
+	uint32_t pid = (uint32_t)c->pid;
+	uint64_t f = child_sym(c, "symfix_f"), g = child_sym(c, "symfix_g");
+	uint64_t zero = child_sym(c, "symfix_zero"), gap = child_sym(c, "symfix_gap");
+	uint64_t outer = child_sym(c, "symfix_outer");
+	char buf[128];
+
+	cr_assert_eq(g, f + 8, "fixture layout changed");
+	expect(s, pid, child_sym(c, "symfix_c_func"), false, "symfix_c_func", base);
+	expect(s, pid, child_sym(c, "symfix_c_func") + 2, false, "symfix_c_func", base);
+	expect(s, pid, f, false, "symfix_f", base);
+	expect(s, pid, f + 7, false, "symfix_f", base);
+	/* the end of f is the start of g, unless it is a return address */
+	expect(s, pid, f + 8, false, "symfix_g", base);
+	expect(s, pid, f + 8, true, "symfix_f", base);
+	expect(s, pid, g + 2, true, "symfix_g", base);
+	/* a zero-size symbol names its own address and nothing after it */
+	expect(s, pid, zero, false, "symfix_zero", base);
+	expect(s, pid, zero + 1, false, offset_name(buf, sizeof(buf), base, c, zero + 1), base);
+	expect(s, pid, zero + 4, false, offset_name(buf, sizeof(buf), base, c, zero + 4), base);
+	/* a symbol is never stretched over the gap after it */
+	expect(s, pid, gap, false, "symfix_gap", base);
+	expect(s, pid, gap + 1, true, "symfix_gap", base);
+	expect(s, pid, gap + 1, false, offset_name(buf, sizeof(buf), base, c, gap + 1), base);
+	expect(s, pid, gap + 8, false, offset_name(buf, sizeof(buf), base, c, gap + 8), base);
+	/* aliases: GLOBAL over WEAK over LOCAL even when longer, then the shortest, then bytewise */
+	expect(s, pid, child_sym(c, "symfix_alias_global"), false, "symfix_alias_global", base);
+	expect(s, pid, child_sym(c, "symfix_aa") + 1, false, "symfix_aa", base);
+	/* a nested symbol wins inside its own range only (locals are gone when stripped) */
+	expect(s, pid, outer + 1, false, "symfix_outer", base);
+	expect(s, pid, outer + 2, false, stripped ? "symfix_outer" : "symfix_inner", base);
+	expect(s, pid, outer + 3, false, stripped ? "symfix_outer" : "symfix_inner", base);
+	expect(s, pid, outer + 4, false, "symfix_outer", base);
+	expect(s, pid, outer + 6, false, "symfix_outer", base);
+	/* a function symbol outside any executable section names nothing */
+	expect(s, pid, child_sym(c, "symfix_datafunc") + 4, false,
+	       offset_name(buf, sizeof(buf), base, c, child_sym(c, "symfix_datafunc") + 4), base);
+	/* non-file mappings */
+	expect(s, pid, child_sym(c, "stack"), false, "[unknown]", "");
+	expect(s, pid, 0x10, false, "[unknown]", "");
+}
+
+static void run_fixture(const char *name, const char *flags, bool stripped, bool feed)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256];
+	struct child c;
+
+	cr_assert_not_null(s);
+	build_fixture(name, flags, path, sizeof(path));
+	spawn(path, &c);
+	if (feed)
+		cr_assert_gt(feed_maps(s, c.pid), 0);
+	check_fixture(s, &c, name, stripped);
+	cr_expect_eq(symbolizer__stats(s)->modules_loaded, 1);
+	cr_expect_eq(symbolizer__stats(s)->modules_failed, 0);
+	/* fed: one read for the unmapped 0x10; not fed: one read at the first address */
+	cr_expect_eq(symbolizer__stats(s)->proc_maps_fallbacks, 1, "fallbacks: %" PRIu64,
+		     symbolizer__stats(s)->proc_maps_fallbacks);
+	reap(&c);
+	symbolizer__free(s);
+}
+
+Test(symbolize, fixture_pie)
+{
+	run_fixture("symfix-pie", "-pie -fPIE", false, true);
+}
+
+Test(symbolize, fixture_no_pie)
+{
+	run_fixture("symfix-nopie", "-no-pie -fno-pie", false, true);
+}
+
+Test(symbolize, fixture_stripped_dynsym_only)
+{
+	run_fixture("symfix-stripped", "-rdynamic -s", true, true);
+}
+
+/* Without MMAP records the symbolizer reads /proc/PID/maps itself, once. */
+Test(symbolize, proc_maps_fallback)
+{
+	run_fixture("symfix-fallback", "", false, false);
+}
+
+/* /proc fills only the gaps: mappings from records stay, even where they split a /proc entry. */
+Test(symbolize, proc_maps_fallback_keeps_records)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256], buf[128];
+	struct child c;
+	uint64_t f, text;
+	uint32_t pid;
+
+	build_fixture("symfix-merge", "-pie -fPIE", path, sizeof(path));
+	spawn(path, &c);
+	pid = (uint32_t)c.pid;
+	f = child_sym(&c, "symfix_f");
+	text = f & ~0xfffull;
+	cr_assert_eq(text - c.bias, 0x1000, "fixture layout changed");
+	map(s, pid, text - 0x800, text + 0x100, 0, "/nonexistent/x.so");
+
+	expect(s, pid, text + 0x50, false, "[x.so+0x850]", "x.so");
+	cr_expect_eq(symbolizer__stats(s)->proc_maps_fallbacks, 0);
+	/* a miss: /proc is read, and the rest of the text mapping gets a shifted pgoff */
+	expect(s, pid, f, false, "symfix_f", "symfix-merge");
+	cr_expect_eq(symbolizer__stats(s)->proc_maps_fallbacks, 1);
+	expect(s, pid, child_sym(&c, "symfix_c_func"), false, "symfix_c_func", "symfix-merge");
+	expect(s, pid, text - 0x900, false,
+	       offset_name(buf, sizeof(buf), "symfix-merge", &c, text - 0x900), "symfix-merge");
+	expect(s, pid, text + 0xff, false, "[x.so+0x8ff]", "x.so");
+	expect(s, pid, text - 0x800, false, "[x.so+0x0]", "x.so");
+	expect(s, pid, child_sym(&c, "stack"), false, "[unknown]", "");
+	cr_expect_eq(symbolizer__stats(s)->proc_maps_fallbacks, 1);
+	reap(&c);
+	symbolizer__free(s);
+}
+
+Test(symbolize, proc_maps_fallback_is_rate_limited)
+{
+	struct symbolizer *s = symbolizer__new();
+	struct sym_frame f;
+
+	for (int i = 0; i < 1000; i++)
+		symbolizer__resolve(s, FAKE_PID, 0x1000 + (uint64_t)i, false, false, &f);
+	cr_expect_str_eq(f.name, "[unknown]");
+	cr_expect_eq(f.module[0], '\0');
+	cr_expect_geq(symbolizer__stats(s)->proc_maps_fallbacks, 1);
+	cr_expect_leq(symbolizer__stats(s)->proc_maps_fallbacks, 10);
+	symbolizer__free(s);
+}
+
+Test(symbolize, vdso)
+{
+	struct symbolizer *s = symbolizer__new();
+	char line[4096];
+	uint64_t start = 0, end;
+	FILE *f;
+
+	feed_maps(s, getpid());
+	f = fopen("/proc/self/maps", "r");
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, "[vdso]"))
+			sscanf(line, "%" SCNx64 "-%" SCNx64, &start, &end);
+	}
+	fclose(f);
+	if (!start)
+		cr_skip_test("no [vdso] mapping");
+	expect(s, (uint32_t)getpid(), start + 16, false, "[vdso]", "[vdso]");
+	symbolizer__free(s);
+}
+
+/* ---- the test process itself: its own binary and libc ---- */
+
+__attribute__((noinline, noclone, used)) int symtest_target(int x);
+__attribute__((noinline, noclone, used)) int symtest_target(int x)
+{
+	volatile int y = x;
+
+	return y * 7 + 3;
+}
+
+static uint64_t libc_sym(const char *name)
+{
+	void *h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	void *p;
+
+	cr_assert_not_null(h, "libc.so.6 is not loaded: %s", dlerror());
+	p = dlsym(h, name);
+	cr_assert_not_null(p);
+	dlclose(h);
+	return (uint64_t)(uintptr_t)p;
+}
+
+Test(symbolize, self_and_libc)
+{
+	struct symbolizer *s = symbolizer__new();
+	uint32_t pid = (uint32_t)getpid();
+	uint64_t target = (uint64_t)(uintptr_t)symtest_target;
+
+	cr_assert_eq(symtest_target(1), 10);
+	cr_assert_gt(feed_maps(s, getpid()), 0);
+	expect(s, pid, target, false, "symtest_target", "test_symbolize");
+	expect(s, pid, target + 1, true, "symtest_target", "test_symbolize");
+	expect(s, pid, libc_sym("malloc"), false, "malloc", "libc.so.6");
+	expect(s, pid, libc_sym("malloc") + 5, true, "malloc", "libc.so.6");
+	expect(s, pid, libc_sym("printf"), false, "printf", "libc.so.6");
+	cr_expect_eq(symbolizer__stats(s)->proc_maps_fallbacks, 0);
+	cr_expect_eq(symbolizer__stats(s)->modules_loaded, 2);
+	symbolizer__free(s);
+}
+
+Test(symbolize, resolve_is_fast)
+{
+	struct symbolizer *s = symbolizer__new();
+	uint32_t pid = (uint32_t)getpid();
+	uint64_t addrs[4] = { (uint64_t)(uintptr_t)symtest_target, libc_sym("malloc"),
+			      libc_sym("printf"), libc_sym("memcpy") };
+	struct timespec t0, t1;
+	struct sym_frame f;
+	double secs;
+
+	feed_maps(s, getpid());
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 1000000; i++)
+		symbolizer__resolve(s, pid, addrs[i & 3] + 1, false, true, &f);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_log_info("1M resolves: %.3f s", secs);
+	cr_expect_lt(secs, 5.0, "1M resolves took %.3f s", secs);
+	symbolizer__free(s);
+}
+
+/* ---- maps bookkeeping, observed through names of files that do not exist ---- */
+
+Test(symbolize, mmap_overlap_splits_like_the_kernel)
+{
+	struct symbolizer *s = symbolizer__new();
+	const uint32_t p = FAKE_PID;
+
+	map(s, p, 0x10000, 0x50000, 0, "/nonexistent/a.so");
+	expect(s, p, 0x10000, false, "[a.so+0x0]", "a.so");
+	expect(s, p, 0x4ffff, false, "[a.so+0x3ffff]", "a.so");
+	expect(s, p, 0x50000, false, "[unknown]", "");
+	expect(s, p, 0xffff, false, "[unknown]", "");
+
+	/* punch a hole: a keeps both sides, the right side with a shifted pgoff */
+	map(s, p, 0x20000, 0x30000, 0x100000, "/nonexistent/b.so");
+	expect(s, p, 0x1ffff, false, "[a.so+0xffff]", "a.so");
+	expect(s, p, 0x20000, false, "[b.so+0x100000]", "b.so");
+	expect(s, p, 0x2ffff, false, "[b.so+0x10ffff]", "b.so");
+	expect(s, p, 0x30000, false, "[a.so+0x20000]", "a.so");
+	expect(s, p, 0x4ffff, false, "[a.so+0x3ffff]", "a.so");
+
+	/* over three mappings at once: b disappears, a is trimmed on both sides */
+	map(s, p, 0x18000, 0x38000, 0, "//anon");
+	expect(s, p, 0x17fff, false, "[a.so+0x7fff]", "a.so");
+	expect(s, p, 0x18000, false, "[unknown]", "");
+	expect(s, p, 0x25000, false, "[unknown]", "");
+	expect(s, p, 0x37fff, false, "[unknown]", "");
+	expect(s, p, 0x38000, false, "[a.so+0x28000]", "a.so");
+
+	/* exact replacement, then adjacency */
+	map(s, p, 0x10000, 0x18000, 0x5000, "/nonexistent/d.so");
+	expect(s, p, 0x10000, false, "[d.so+0x5000]", "d.so");
+	expect(s, p, 0x17fff, false, "[d.so+0xcfff]", "d.so");
+	map(s, p, 0x8000, 0x10000, 0, "/nonexistent/e.so");
+	expect(s, p, 0xffff, false, "[e.so+0x7fff]", "e.so");
+	expect(s, p, 0x10000, false, "[d.so+0x5000]", "d.so");
+
+	/* one mapping over everything */
+	map(s, p, 0, 0x100000, 0, "[heap]");
+	expect(s, p, 0x10000, false, "[unknown]", "");
+	expect(s, p, 0x40000, false, "[unknown]", "");
+
+	/* names without a file behind them */
+	map(s, p, 0x300000, 0x301000, 0, "/dev/zero (deleted)");
+	map(s, p, 0x301000, 0x302000, 0, "/SYSV00000000 (deleted)");
+	map(s, p, 0x302000, 0x303000, 0, "[anon:jit]");
+	map(s, p, 0x303000, 0x304000, 0, "");
+	map(s, p, 0x304000, 0x305000, 0, "[vdso]");
+	for (uint64_t a = 0x300000; a < 0x304000; a += 0x1000)
+		expect(s, p, a + 8, false, "[unknown]", "");
+	expect(s, p, 0x304008, false, "[vdso]", "[vdso]");
+
+	/* degenerate input */
+	cr_expect_eq(symbolizer__mmap(s, p, 0x1000, 0, 0, PROT_EXEC, "/x"), 0);
+	cr_expect_eq(symbolizer__mmap(s, p, UINT64_MAX - 10, 100, 0, PROT_EXEC, "/x"), -EINVAL);
+	cr_expect_eq(symbolizer__mmap(s, p, 0x200000, 0x1000, 0, PROT_EXEC, NULL), 0);
+	expect(s, p, 0x200000, false, "[unknown]", "");
+
+	/* a failed module is cached: one failure per path, not per lookup */
+	cr_expect_eq(symbolizer__stats(s)->modules_failed, 4);
+	cr_expect_eq(symbolizer__stats(s)->modules_loaded, 0);
+	symbolizer__free(s);
+}
+
+/* Random mmaps against a page-by-page model of the address space. */
+Test(symbolize, mmap_random_against_model)
+{
+	enum { PAGES = 64, PAGE = 0x1000, ROUNDS = 400 };
+	struct symbolizer *s = symbolizer__new();
+	int model_mod[PAGES];
+	uint64_t model_off[PAGES];
+	unsigned int seed = 12345;
+
+	for (int i = 0; i < PAGES; i++)
+		model_mod[i] = -1;
+	for (int r = 0; r < ROUNDS; r++) {
+		int a = rand_r(&seed) % PAGES, len = 1 + rand_r(&seed) % 12,
+		    mod = rand_r(&seed) % 6;
+		uint64_t pgoff = (uint64_t)(rand_r(&seed) % 100) * PAGE;
+		char name[64];
+
+		if (a + len > PAGES)
+			len = PAGES - a;
+		snprintf(name, sizeof(name), mod == 5 ? "//anon" : "/nonexistent/m%d.so", mod);
+		map(s, FAKE_PID, (uint64_t)a * PAGE, (uint64_t)(a + len) * PAGE, pgoff, name);
+		for (int i = a; i < a + len; i++) {
+			model_mod[i] = mod;
+			model_off[i] = pgoff + (uint64_t)(i - a) * PAGE;
+		}
+		for (int i = 0; i < PAGES; i++) {
+			char want[64], wmod[32];
+
+			if (model_mod[i] < 0 || model_mod[i] == 5) {
+				strcpy(want, "[unknown]");
+				wmod[0] = '\0';
+			} else {
+				snprintf(wmod, sizeof(wmod), "m%d.so", model_mod[i]);
+				snprintf(want, sizeof(want), "[%s+0x%" PRIx64 "]", wmod,
+					 model_off[i] + 0x10);
+			}
+			expect(s, FAKE_PID, (uint64_t)i * PAGE + 0x10, false, want, wmod);
+		}
+	}
+	symbolizer__free(s);
+}
+
+Test(symbolize, fork_exec_exit)
+{
+	struct symbolizer *s = symbolizer__new();
+	const uint32_t parent = FAKE_PID, child = FAKE_PID + 1;
+
+	map(s, parent, 0x10000, 0x20000, 0, "/nonexistent/a.so");
+	cr_assert_eq(symbolizer__fork(s, child, parent), 0);
+	expect(s, child, 0x10010, false, "[a.so+0x10]", "a.so");
+
+	/* the copy is independent of the parent */
+	map(s, parent, 0x10000, 0x20000, 0, "/nonexistent/b.so");
+	expect(s, parent, 0x10010, false, "[b.so+0x10]", "b.so");
+	expect(s, child, 0x10010, false, "[a.so+0x10]", "a.so");
+
+	/* a new thread (pid == ppid) changes nothing */
+	cr_assert_eq(symbolizer__fork(s, parent, parent), 0);
+	expect(s, parent, 0x10010, false, "[b.so+0x10]", "b.so");
+
+	/* comm without exec changes nothing; exec drops the old image */
+	cr_assert_eq(symbolizer__comm(s, child, child, false), 0);
+	expect(s, child, 0x10010, false, "[a.so+0x10]", "a.so");
+	cr_assert_eq(symbolizer__comm(s, child, child, true), 0);
+	expect(s, child, 0x10010, false, "[unknown]", "");
+	map(s, child, 0x10000, 0x20000, 0, "/nonexistent/c.so");
+	expect(s, child, 0x10010, false, "[c.so+0x10]", "c.so");
+
+	/* a thread exiting keeps the process; the leader exiting forgets it */
+	cr_assert_eq(symbolizer__exit(s, parent, parent + 7), 0);
+	expect(s, parent, 0x10010, false, "[b.so+0x10]", "b.so");
+	cr_assert_eq(symbolizer__exit(s, parent, parent), 0);
+	expect(s, parent, 0x10010, false, "[unknown]", "");
+	expect(s, child, 0x10010, false, "[c.so+0x10]", "c.so");
+
+	/* a fork from an unknown parent starts empty; events for unknown pids are harmless */
+	cr_assert_eq(symbolizer__fork(s, child, parent), 0);
+	expect(s, child, 0x10010, false, "[unknown]", "");
+	cr_assert_eq(symbolizer__exit(s, 12345678, 12345678), 0);
+	cr_assert_eq(symbolizer__comm(s, 12345678, 12345678, true), 0);
+	symbolizer__free(s);
+}
+
+Test(symbolize, null_and_long_names)
+{
+	struct symbolizer *s = symbolizer__new();
+	char name[600];
+	struct sym_frame f;
+
+	symbolizer__free(NULL);
+	symbolizer__resolve(NULL, 1, 0x1000, false, false, &f);
+	cr_expect_str_eq(f.name, "[unknown]");
+	symbolizer__resolve(s, 1, 0x1000, false, false, NULL);
+
+	/* a basename longer than the buffer is cut, the offset still shows */
+	strcpy(name, "/nonexistent/");
+	memset(name + 13, 'x', 400);
+	strcpy(name + 413, " (deleted)");
+	map(s, FAKE_PID, 0x10000, 0x20000, 0xabc000, name);
+	symbolizer__resolve(s, FAKE_PID, 0x10001, false, false, &f);
+	cr_expect_lt(strlen(f.name), sizeof(f.buf));
+	cr_expect_eq(f.name[0], '[');
+	cr_expect(strstr(f.name, "xxx+0xabc001]") != NULL, "got %s", f.name);
+	/* " (deleted)" is not part of the module's name */
+	cr_expect_eq(strlen(f.module), 400);
+	symbolizer__free(s);
+}
+
+/* ---- untrusted ELF files ---- */
+
+/* Map a file the way ld.so would: its PT_LOADs at base + p_vaddr. */
+static void map_like_loader(struct symbolizer *s, uint32_t pid, const char *path, const void *image,
+			    uint64_t base)
+{
+	const Elf64_Ehdr *eh = image;
+
+	for (int i = 0; i < eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = (const void *)((const char *)image + eh->e_phoff +
+						      (size_t)i * eh->e_phentsize);
+		uint64_t start = (base + ph->p_vaddr) & ~0xfffull;
+		uint64_t end = (base + ph->p_vaddr + ph->p_memsz + 0xfff) & ~0xfffull;
+		uint32_t prot = PROT_READ | ((ph->p_flags & PF_X) ? PROT_EXEC : 0);
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		cr_assert_eq(symbolizer__mmap(s, pid, start, end - start, ph->p_offset & ~0xfffull,
+					      prot, path),
+			     0);
+	}
+}
+
+/* The fixture as a byte image, with the vaddr of symfix_f from its .symtab. */
+static char *fixture_image(char *path, size_t size, size_t *len, uint64_t *f_vaddr)
+{
+	char *img;
+	const Elf64_Ehdr *eh;
+
+	build_fixture("symfix", "-pie -fPIE", path, size);
+	img = read_file(path, len);
+	eh = (const void *)img;
+	cr_assert_eq(memcmp(eh->e_ident, ELFMAG, SELFMAG), 0);
+	cr_assert_eq(eh->e_ident[EI_CLASS], ELFCLASS64);
+	*f_vaddr = 0;
+	for (int i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Shdr *sh = (const void *)(img + eh->e_shoff + (size_t)i * sizeof(*sh));
+		const Elf64_Shdr *str;
+
+		if (sh->sh_type != SHT_SYMTAB)
+			continue;
+		str = (const void *)(img + eh->e_shoff + (size_t)sh->sh_link * sizeof(*sh));
+		for (size_t j = 0; j < sh->sh_size / sizeof(Elf64_Sym); j++) {
+			const Elf64_Sym *sym =
+				(const void *)(img + sh->sh_offset + j * sizeof(*sym));
+
+			if (!strcmp(img + str->sh_offset + sym->st_name, "symfix_f"))
+				*f_vaddr = sym->st_value;
+		}
+	}
+	cr_assert_neq(*f_vaddr, 0);
+	return img;
+}
+
+static Elf64_Shdr *find_section(char *img, uint32_t type)
+{
+	Elf64_Ehdr *eh = (void *)img;
+
+	for (int i = 0; i < eh->e_shnum; i++) {
+		Elf64_Shdr *sh = (void *)(img + eh->e_shoff + (size_t)i * sizeof(*sh));
+
+		if (sh->sh_type == type)
+			return sh;
+	}
+	cr_assert_fail("no section of type %u", type);
+	return NULL;
+}
+
+/* Resolve addresses all over the mapped image; names must be sane, never a crash. */
+static void probe(struct symbolizer *s, uint32_t pid, uint64_t base, size_t len)
+{
+	struct sym_frame f;
+
+	for (uint64_t off = 0; off < len + 0x2000; off += 0x1f3) {
+		symbolizer__resolve(s, pid, base + off, false, off & 1, &f);
+		cr_assert_not_null(f.name);
+		cr_assert_not_null(f.module);
+		cr_assert_lt(strlen(f.name), 2000);
+	}
+}
+
+Test(symbolize, garbage_file)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256], buf[8192];
+	unsigned int seed = 7;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)rand_r(&seed);
+	tmp_path(path, sizeof(path), "garbage.so");
+	write_file(path, buf, sizeof(buf));
+	map(s, FAKE_PID, 0x7f0000000000, 0x7f0000002000, 0x1000, path);
+	expect(s, FAKE_PID, 0x7f0000000010, false, "[garbage.so+0x1010]", "garbage.so");
+
+	/* ELF magic followed by garbage */
+	memcpy(buf, ELFMAG "\2\1\1", 7);
+	tmp_path(path, sizeof(path), "magic.so");
+	write_file(path, buf, sizeof(buf));
+	map(s, FAKE_PID, 0x7f1000000000, 0x7f1000002000, 0, path);
+	expect(s, FAKE_PID, 0x7f1000000020, false, "[magic.so+0x20]", "magic.so");
+
+	/* not a regular file: a directory and a FIFO must neither load nor hang */
+	map(s, FAKE_PID, 0x7f2000000000, 0x7f2000001000, 0, tmpdir);
+	tmp_path(path, sizeof(path), "fifo");
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	map(s, FAKE_PID, 0x7f3000000000, 0x7f3000001000, 0, path);
+	expect(s, FAKE_PID, 0x7f3000000001, false, "[fifo+0x1]", "fifo");
+	probe(s, FAKE_PID, 0x7f2000000000, 0x1000);
+	cr_expect_eq(symbolizer__stats(s)->modules_failed, 4);
+	symbolizer__free(s);
+}
+
+Test(symbolize, truncated_elf)
+{
+	char path[256], tpath[256];
+	size_t len;
+	uint64_t fv;
+	char *img = fixture_image(path, sizeof(path), &len, &fv);
+	const uint64_t base = 0x555555554000;
+	size_t sizes[] = {
+		0,   1,	   4,	 16,   52,	63,	 64,	     65,	100,
+		200, 1000, 4096, 4097, len / 4, len / 2, len - 4096, len - 100, len - 1
+	};
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct symbolizer *s = symbolizer__new();
+		char want[64];
+		struct sym_frame f;
+
+		tmp_path(tpath, sizeof(tpath), "trunc.so");
+		write_file(tpath, img, sizes[i]);
+		map_like_loader(s, FAKE_PID, tpath, img, base);
+		symbolizer__resolve(s, FAKE_PID, base + fv, false, false, &f);
+		/* once the program headers are whole, the offset is the ELF vaddr */
+		snprintf(want, sizeof(want), "[trunc.so+0x%" PRIx64 "]", fv);
+		if (sizes[i] > 4096)
+			cr_expect_str_eq(f.name, want, "size %zu", sizes[i]);
+		else
+			cr_expect_eq(strncmp(f.name, "[trunc.so+0x", 12), 0, "size %zu: %s",
+				     sizes[i], f.name);
+		cr_expect_str_eq(f.module, "trunc.so");
+		probe(s, FAKE_PID, base, len);
+		symbolizer__free(s);
+	}
+	free(img);
+}
+
+static void expect_patched(const char *img, size_t len, uint64_t fv, const char *want_name)
+{
+	struct symbolizer *s = symbolizer__new();
+	const uint64_t base = 0x555555554000;
+	char path[256], want[64];
+
+	tmp_path(path, sizeof(path), "patched.so");
+	write_file(path, img, len);
+	map_like_loader(s, FAKE_PID, path, img, base);
+	if (!want_name) {
+		snprintf(want, sizeof(want), "[patched.so+0x%" PRIx64 "]", fv);
+		want_name = want;
+	}
+	expect(s, FAKE_PID, base + fv, false, want_name, "patched.so");
+	probe(s, FAKE_PID, base, len);
+	symbolizer__free(s);
+}
+
+Test(symbolize, hostile_elf_headers)
+{
+	char path[256];
+	size_t len;
+	uint64_t fv;
+	char *orig = fixture_image(path, sizeof(path), &len, &fv);
+	char *img = malloc(len);
+	Elf64_Ehdr *eh = (void *)img;
+	Elf64_Shdr *sh;
+
+	/* unmodified: the real name */
+	memcpy(img, orig, len);
+	expect_patched(img, len, fv, "symfix_f");
+
+	/* symbol table larger than the file */
+	memcpy(img, orig, len);
+	find_section(img, SHT_SYMTAB)->sh_size = 1ull << 40;
+	expect_patched(img, len, fv, NULL);
+
+	/* symbol table offset past the end */
+	memcpy(img, orig, len);
+	find_section(img, SHT_SYMTAB)->sh_offset = UINT64_MAX - 8;
+	expect_patched(img, len, fv, NULL);
+
+	/* wrong entry size */
+	memcpy(img, orig, len);
+	find_section(img, SHT_SYMTAB)->sh_entsize = 7;
+	expect_patched(img, len, fv, NULL);
+
+	/* string table link out of range, and pointing at a non-string section */
+	memcpy(img, orig, len);
+	find_section(img, SHT_SYMTAB)->sh_link = 9999;
+	expect_patched(img, len, fv, NULL);
+	memcpy(img, orig, len);
+	find_section(img, SHT_SYMTAB)->sh_link = 0;
+	expect_patched(img, len, fv, NULL);
+
+	/* every name offset out of the string table */
+	memcpy(img, orig, len);
+	sh = find_section(img, SHT_SYMTAB);
+	for (size_t j = 0; j < sh->sh_size / sizeof(Elf64_Sym); j++)
+		((Elf64_Sym *)(img + sh->sh_offset))[j].st_name = 0xfffffff0u;
+	expect_patched(img, len, fv, NULL);
+
+	/* a string table whose last string has no NUL */
+	memcpy(img, orig, len);
+	sh = find_section(img, SHT_SYMTAB);
+	{
+		Elf64_Shdr *str = (void *)(img + eh->e_shoff + sh->sh_link * sizeof(*str));
+
+		memset(img + str->sh_offset, 'A', str->sh_size);
+	}
+	expect_patched(img, len, fv, NULL);
+
+	/* symbols with absurd sizes must not overflow */
+	memcpy(img, orig, len);
+	sh = find_section(img, SHT_SYMTAB);
+	for (size_t j = 0; j < sh->sh_size / sizeof(Elf64_Sym); j++) {
+		Elf64_Sym *sym = (Elf64_Sym *)(img + sh->sh_offset) + j;
+
+		sym->st_size = UINT64_MAX - j;
+	}
+	{
+		struct symbolizer *s = symbolizer__new();
+
+		tmp_path(path, sizeof(path), "bigsize.so");
+		write_file(path, img, len);
+		map_like_loader(s, FAKE_PID, path, img, 0x555555554000);
+		probe(s, FAKE_PID, 0x555555554000, len);
+		symbolizer__free(s);
+	}
+
+	/* section header table past the end, and extended numbering with a huge count */
+	memcpy(img, orig, len);
+	eh->e_shoff = len + 100;
+	expect_patched(img, len, fv, NULL);
+	memcpy(img, orig, len);
+	eh->e_shnum = 0;
+	((Elf64_Shdr *)(img + eh->e_shoff))->sh_size = 0xffffffffu;
+	expect_patched(img, len, fv, NULL);
+
+	/* program headers unusable: the module fails, the file offset is used */
+	memcpy(img, orig, len);
+	eh->e_phoff = len + 100;
+	{
+		struct symbolizer *s = symbolizer__new();
+		char want[64];
+
+		tmp_path(path, sizeof(path), "nophdr.so");
+		write_file(path, img, len);
+		map_like_loader(s, FAKE_PID, path, orig, 0x555555554000);
+		/* the fixture's text segment is mapped with pgoff == p_vaddr & ~0xfff */
+		snprintf(want, sizeof(want), "[nophdr.so+0x%" PRIx64 "]", fv);
+		expect(s, FAKE_PID, 0x555555554000 + fv, false, want, "nophdr.so");
+		cr_expect_eq(symbolizer__stats(s)->modules_failed, 1);
+		symbolizer__free(s);
+	}
+	free(img);
+	free(orig);
+}
+
+/* Random byte flips in the headers and tables: no crash, no hang, sane names. */
+Test(symbolize, elf_bit_flips, .timeout = 120)
+{
+	char path[256], fpath[256];
+	size_t len;
+	uint64_t fv;
+	char *orig = fixture_image(path, sizeof(path), &len, &fv);
+	char *img = malloc(len);
+	const Elf64_Ehdr *eh = (const void *)orig;
+	unsigned int seed = 99;
+
+	tmp_path(fpath, sizeof(fpath), "flip.so");
+	for (int round = 0; round < 300; round++) {
+		struct symbolizer *s = symbolizer__new();
+		int flips = 1 + rand_r(&seed) % 8;
+
+		memcpy(img, orig, len);
+		for (int k = 0; k < flips; k++) {
+			size_t at;
+
+			switch (rand_r(&seed) % 3) {
+			case 0: /* ELF and program headers */
+				at = (size_t)rand_r(&seed) % 0x300;
+				break;
+			case 1: /* section headers */
+				at = eh->e_shoff + (size_t)rand_r(&seed) % (len - eh->e_shoff);
+				break;
+			default:
+				at = (size_t)rand_r(&seed) % len;
+				break;
+			}
+			img[at] ^= (char)(1 << (rand_r(&seed) % 8));
+			if (rand_r(&seed) % 4 == 0)
+				img[at] = (char)0xff;
+		}
+		write_file(fpath, img, len);
+		map_like_loader(s, FAKE_PID, fpath, orig, 0x555555554000);
+		probe(s, FAKE_PID, 0x555555554000, len);
+		symbolizer__free(s);
+	}
+	free(img);
+	free(orig);
+}
+
+/* ---- kallsyms ---- */
+
+static const char synthetic_kallsyms[] = "ffffffff81000000 T _stext\n"
+					 "ffffffff81000000 T startup_64\n"
+					 "ffffffff81000000 t aaaa\n"
+					 "ffffffff81000100 t local_fn\n"
+					 "ffffffff81000180 D some_data\n"
+					 "this is not a line\n"
+					 "ffffffff81000200\n"
+					 "zzzzzzzzzzzzzzzz T bad_hex\n"
+					 "ffffffff81000300 TT two_char_type\n"
+					 "\n"
+					 "ffffffff81000400 W weak_fn\n"
+					 "ffffffff81000500 T with_extra x y\n"
+					 "ffffffff81000600 T _etext\n"
+					 "ffffffffc0000000 t mod_fn\t[mymod]\n"
+					 "ffffffffc0000040 t mod_bad\tmymod\n";
+
+Test(symbolize, kallsyms_synthetic)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256], *text, *p;
+	size_t n = sizeof(synthetic_kallsyms) - 1;
+
+	/* plus an overlong line (which would name +0x700) and a last line without newline */
+	text = malloc(n + 5000);
+	memcpy(text, synthetic_kallsyms, n);
+	p = text + n;
+	p += sprintf(p, "ffffffff81000700 T long_");
+	memset(p, 'a', 3000);
+	p += 3000;
+	p += sprintf(p, "\nffffffffc0000100 T mod_fn2\t[mymod]");
+	tmp_path(path, sizeof(path), "kallsyms");
+	write_file(path, text, (size_t)(p - text));
+	free(text);
+
+	/* before loading: honest placeholders */
+	expect_kernel(s, 0xffffffff81000000, false, "[kernel]", "[kernel.kallsyms]");
+	cr_assert_eq(symbolizer__load_kallsyms(s, path), 0);
+
+	expect_kernel(s, 0xffffffff81000000, false, "_stext", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff81000050, false, "_stext", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff81000100, false, "local_fn", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff81000180, false, "local_fn", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff810003ff, false, "local_fn", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff81000400, false, "weak_fn", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff81000400, true, "local_fn", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff81000550, false, "weak_fn", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff81000600, false, "[kernel]", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff81000700, false, "[kernel]", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffff80000000, false, "[kernel]", "[kernel.kallsyms]");
+	expect_kernel(s, 0x1000, false, "[kernel]", "[kernel.kallsyms]");
+	expect_kernel(s, 0xffffffffc0000010, false, "mod_fn", "[mymod]");
+	expect_kernel(s, 0xffffffffc0000040, false, "mod_fn", "[mymod]");
+	expect_kernel(s, 0xffffffffc0000100, false, "mod_fn2", "[mymod]");
+	expect_kernel(s, 0xffffffffc0000100 + (1 << 20) - 1, false, "mod_fn2", "[mymod]");
+	expect_kernel(s, 0xffffffffc0000100 + (1 << 20), false, "[kernel]", "[kernel.kallsyms]");
+
+	/* a failed reload keeps the table that was loaded */
+	tmp_path(path, sizeof(path), "kallsyms-zero");
+	write_str(path, "0000000000000000 T _stext\n0000000000000000 T schedule\n"
+			"0000000000000000 t x\t[m]\n");
+	cr_expect_eq(symbolizer__load_kallsyms(s, path), -EPERM);
+	expect_kernel(s, 0xffffffffc0000010, false, "mod_fn", "[mymod]");
+	symbolizer__free(s);
+}
+
+Test(symbolize, kallsyms_errors)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256];
+
+	tmp_path(path, sizeof(path), "kallsyms-zero");
+	write_str(path, "0000000000000000 T _stext\n0000000000000000 T schedule\n");
+	cr_expect_eq(symbolizer__load_kallsyms(s, path), -EPERM);
+	expect_kernel(s, 0xffffffff81000000, false, "[kernel]", "[kernel.kallsyms]");
+
+	tmp_path(path, sizeof(path), "kallsyms-empty");
+	write_str(path, "");
+	cr_expect_eq(symbolizer__load_kallsyms(s, path), -ENODATA);
+	tmp_path(path, sizeof(path), "kallsyms-data");
+	write_str(path, "ffffffff81000000 D data\nnonsense\n");
+	cr_expect_eq(symbolizer__load_kallsyms(s, path), -ENODATA);
+	tmp_path(path, sizeof(path), "missing");
+	cr_expect_eq(symbolizer__load_kallsyms(s, path), -ENOENT);
+	cr_expect_eq(symbolizer__load_kallsyms(s, tmpdir), -EINVAL);
+	tmp_path(path, sizeof(path), "fifo");
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	cr_expect_eq(symbolizer__load_kallsyms(s, path), -EINVAL);
+	cr_expect_eq(symbolizer__load_kallsyms(NULL, path), -EINVAL);
+	symbolizer__free(s);
+}
+
+Test(symbolize, kallsyms_real)
+{
+	struct symbolizer *s = symbolizer__new();
+	char line[1024];
+	uint64_t sched = 0;
+	FILE *f = fopen("/proc/kallsyms", "r");
+	int err;
+
+	if (!f)
+		cr_skip_test("no /proc/kallsyms");
+	while (fgets(line, sizeof(line), f)) {
+		char type, name[512];
+		uint64_t a;
+
+		if (sscanf(line, "%" SCNx64 " %c %511s", &a, &type, name) == 3 &&
+		    !strcmp(name, "schedule") && (type == 'T' || type == 't'))
+			sched = a;
+	}
+	fclose(f);
+	err = symbolizer__load_kallsyms(s, "/proc/kallsyms");
+	if (!sched) {
+		cr_expect_eq(err, -EPERM);
+		cr_skip_test("kernel addresses are hidden (kptr_restrict)");
+	}
+	cr_assert_eq(err, 0, "load_kallsyms: %s", strerror(-err));
+	expect_kernel(s, sched, false, "schedule", "[kernel.kallsyms]");
+	expect_kernel(s, sched + 4, true, "schedule", "[kernel.kallsyms]");
+	symbolizer__free(s);
+}
