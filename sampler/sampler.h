@@ -109,7 +109,7 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
  * tail are the kernel's data_head (loaded with acquire by the caller) and
  * the reader's data_tail. Copies the record starting at *tail into `scratch`
  * when it wraps the end of the buffer, otherwise points into the buffer.
- * Returns 1 with *rec/*len set and *tail advanced, 0 when tail == head,
+ * Returns 1 with *rec and *len set and *tail advanced, 0 when tail == head,
  * -EINVAL on a corrupt header (size 0, or running past head).
  */
 int ring_next(const uint8_t *base, size_t size, uint64_t head, uint64_t *tail, uint8_t *scratch,

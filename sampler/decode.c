@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decoding raw perf records into struct rec. The input is untrusted (a
+ * corrupt ring, a hostile perf.data): every offset is checked against the
+ * record length before it is read, and strings must end inside the record.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include <linux/perf_event.h>
+
+#include "sampler/sampler.h"
+
+/* A bounded read cursor over [p, p + end). */
+struct cur {
+	const uint8_t *p;
+	size_t off, end;
+};
+
+static bool take(struct cur *c, size_t n, const uint8_t **at)
+{
+	if (c->off > c->end || n > c->end - c->off)
+		return false;
+	*at = c->p + c->off;
+	c->off += n;
+	return true;
+}
+
+static bool get_u64(struct cur *c, uint64_t *v)
+{
+	const uint8_t *at;
+
+	if (!take(c, sizeof(*v), &at))
+		return false;
+	memcpy(v, at, sizeof(*v));
+	return true;
+}
+
+/* Two u32 in one u64 slot: {pid, tid}, {cpu, res}, {maj, min}, {prot, flags}. */
+static bool get_u32x2(struct cur *c, uint32_t *a, uint32_t *b)
+{
+	const uint8_t *at;
+
+	if (!take(c, 2 * sizeof(uint32_t), &at))
+		return false;
+	memcpy(a, at, sizeof(*a));
+	if (b)
+		memcpy(b, at + 4, sizeof(*b));
+	return true;
+}
+
+/* A NUL-terminated string filling [c->off, c->end): the NUL must be inside. */
+static bool get_str(struct cur *c, const char **s)
+{
+	const uint8_t *start = c->p + c->off;
+
+	if (c->off >= c->end || !memchr(start, '\0', c->end - c->off))
+		return false;
+	*s = (const char *)start;
+	c->off = c->end;
+	return true;
+}
+
+static size_t sample_id_size(uint64_t st)
+{
+	static const uint64_t bits[] = { PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+					 PERF_SAMPLE_ID,  PERF_SAMPLE_STREAM_ID,
+					 PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER };
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+		if (st & bits[i])
+			n += sizeof(uint64_t);
+	return n;
+}
+
+struct sample_id {
+	uint64_t time, id;
+	bool has_time, has_id;
+};
+
+/* The sample_id trailer of a non-sample record, in its fixed field order. */
+static bool parse_sample_id(uint64_t st, struct cur c, struct sample_id *sid)
+{
+	uint64_t skip;
+	uint32_t u, v;
+
+	if ((st & PERF_SAMPLE_TID) && !get_u32x2(&c, &u, &v))
+		return false;
+	if (st & PERF_SAMPLE_TIME) {
+		if (!get_u64(&c, &sid->time))
+			return false;
+		sid->has_time = true;
+	}
+	if (st & PERF_SAMPLE_ID) {
+		if (!get_u64(&c, &sid->id))
+			return false;
+		sid->has_id = true;
+	}
+	if ((st & PERF_SAMPLE_STREAM_ID) && !get_u64(&c, &skip))
+		return false;
+	if ((st & PERF_SAMPLE_CPU) && !get_u32x2(&c, &u, NULL))
+		return false;
+	if (st & PERF_SAMPLE_IDENTIFIER) {
+		if (!get_u64(&c, &sid->id))
+			return false;
+		sid->has_id = true;
+	}
+	return true;
+}
+
+static int decode_sample(uint64_t st, uint16_t misc, struct cur *c, struct rec *r)
+{
+	struct rec_sample *s = &r->sample;
+	const uint8_t *at;
+	uint64_t skip;
+
+	if (st & PERF_SAMPLE_IDENTIFIER && !get_u64(c, &s->id))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_IP && !get_u64(c, &s->ip))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_TID && !get_u32x2(c, &s->pid, &s->tid))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_TIME && !get_u64(c, &s->time))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_ADDR && !get_u64(c, &skip))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_ID && !get_u64(c, &s->id))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_STREAM_ID && !get_u64(c, &skip))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_CPU && !get_u32x2(c, &s->cpu, NULL))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_PERIOD && !get_u64(c, &s->period))
+		return -EINVAL;
+	/* The size of read_format depends on attr.read_format, which the layout does not carry. */
+	if (st & PERF_SAMPLE_READ)
+		return -EINVAL;
+	if (st & PERF_SAMPLE_CALLCHAIN) {
+		if (!get_u64(c, &s->nr))
+			return -EINVAL;
+		if (s->nr > (c->end - c->off) / sizeof(uint64_t) ||
+		    !take(c, s->nr * sizeof(uint64_t), &at))
+			return -EINVAL;
+		/* Consumers index ips[] directly: it must be naturally aligned. */
+		if ((uintptr_t)at % _Alignof(uint64_t))
+			return -EINVAL;
+		s->ips = (const uint64_t *)(const void *)at;
+	}
+	/* Fields after the callchain (regs, stack copy, ...) are not decoded. */
+	s->user = (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
+	r->time = (st & PERF_SAMPLE_TIME) ? s->time : 0;
+	return 0;
+}
+
+static int decode_mmap2(uint16_t misc, struct cur *c, struct rec *r)
+{
+	struct rec_mmap2 *m = &r->mmap2;
+	const uint8_t *u;
+
+	if (!get_u32x2(c, &m->pid, &m->tid) || !get_u64(c, &m->addr) || !get_u64(c, &m->len) ||
+	    !get_u64(c, &m->pgoff) || !take(c, 24, &u) || !get_u32x2(c, &m->prot, &m->flags) ||
+	    !get_str(c, &m->filename))
+		return -EINVAL;
+	if (misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+		m->has_build_id = true;
+		m->build_id_size = u[0];
+		if (m->build_id_size > sizeof(m->build_id))
+			return -EINVAL;
+		memcpy(m->build_id, u + 4, m->build_id_size);
+	} else {
+		memcpy(&m->maj, u, 4);
+		memcpy(&m->min, u + 4, 4);
+		memcpy(&m->ino, u + 8, 8);
+	}
+	return 0;
+}
+
+int rec_decode(const struct rec_layout *layout, const void *data, size_t len, struct rec *out)
+{
+	struct perf_event_header h;
+	struct sample_id sid = { 0 };
+	struct cur c = { .p = data, .off = sizeof(h), .end = len };
+	uint64_t st, body_time = 0;
+	struct rec r;
+	int err = 0;
+
+	if (!layout || !data || !out || len < sizeof(h))
+		return -EINVAL;
+	memcpy(&h, data, sizeof(h));
+	if (h.size != len)
+		return -EINVAL;
+	st = layout->sample_type;
+
+	memset(&r, 0, sizeof(r));
+	r.misc = h.misc;
+
+	/*
+	 * Kernel-generated records other than SAMPLE end with the sample_id
+	 * trailer; types from PERF_RECORD_USER_TYPE_START (64) on are perf.data
+	 * synthesized records and have none.
+	 */
+	if (h.type != PERF_RECORD_SAMPLE && h.type < 64 && layout->sample_id_all) {
+		size_t tsz = sample_id_size(st);
+		struct cur t;
+
+		if (tsz > len - sizeof(h))
+			return -EINVAL;
+		c.end = len - tsz;
+		t = (struct cur){ .p = data, .off = c.end, .end = len };
+		if (!parse_sample_id(st, t, &sid))
+			return -EINVAL;
+	}
+
+	switch (h.type) {
+	case PERF_RECORD_SAMPLE:
+		r.type = REC_SAMPLE;
+		err = decode_sample(st, h.misc, &c, &r);
+		break;
+	case PERF_RECORD_MMAP2:
+		r.type = REC_MMAP2;
+		err = decode_mmap2(h.misc, &c, &r);
+		break;
+	case PERF_RECORD_COMM:
+		r.type = REC_COMM;
+		if (!get_u32x2(&c, &r.comm.pid, &r.comm.tid) || !get_str(&c, &r.comm.comm))
+			err = -EINVAL;
+		r.comm.exec = h.misc & PERF_RECORD_MISC_COMM_EXEC;
+		break;
+	case PERF_RECORD_FORK:
+	case PERF_RECORD_EXIT:
+		r.type = h.type == PERF_RECORD_FORK ? REC_FORK : REC_EXIT;
+		if (!get_u32x2(&c, &r.fork.pid, &r.fork.ppid) ||
+		    !get_u32x2(&c, &r.fork.tid, &r.fork.ptid) || !get_u64(&c, &body_time))
+			err = -EINVAL;
+		break;
+	case PERF_RECORD_LOST:
+		r.type = REC_LOST;
+		if (!get_u64(&c, &r.lost.id) || !get_u64(&c, &r.lost.lost))
+			err = -EINVAL;
+		break;
+	case PERF_RECORD_LOST_SAMPLES:
+		r.type = REC_LOST;
+		if (!get_u64(&c, &r.lost.lost))
+			err = -EINVAL;
+		r.lost.id = sid.id;
+		break;
+	case PERF_RECORD_THROTTLE:
+	case PERF_RECORD_UNTHROTTLE:
+		r.type = REC_THROTTLE;
+		if (!get_u64(&c, &body_time))
+			err = -EINVAL;
+		break;
+	default:
+		r.type = REC_OTHER;
+		break;
+	}
+	if (err)
+		return err;
+
+	if (h.type != PERF_RECORD_SAMPLE)
+		r.time = sid.has_time ? sid.time : body_time;
+	switch (r.type) {
+	case REC_MMAP2:
+		r.mmap2.time = r.time;
+		break;
+	case REC_COMM:
+		r.comm.time = r.time;
+		break;
+	case REC_FORK:
+	case REC_EXIT:
+		r.fork.time = r.time;
+		break;
+	case REC_LOST:
+		r.lost.time = r.time;
+		break;
+	default:
+		break;
+	}
+	*out = r;
+	return 0;
+}
