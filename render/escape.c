@@ -277,11 +277,11 @@ int render_xml_escape(const char *str, size_t len, FILE *out)
 			continue;
 		}
 		if (run && fwrite(s + i - run, 1, run, out) != run)
-			return -EIO;
+			return render_write_error();
 		run = 0;
 		if (ent) {
 			if (fputs(ent, out) == EOF)
-				return -EIO;
+				return render_write_error();
 			i++;
 			continue;
 		}
@@ -289,9 +289,9 @@ int render_xml_escape(const char *str, size_t len, FILE *out)
 		i += utf8_decode(s + i, len - i, &cp);
 		n = utf8_encode(xml_char(cp), o);
 		if (fwrite(o, 1, n, out) != n)
-			return -EIO;
+			return render_write_error();
 	}
 	if (run && fwrite(s + i - run, 1, run, out) != run)
-		return -EIO;
-	return ferror(out) ? -EIO : 0;
+		return render_write_error();
+	return ferror(out) ? render_write_error() : 0;
 }

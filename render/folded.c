@@ -263,12 +263,12 @@ int render_folded(const struct profile *p, const struct render_select *sel, FILE
 	err = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (fwrite(lines[i].s, 1, lines[i].len, out) != lines[i].len) {
-			err = -EIO;
+			err = render_write_error();
 			goto out;
 		}
 	}
 	if (fflush(out) == EOF || ferror(out))
-		err = -EIO;
+		err = render_write_error();
 out:
 	agg_free(&agg);
 	sb_free(&nc.text);

@@ -3,6 +3,8 @@
 #ifndef DLFLAME_RENDER_INTERNAL_H
 #define DLFLAME_RENDER_INTERNAL_H
 
+#include <errno.h>
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,6 +76,15 @@ static inline uint64_t sat_add(uint64_t a, uint64_t b)
 	uint64_t r;
 
 	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/*
+ * The error of a failed stdio write: stdio leaves the cause (ENOSPC, EPIPE,
+ * ...) in errno at the failing call, and the user needs that cause.
+ */
+static inline int render_write_error(void)
+{
+	return errno > 0 ? -errno : -EIO;
 }
 
 #endif

@@ -371,7 +371,7 @@ struct svg {
 
 static int put(FILE *out, const char *s)
 {
-	return fputs(s, out) == EOF ? -EIO : 0;
+	return fputs(s, out) == EOF ? render_write_error() : 0;
 }
 
 static int put_escaped(FILE *out, const char *s)
@@ -395,7 +395,7 @@ static int put_label(FILE *out, const struct strbuf *name, int64_t cps, double w
 			break;
 	}
 	if (render_xml_escape(name->buf, bytes, out))
-		return -EIO;
+		return render_write_error();
 	return put(out, "..");
 }
 
@@ -430,10 +430,10 @@ static int put_frame(struct svg *s, const struct node *n)
 	fprintf(s->out, "<g class=\"f\" data-s=\"%llu\" data-w=\"%llu\"><title>",
 		(unsigned long long)n->start, (unsigned long long)n->weight);
 	if (render_xml_escape(s->name.buf, s->name.len, s->out))
-		return -EIO;
+		return render_write_error();
 	fprintf(s->out, " (%s ", fmt_thousands(cnt, sizeof(cnt), count));
 	if (put_escaped(s->out, s->countname))
-		return -EIO;
+		return render_write_error();
 	fprintf(s->out,
 		", %s%%)</title><rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%d\" "
 		"fill=\"rgb(%u,%u,%u)\" rx=\"2\" ry=\"2\"/><text x=\"%s\" y=\"%s\">",
@@ -443,7 +443,7 @@ static int put_frame(struct svg *s, const struct node *n)
 		fmt_fixed(tx, sizeof(tx), left + 3, false),
 		fmt_fixed(ty, sizeof(ty), top + (FRAME_HEIGHT - FRAME_PAD) / 2.0 + 3, false));
 	if (put_label(s->out, &s->name, cps, width))
-		return -EIO;
+		return render_write_error();
 	return put(s->out, "</text></g>\n");
 }
 
@@ -468,16 +468,16 @@ static int put_script(FILE *out)
 	const char *js = flame_js, *end = flame_js + flame_js_len, *m;
 
 	if (put(out, "<script type=\"text/ecmascript\"><![CDATA[\n"))
-		return -EIO;
+		return render_write_error();
 	while ((m = memmem(js, (size_t)(end - js), "]]>", 3))) {
 		size_t n = (size_t)(m - js) + 2;
 
 		if (fwrite(js, 1, n, out) != n || put(out, "]]><![CDATA["))
-			return -EIO;
+			return render_write_error();
 		js += n;
 	}
 	if (fwrite(js, 1, (size_t)(end - js), out) != (size_t)(end - js))
-		return -EIO;
+		return render_write_error();
 	return put(out, "\n]]></script>\n");
 }
 
@@ -496,18 +496,18 @@ static int put_header(struct svg *s, const struct svg_opts *o, const char *title
 		"</linearGradient></defs>\n",
 		width, h, width, h);
 	if (put(out, svg_style) || put_script(out))
-		return -EIO;
+		return render_write_error();
 	fprintf(out,
 		"<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"url(#background)\"/>\n"
 		"<text id=\"title\" x=\"%u\" y=\"%d\">",
 		width, h, width / 2, FONT_SIZE * 2);
 	if (put_escaped(out, title))
-		return -EIO;
+		return render_write_error();
 	fprintf(out, "</text>\n");
 	if (o && o->subtitle) {
 		fprintf(out, "<text id=\"subtitle\" x=\"%u\" y=\"%d\">", width / 2, FONT_SIZE * 4);
 		if (put_escaped(out, o->subtitle))
-			return -EIO;
+			return render_write_error();
 		fprintf(out, "</text>\n");
 	}
 	fprintf(out,
@@ -518,7 +518,7 @@ static int put_header(struct svg *s, const struct svg_opts *o, const char *title
 		"<text id=\"matched\" x=\"%u\" y=\"%u\"> </text>\n",
 		XPAD, FONT_SIZE * 2, width - XPAD - 110, FONT_SIZE * 2, width - XPAD - 50,
 		FONT_SIZE * 2, XPAD, h - YPAD_BOTTOM / 2, width - XPAD, h - YPAD_BOTTOM / 2);
-	return ferror(out) ? -EIO : 0;
+	return ferror(out) ? render_write_error() : 0;
 }
 
 int render_svg(const struct profile *p, const struct render_select *sel,
@@ -575,7 +575,7 @@ int render_svg(const struct profile *p, const struct render_select *sel,
 			goto out;
 	}
 	fprintf(out, "</g>\n</svg>\n");
-	err = fflush(out) == EOF || ferror(out) ? -EIO : 0;
+	err = fflush(out) == EOF || ferror(out) ? render_write_error() : 0;
 out:
 	sb_free(&s.name);
 	free(emit);

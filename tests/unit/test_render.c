@@ -321,8 +321,8 @@ Test(folded, write_errors)
 	add(thread("x", 1), STACK(U("main")), SAMPLE_ONCPU, 1, 1);
 	cr_assert_not_null(full);
 	cr_assert_not_null(ro);
-	cr_assert_eq(render_folded(p, NULL, full), -EIO);
-	cr_assert_eq(render_folded(p, NULL, ro), -EIO);
+	cr_assert_eq(render_folded(p, NULL, full), -ENOSPC);
+	cr_assert_eq(render_folded(p, NULL, ro), -EBADF);
 	fclose(full);
 	fclose(ro);
 
@@ -330,7 +330,7 @@ Test(folded, write_errors)
 	full = fopen("/dev/full", "w");
 	cr_assert_not_null(full);
 	cr_assert_eq(setvbuf(full, stdio_buf, _IOFBF, sizeof(stdio_buf)), 0);
-	cr_assert_eq(render_folded(p, NULL, full), -EIO);
+	cr_assert_eq(render_folded(p, NULL, full), -ENOSPC);
 	fclose(full);
 }
 
@@ -413,7 +413,7 @@ Test(escape, xml_write_error)
 	memset(big, '<', sizeof(big));
 	cr_assert_not_null(full);
 	setvbuf(full, NULL, _IONBF, 0);
-	cr_assert_eq(render_xml_escape(big, sizeof(big), full), -EIO);
+	cr_assert_eq(render_xml_escape(big, sizeof(big), full), -ENOSPC);
 	fclose(full);
 }
 
@@ -645,8 +645,8 @@ Test(svg, write_errors)
 	FILE *full = fopen("/dev/full", "w"), *ro = fopen("/dev/null", "r");
 
 	add(thread("x", 1), STACK(U("main")), SAMPLE_ONCPU, 1, 1);
-	cr_assert_eq(render_svg(p, NULL, NULL, full), -EIO);
-	cr_assert_eq(render_svg(p, NULL, NULL, ro), -EIO);
+	cr_assert_eq(render_svg(p, NULL, NULL, full), -ENOSPC);
+	cr_assert_eq(render_svg(p, NULL, NULL, ro), -EBADF);
 	fclose(full);
 	fclose(ro);
 
@@ -654,6 +654,6 @@ Test(svg, write_errors)
 	full = fopen("/dev/full", "w");
 	cr_assert_not_null(full);
 	cr_assert_eq(setvbuf(full, stdio_buf, _IOFBF, sizeof(stdio_buf)), 0);
-	cr_assert_eq(render_svg(p, NULL, NULL, full), -EIO);
+	cr_assert_eq(render_svg(p, NULL, NULL, full), -ENOSPC);
 	fclose(full);
 }

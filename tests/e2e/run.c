@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+#include "run.h"
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static char *slurp_fd(int fd, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap);
+	ssize_t r;
+
+	lseek(fd, 0, SEEK_SET);
+	while ((r = read(fd, b + n, cap - n - 1)) > 0) {
+		n += (size_t)r;
+		if (cap - n < 2) {
+			cap *= 2;
+			b = realloc(b, cap);
+		}
+	}
+	b[n] = '\0';
+	if (len)
+		*len = n;
+	return b;
+}
+
+static int tmpfd(void)
+{
+	char path[] = "/tmp/dlflame-run-XXXXXX";
+	int fd = mkstemp(path);
+
+	cr_assert_geq(fd, 0);
+	unlink(path);
+	return fd;
+}
+
+struct run_result run(const char *dir, char *const env[], const char *stdout_path,
+		      const char *const argv[])
+{
+	struct run_result r = { 0 };
+	int ofd = stdout_path ? open(stdout_path, O_WRONLY | O_CREAT | O_TRUNC, 0644) : tmpfd();
+	int efd = tmpfd();
+	int st;
+	pid_t pid;
+
+	cr_assert_geq(ofd, 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(ofd, 1);
+		dup2(efd, 2);
+		if (dir && chdir(dir))
+			_exit(126);
+		for (char *const *e = env; e && *e; e++)
+			putenv(*e);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	r.out = stdout_path ? strdup("") : slurp_fd(ofd, &r.out_len);
+	r.err = slurp_fd(efd, NULL);
+	close(ofd);
+	close(efd);
+	return r;
+}
+
+pid_t run_bg(const char *dir, const char *const argv[])
+{
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (dir && chdir(dir))
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+void run_free(struct run_result *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+const char *need_env(const char *name)
+{
+	const char *v = getenv(name);
+
+	cr_assert(v && *v, "environment variable %s is not set (run through meson test)", name);
+	return v;
+}
+
+char *make_dir(void)
+{
+	char *d = strdup("/tmp/dlflame-e2e-XXXXXX");
+
+	cr_assert_not_null(mkdtemp(d));
+	return d;
+}
+
+void rm_dir(char *dir)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		cr_log_warn("could not remove %s", dir);
+	free(dir);
+}
+
+char *path_in(const char *dir, const char *name)
+{
+	char *p;
+
+	cr_assert_geq(asprintf(&p, "%s/%s", dir, name), 0);
+	return p;
+}
+
+size_t count_str(const char *hay, const char *needle)
+{
+	size_t n = 0, l = strlen(needle);
+
+	for (const char *p = strstr(hay, needle); p; p = strstr(p + l, needle))
+		n++;
+	return n;
+}

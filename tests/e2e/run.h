@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* Running dlflame and fixtures from tests: exit status, stdout, stderr. */
+#ifndef DLFLAME_TEST_RUN_H
+#define DLFLAME_TEST_RUN_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct run_result {
+	int status;   /* exit code, or 128 + signal */
+	char *out;    /* NUL-terminated stdout */
+	size_t out_len;
+	char *err;    /* NUL-terminated stderr */
+};
+
+/*
+ * Run argv (argv[0] a path) with extra "NAME=value" entries in env (NULL-terminated,
+ * may be NULL), stdout to `stdout_path` if not NULL (else captured), in cwd `dir`
+ * (NULL: inherited). Aborts the test on spawn failure.
+ */
+struct run_result run(const char *dir, char *const env[], const char *stdout_path,
+		      const char *const argv[]);
+/* Start without waiting; returns the pid. Output goes to files in dir. */
+pid_t run_bg(const char *dir, const char *const argv[]);
+void run_free(struct run_result *r);
+/* $NAME or abort the test with a message that names it. */
+const char *need_env(const char *name);
+/* A fresh temporary directory (removed by rm_dir). */
+char *make_dir(void);
+void rm_dir(char *dir);
+char *path_in(const char *dir, const char *name);
+/* Count non-overlapping occurrences of needle in hay. */
+size_t count_str(const char *hay, const char *needle);
+
+#endif

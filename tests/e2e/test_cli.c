@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * End-to-end tests of the dlflame CLI: real recordings of fixtures with
+ * known behaviour and of the oneDNN MLP, and every kind of bad input.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "profile/profile.h"
+#include "run.h"
+
+static char *dir;
+
+static void setup(void)
+{
+	dir = make_dir();
+}
+
+static void teardown(void)
+{
+	rm_dir(dir);
+}
+
+TestSuite(record, .init = setup, .fini = teardown, .timeout = 180);
+TestSuite(report, .init = setup, .fini = teardown, .timeout = 60);
+
+static char *record_split(const char *name)
+{
+	char *data = path_in(dir, name);
+	const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--",
+			       need_env("FIXTURE_SPLIT"), NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+	cr_assert_not_null(strstr(r.err, " samples, "), "summary line: %s", r.err);
+	cr_assert_not_null(strstr(r.err, data), "summary names the output: %s", r.err);
+	cr_assert_not_null(strstr(r.err, "next: dlflame report"), "%s", r.err);
+	run_free(&r);
+	return data;
+}
+
+/* Sum of the counts of folded lines whose stack holds `frame` as a whole frame. */
+static unsigned long count_frame(const char *folded, const char *frame, unsigned long *total)
+{
+	unsigned long n = 0, all = 0;
+	char *copy = strdup(folded), *save = NULL;
+	size_t fl = strlen(frame);
+
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' ');
+		cr_assert_not_null(sp, "folded line without a count: %s", line);
+		unsigned long c = strtoul(sp + 1, NULL, 10);
+		*sp = '\0';
+		all += c;
+		for (char *f = strtok(line, ";"); f; f = strtok(NULL, ";")) {
+			if (strlen(f) == fl && !memcmp(f, frame, fl)) {
+				n += c;
+				break;
+			}
+		}
+	}
+	free(copy);
+	if (total)
+		*total = all;
+	return n;
+}
+
+/* Sum of the counts of folded lines holding `chain` (frames joined by ';') whole. */
+static unsigned long count_chain(const char *folded, const char *chain)
+{
+	unsigned long n = 0;
+	size_t cl = strlen(chain);
+
+	for (const char *line = folded; *line;) {
+		const char *eol = strchr(line, '\n');
+		const char *sp;
+		size_t ll = eol ? (size_t)(eol - line) : strlen(line);
+
+		for (const char *p = line; p + cl <= line + ll; p++) {
+			if ((p == line || p[-1] == ';') && !memcmp(p, chain, cl) &&
+			    (p[cl] == ';' || p[cl] == ' ')) {
+				sp = memrchr(line, ' ', ll);
+				n += strtoul(sp + 1, NULL, 10);
+				break;
+			}
+		}
+		line += ll + (eol ? 1 : 0);
+	}
+	return n;
+}
+
+Test(record, split_fixture_shares_match_the_truth)
+{
+	char *data = record_split("split.data");
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+	unsigned long total;
+	static const struct {
+		const char *fn;
+		double truth;
+	} parts[] = { { "alpha", 20 }, { "bravo", 30 }, { "charlie", 50 } };
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	count_frame(r.out, "main", &total);
+	cr_assert_gt(total, 800, "about 999 Hz x 1.7 s of samples expected, got %lu", total);
+	for (size_t i = 0; i < 3; i++) {
+		unsigned long n = count_frame(r.out, parts[i].fn, NULL);
+		double share = 100.0 * n / total;
+		cr_assert(fabs(share - parts[i].truth) <= 3.0, "%s: %.1f%% of %lu samples, truth %.0f%%",
+			  parts[i].fn, share, total, parts[i].truth);
+	}
+	/* frame pointers give the whole chain: every alpha sample sits on main */
+	for (size_t i = 0; i < 3; i++) {
+		char chain[64];
+		snprintf(chain, sizeof(chain), "main;%s", parts[i].fn);
+		cr_assert_eq(count_frame(r.out, parts[i].fn, NULL), count_chain(r.out, chain),
+			     "every %s sample sits on main", parts[i].fn);
+	}
+	cr_assert_gt(count_str(r.out, "split;"), 0, "lines are rooted at the comm");
+	cr_assert_not_null(strstr(r.out, ";main;alpha "), "%s", r.out);
+	run_free(&r);
+	free(data);
+}
+
+Test(record, split_svg_is_well_formed_xml)
+{
+	char *data = record_split("split.data");
+	char *svg = path_in(dir, "f.svg");
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", svg, NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+	char cmd[512];
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(cmd, sizeof(cmd), "xmllint --noout '%s'", svg);
+	cr_assert_eq(system(cmd), 0, "xmllint rejects %s", svg);
+	snprintf(cmd, sizeof(cmd), "grep -q '<title>alpha (' '%s'", svg);
+	cr_assert_eq(system(cmd), 0, "the SVG has a frame for alpha");
+	run_free(&r);
+	free(data);
+	free(svg);
+}
+
+Test(record, default_paths_in_the_working_directory)
+{
+	const char *rec[] = { need_env("DLFLAME"), "record", "--", need_env("FIXTURE_SPLIT"), "30",
+			      NULL };
+	const char *rep[] = { need_env("DLFLAME"), "report", "--svg", NULL };
+	struct run_result r = run(dir, NULL, NULL, rec);
+	struct stat st;
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, rep);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	char *svg = path_in(dir, "flame.svg");
+	cr_assert_eq(stat(svg, &st), 0, "report --svg writes flame.svg");
+	cr_assert_gt(st.st_size, 1000);
+	run_free(&r);
+	free(svg);
+}
+
+Test(record, mlp_with_two_openmp_threads_samples_both)
+{
+	const char *mlp = getenv("MLP");
+	if (!mlp)
+		cr_skip_test("examples/mlp was not built (libdnnl missing)");
+	char *data = path_in(dir, "mlp.data");
+	char *env[] = { "OMP_NUM_THREADS=2", NULL };
+	const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--", mlp, "600", NULL };
+	struct run_result r = run(dir, env, NULL, argv);
+	struct profile *p = NULL;
+	struct profile_read_error e = { 0 };
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(profile__read(data, &p, &e), 0);
+	/* samples per thread of the mlp process */
+	size_t nthreads = profile__nr_threads(p);
+	unsigned long *per = calloc(nthreads, sizeof(*per));
+	for (size_t i = 0; i < profile__nr_samples(p); i++)
+		per[profile__get_sample(p, i)->thread]++;
+	unsigned busy = 0;
+	for (size_t t = 0; t < nthreads; t++) {
+		const struct pf_thread *th = profile__get_thread(p, t);
+		if (!strcmp(profile__str(p, th->comm), "mlp") && per[t] >= 20)
+			busy++;
+	}
+	cr_assert_geq(busy, 2, "both OpenMP threads have samples (%zu threads)", nthreads);
+	cr_assert(profile__cmeta(p)->finalized);
+	free(per);
+	profile__free(p);
+	run_free(&r);
+	free(data);
+}
+
+static void stop_with(int sig, bool whole_group)
+{
+	char *data = path_in(dir, "stopped.data");
+	const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--",
+			       need_env("FIXTURE_SPLIT"), "100000", NULL };
+	pid_t pid = fork();
+	int st;
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		setpgid(0, 0); /* its own process group, like a shell job */
+		int fd = open("/dev/null", 1);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	usleep(1500 * 1000);
+	cr_assert_eq(kill(whole_group ? -pid : pid, sig), 0);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "dlflame exits 0 after signal %d", sig);
+
+	struct profile *p = NULL;
+	struct profile_read_error e = { 0 };
+	cr_assert_eq(profile__read(data, &p, &e), 0, "the profile is complete: %s", e.what);
+	cr_assert_gt(profile__nr_samples(p), 500, "about 1.5 s of samples kept");
+	cr_assert(profile__cmeta(p)->finalized);
+	profile__free(p);
+	free(data);
+}
+
+Test(record, ctrl_c_finalizes_the_file)
+{
+	stop_with(SIGINT, true);
+}
+
+Test(record, sigterm_finalizes_the_file_and_stops_the_target)
+{
+	stop_with(SIGTERM, false);
+}
+
+Test(record, forward_exit_returns_the_target_status)
+{
+	char *data = path_in(dir, "x.data");
+	const char *argv[] = { need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--",
+			       "/bin/sh", "-c", "exit 3", NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 3, "%s", r.err);
+	run_free(&r);
+	free(data);
+}
+
+Test(record, missing_command_is_one_clear_error)
+{
+	const char *argv[] = { need_env("DLFLAME"), "record", "--", "/nonexistent/trainer", NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 1);
+	cr_assert_not_null(strstr(r.err, "/nonexistent/trainer"), "%s", r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
+	run_free(&r);
+}
+
+static void expect_usage_error(const char *const argv[])
+{
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 2, "%s %s: status %d, %s", argv[1], argv[2] ?: "", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "dlflame"), "%s", r.err);
+	run_free(&r);
+}
+
+Test(report, usage_errors_exit_2)
+{
+	const char *d = need_env("DLFLAME");
+
+	expect_usage_error((const char *[]){ d, "report", NULL });
+	expect_usage_error((const char *[]){ d, "report", "--svg", "--folded", NULL });
+	expect_usage_error((const char *[]){ d, "report", "--svg", "--width", "12x", NULL });
+	expect_usage_error((const char *[]){ d, "report", "--bogus", NULL });
+	expect_usage_error((const char *[]){ d, "report", "--svg", "stray", NULL });
+	expect_usage_error((const char *[]){ d, "record", NULL });
+	expect_usage_error((const char *[]){ d, "record", "-F", "0", "--", "true", NULL });
+	expect_usage_error((const char *[]){ d, "record", "-F", "99999999", "--", "true", NULL });
+	expect_usage_error((const char *[]){ d, "frobnicate", NULL });
+	expect_usage_error((const char *[]){ d, NULL });
+}
+
+static void expect_bad_file(const char *path, const char *why)
+{
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", path, "--folded", NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 1, "%s: status %d", why, r.status);
+	cr_assert_not_null(strstr(r.err, path), "%s: message names the file: %s", why, r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "%s: one line: %s", why, r.err);
+	cr_assert_eq(r.out_len, 0, "%s: nothing on stdout", why);
+	run_free(&r);
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(data, 1, len, f), len);
+	fclose(f);
+}
+
+Test(report, bad_files_exit_1_with_one_line)
+{
+	char *empty = path_in(dir, "empty.data");
+	char *random = path_in(dir, "random.data");
+	char *cut = path_in(dir, "cut.data");
+	uint8_t junk[8192];
+
+	write_file(empty, "", 0);
+	expect_bad_file(empty, "empty");
+	srand(7);
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)rand();
+	write_file(random, junk, sizeof(junk));
+	expect_bad_file(random, "random bytes");
+	expect_bad_file("/nonexistent/dlflame.data", "missing");
+	expect_bad_file(dir, "a directory");
+
+	/* a real profile, truncated at several offsets */
+	struct profile *p = profile__new();
+	int64_t f = profile__frame_str(p, "main", "app", FRAME_USER);
+	int64_t s = profile__stack(p, 0, f);
+	int64_t t = profile__thread(p, 1, 1, profile__string(p, "app", 3));
+	for (int i = 0; i < 100; i++) {
+		struct pf_sample smp = { .time = i, .weight = 1, .stack = s, .thread = t };
+		profile__add_sample(p, &smp);
+	}
+	char *good = path_in(dir, "good.data");
+	cr_assert_eq(profile__write(p, good), 0);
+	FILE *g = fopen(good, "rb");
+	uint8_t buf[65536];
+	size_t len = fread(buf, 1, sizeof(buf), g);
+	fclose(g);
+	size_t offsets[] = { 1, 7, 8, 20, 39, 40, 41, len / 2, len - 1 };
+	for (size_t i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
+		write_file(cut, buf, offsets[i]);
+		expect_bad_file(cut, "truncated");
+	}
+	profile__free(p);
+	free(empty);
+	free(random);
+	free(cut);
+	free(good);
+}
+
+Test(report, full_stdout_is_an_error)
+{
+	char *data = path_in(dir, "good.data");
+	struct profile *p = profile__new();
+	int64_t f = profile__frame_str(p, "main", "app", FRAME_USER);
+	int64_t s = profile__stack(p, 0, f);
+	int64_t t = profile__thread(p, 1, 1, profile__string(p, "app", 3));
+	struct pf_sample smp = { .time = 1, .weight = 1, .stack = s, .thread = t };
+	profile__add_sample(p, &smp);
+	cr_assert_eq(profile__write(p, data), 0);
+
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+	struct run_result r = run(dir, NULL, "/dev/full", argv);
+	cr_assert_eq(r.status, 1, "writing to a full disk fails: %s", r.err);
+	cr_assert_not_null(strstr(r.err, "No space"), "%s", r.err);
+	run_free(&r);
+
+	const char *svg[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", "/dev/full/x.svg",
+			      NULL };
+	r = run(dir, NULL, NULL, svg);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	run_free(&r);
+	profile__free(p);
+	free(data);
+}
