@@ -80,16 +80,36 @@ static int special_frame(struct pipeline *pl, size_t *n, const char *name)
 	return push_frame(pl, n, &sf);
 }
 
-static int on_sample(struct pipeline *pl, const struct rec_sample *s)
+/* One address -> its frames (inline levels first, then the function). */
+static int push_addr(struct pipeline *pl, size_t *n, uint32_t pid, uint64_t ip, bool kernel,
+		     bool return_addr)
 {
-	size_t n = 0, addrs = 0;
-	bool kernel = !s->user, first_in_ctx = true;
-	int64_t thread, stack = 0;
-	int err;
+	struct sym_frame sf[PIPELINE_MAX_INLINE];
+	size_t k = symbolizer__resolve_inline(pl->sym, pid, ip, kernel, return_addr, sf,
+					      PIPELINE_MAX_INLINE);
 
+	for (size_t i = 0; i < k; i++) {
+		int err = push_frame(pl, n, &sf[i]);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Frames from the kernel's callchain. With user_too false, only the kernel
+ * part is taken (DWARF mode: user frames come from the unwinder).
+ * Returns the number of addresses seen in the chain.
+ */
+static int push_callchain(struct pipeline *pl, size_t *n, const struct rec_sample *s, bool user_too,
+			  size_t *addrs)
+{
+	bool kernel = !s->user, first_in_ctx = true;
+
+	*addrs = 0;
 	for (uint64_t i = 0; i < s->nr; i++) {
 		uint64_t ip = s->ips[i];
-		struct sym_frame sf;
+		int err;
 
 		if (ip >= PERF_CONTEXT_MAX) {
 			if (ip == PERF_CONTEXT_KERNEL)
@@ -101,34 +121,90 @@ static int on_sample(struct pipeline *pl, const struct rec_sample *s)
 			first_in_ctx = true;
 			continue;
 		}
-		addrs++;
+		(*addrs)++;
+		if (!kernel && !user_too)
+			continue;
 		/* the first address of a context is where the thread was; the rest return there */
-		symbolizer__resolve(pl->sym, s->pid, ip, kernel, !first_in_ctx, &sf);
+		err = push_addr(pl, n, s->pid, ip, kernel, !first_in_ctx);
 		first_in_ctx = false;
-		err = push_frame(pl, &n, &sf);
 		if (err)
 			return err;
 	}
-	if (addrs == 0) {
-		struct sym_frame sf;
+	return 0;
+}
 
-		symbolizer__resolve(pl->sym, s->pid, s->ip, !s->user, false, &sf);
-		err = push_frame(pl, &n, &sf);
+/* User frames from the copied stack; false if there is nothing to unwind. */
+static int push_unwound(struct pipeline *pl, size_t *n, const struct rec_sample *s, bool *done)
+{
+	uint64_t ips[PIPELINE_MAX_DEPTH];
+	enum unwind_end end = UNWIND_END_TRUNCATED;
+	int k, err;
+
+	*done = false;
+	if (!s->uregs.abi || !s->stack_size)
+		return 0;
+	k = symbolizer__unwind(pl->sym, s->pid, s->uregs.regs, s->uregs.mask, s->stack,
+			       s->stack_size, ips, PIPELINE_MAX_DEPTH, &end);
+	if (k <= 0)
+		return k == -ENOMEM ? k : 0; /* fall back to the kernel's user callchain */
+	*done = true;
+	for (int i = 0; i < k; i++) {
+		err = push_addr(pl, n, s->pid, ips[i], false, i > 0);
 		if (err)
 			return err;
 	}
-	/* the kernel stops a chain at perf_event_max_stack entries: its root is missing */
-	if (addrs >= pl->max_stack) {
+	if (end == UNWIND_END_JIT_NO_CALLER)
+		return special_frame(pl, n, "[JIT caller not recovered]");
+	if (end == UNWIND_END_TRUNCATED) {
 		pl->truncated++;
-		err = special_frame(pl, &n, "[truncated]");
-		if (err)
-			return err;
+		return special_frame(pl, n, "[truncated]");
 	}
+	return 0;
+}
+
+/*
+ * Builds the sample's stack into the profile. The result is the stack id,
+ * or a negative errno.
+ */
+static int64_t build_stack(struct pipeline *pl, const struct rec_sample *s)
+{
+	size_t n = 0, addrs = 0;
+	bool unwound = false;
+	int64_t stack = 0;
+	int err;
+
+	err = push_callchain(pl, &n, s, false, &addrs);
+	if (!err)
+		err = push_unwound(pl, &n, s, &unwound);
+	if (!err && !unwound) {
+		/* frame-pointer mode, or nothing to unwind: the kernel's chain, whole */
+		n = 0;
+		err = push_callchain(pl, &n, s, true, &addrs);
+		if (!err && addrs == 0)
+			err = push_addr(pl, &n, s->pid, s->ip, !s->user, false);
+		/* the kernel stops a chain at perf_event_max_stack entries: its root is missing */
+		if (!err && addrs >= pl->max_stack) {
+			pl->truncated++;
+			err = special_frame(pl, &n, "[truncated]");
+		}
+	}
+	if (err)
+		return err;
 	for (size_t i = n; i-- > 0;) {
 		stack = profile__stack(pl->prof, (uint32_t)stack, pl->frames[i]);
 		if (stack < 0)
-			return (int)stack;
+			return stack;
 	}
+	return stack;
+}
+
+static int on_sample(struct pipeline *pl, const struct rec_sample *s)
+{
+	int64_t thread, stack;
+
+	stack = build_stack(pl, s);
+	if (stack < 0)
+		return (int)stack;
 	thread = thread_of(pl, s->pid, s->tid);
 	if (thread < 0)
 		return (int)thread;

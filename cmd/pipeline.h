@@ -13,6 +13,9 @@
 #include "symbolize/symbolize.h"
 #include "util/util.h"
 
+#define PIPELINE_MAX_DEPTH 1024 /* user frames unwound per sample */
+#define PIPELINE_MAX_INLINE 16  /* inline levels per address */
+
 struct pipeline {
 	struct profile *prof;
 	struct symbolizer *sym;

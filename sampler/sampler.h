@@ -24,7 +24,26 @@ enum rec_type {
 	REC_EXIT,
 	REC_LOST,
 	REC_THROTTLE,
-	REC_OTHER, /* a record kind we do not use; skipped */
+	REC_SWITCH, /* PERF_RECORD_SWITCH / SWITCH_CPU_WIDE */
+	REC_OTHER,  /* a record kind we do not use; skipped */
+};
+
+/* Which of dlflame's events a sample came from (from its sample id). */
+enum rec_event {
+	EV_ONCPU = 0,  /* cpu-clock or cycles */
+	EV_SWITCH = 1, /* context-switches, period 1: the stack where a thread blocks */
+};
+
+/*
+ * User registers of a DWARF-mode sample, indexed by enum perf_event_x86_regs
+ * (<asm/perf_regs.h>): regs[PERF_REG_X86_IP], regs[PERF_REG_X86_SP], ...
+ * Only entries whose bit is set in mask are valid.
+ */
+#define REC_REGS_MAX 32
+struct rec_regs {
+	uint64_t abi;  /* PERF_SAMPLE_REGS_ABI_*; 0 (NONE): no user registers (kernel thread) */
+	uint64_t mask;
+	uint64_t regs[REC_REGS_MAX];
 };
 
 /*
@@ -42,6 +61,11 @@ struct rec_sample {
 	uint64_t nr;        /* callchain entries, already checked against the record size */
 	const uint64_t *ips; /* points into the record; valid during the callback */
 	bool user;          /* misc says the sample was taken in user mode */
+	enum rec_event event;
+	/* DWARF mode only (PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER), else zero: */
+	struct rec_regs uregs;
+	const uint8_t *stack; /* copy of the user stack from regs[SP] up; valid during the callback */
+	uint64_t stack_size;  /* valid bytes (the kernel's dyn_size), checked against the record */
 };
 
 struct rec_mmap2 {
@@ -74,6 +98,14 @@ struct rec_lost {
 	uint64_t time;
 };
 
+struct rec_switch {
+	uint32_t pid, tid; /* the thread switching (from the sample_id trailer) */
+	bool out;          /* PERF_RECORD_MISC_SWITCH_OUT: it leaves the CPU */
+	bool preempt;      /* PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: it was runnable (preempted) */
+	uint32_t cpu;
+	uint64_t time;
+};
+
 struct rec {
 	enum rec_type type;
 	uint16_t misc;
@@ -84,6 +116,7 @@ struct rec {
 		struct rec_comm comm;
 		struct rec_fork fork; /* REC_FORK and REC_EXIT */
 		struct rec_lost lost;
+		struct rec_switch sw;
 	};
 };
 
@@ -93,6 +126,7 @@ struct rec {
  */
 struct rec_layout {
 	uint64_t sample_type;
+	uint64_t sample_regs_user; /* mask, when PERF_SAMPLE_REGS_USER is set */
 	bool sample_id_all;
 };
 
@@ -119,13 +153,17 @@ int ring_next(const uint8_t *base, size_t size, uint64_t head, uint64_t *tail, u
 
 enum callgraph_mode {
 	CALLGRAPH_FP = 0, /* kernel callchain (frame pointers in user space) */
+	CALLGRAPH_DWARF,  /* kernel callchain for kernel frames + user regs and stack copy */
 };
 
 struct sampler_opts {
 	uint64_t freq;        /* samples per second; default 999 */
-	uint32_t mmap_pages;  /* data pages per ring buffer, power of two; default 128 */
+	uint32_t mmap_pages;  /* data pages per ring buffer, power of two; 0 = default */
 	enum callgraph_mode callgraph;
+	uint32_t stack_size;  /* DWARF: bytes of user stack per sample, multiple of 8, <= 65528 */
 	bool exclude_kernel;  /* set by the sampler itself if paranoid forbids kernel */
+	bool offcpu;          /* also open context-switches (period 1, callchains) + context_switch */
+	bool offcpu_only;     /* with offcpu: no on-CPU sampling event at all */
 };
 
 struct sampler_stats {
@@ -135,6 +173,8 @@ struct sampler_stats {
 	uint64_t bad_records; /* malformed records skipped */
 	bool kernel_excluded; /* kernel frames were not allowed and were dropped */
 	const char *event;    /* "cpu-clock" or "cycles" */
+	uint64_t threads_followed; /* attach mode: threads with events open */
+	uint64_t threads_missed;   /* attach mode: threads that could not be followed (fd limit) */
 };
 
 struct sampler;
@@ -156,6 +196,20 @@ void sampler__free(struct sampler *s);
 int sampler__launch(struct sampler *s, char *const argv[], char *const envp[], pid_t *child);
 /* Let the launched child exec. */
 int sampler__start(struct sampler *s);
+
+/*
+ * Attach mode: follow every thread of each pid in pids (or, with
+ * threads_only, exactly the tids given), including threads created during
+ * the recording, with no race window: threads are enumerated from
+ * /proc/PID/task until a rescan finds none new, and events use inherit so
+ * that threads a followed thread creates are followed too. The target is
+ * never stopped or signalled. Raises the soft RLIMIT_NOFILE as needed; what
+ * still cannot be followed is counted in stats.threads_missed. Events are
+ * enabled when it returns. -ESRCH if a pid does not exist.
+ */
+int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads_only);
+/* Attach mode: true once every attached process has exited. */
+bool sampler__targets_gone(struct sampler *s);
 
 /*
  * Wait up to timeout_ms for data, then drain every ring buffer, sort the

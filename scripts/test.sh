@@ -11,7 +11,7 @@ import json, sys
 ok = bad = skip = 0
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    for l in r.get('stdout', '').splitlines():
+    for l in (r.get('stdout', '') + '\n' + (r.get('stderr') or '')).splitlines():
         if 'Synthesis: Tested:' in l:
             f = {k.strip(): int(v) for k, v in
                  (p.split(':') for p in l.split('Synthesis:')[1].split('|'))}

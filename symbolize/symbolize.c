@@ -835,3 +835,28 @@ const struct symbolizer_stats *symbolizer__stats(const struct symbolizer *s)
 {
 	return &s->stats;
 }
+
+size_t symbolizer__resolve_inline(struct symbolizer *s, uint32_t pid, uint64_t addr, bool kernel,
+				  bool return_addr, struct sym_frame *out, size_t max)
+{
+	if (!max)
+		return 0;
+	/* no inline information is read yet: one frame per address */
+	symbolizer__resolve(s, pid, addr, kernel, return_addr, &out[0]);
+	return 1;
+}
+
+int symbolizer__load_proc_maps(struct symbolizer *s, uint32_t pid)
+{
+	char path[32];
+	struct proc *p;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/maps", pid);
+	if (access(path, R_OK))
+		return -errno;
+	p = proc_get(s, pid);
+	if (!p)
+		return -ENOMEM;
+	proc_maps_fallback(s, p);
+	return 0;
+}
