@@ -103,4 +103,62 @@ void kallsyms__free(struct kallsyms *k);
 bool kallsyms__lookup(const struct kallsyms *k, uint64_t addr, const char **name,
 		      const char **module);
 
+/* ---- the symbolizer's state, shared by symbolize.c, unwind.c and perfmap.c ---- */
+
+#include "symbolize/symbolize.h"
+#include "util/util.h"
+
+struct perfmap;
+
+enum module_state { MOD_NEW, MOD_LOADED, MOD_FAILED };
+
+struct module {
+	char *path;
+	void *unwind; /* owned by unwind.c: the module's cached unwind tables */
+	const char *basename; /* interned */
+	struct module *next; /* same hash bucket */
+	enum module_state state;
+	struct elf_image img;
+};
+
+enum map_type { MAP_T_FILE, MAP_T_ANON, MAP_T_VDSO };
+
+struct map {
+	uint64_t start;
+	uint64_t end; /* exclusive */
+	uint64_t pgoff;
+	struct module *mod; /* MAP_T_FILE only */
+	uint32_t prot;
+	uint32_t type;
+};
+
+struct proc {
+	struct map *maps;
+	struct perfmap *perfmap; /* owned by perfmap.c: JIT symbols read for this pid */
+	size_t n, cap;
+	size_t last; /* index of the last hit: consecutive frames share mappings */
+	uint64_t misses;
+	uint64_t next_fallback; /* miss count that triggers the next /proc read */
+	uint64_t interval;
+	uint32_t pid;
+};
+
+struct symbolizer {
+	struct u64map procs; /* pid -> struct proc * */
+	struct u64map modules; /* hash(path) -> struct module * (bucket head) */
+	struct module **mods;
+	size_t nmods, mods_cap;
+	struct strpool pool;
+	struct kallsyms ksyms;
+	struct symbolizer_stats stats;
+};
+
+struct module *module_get(struct symbolizer *s, const char *path);
+/* Loads the module's symbols once; its state says whether that worked. */
+void module_load(struct symbolizer *s, struct module *m);
+struct proc *proc_find(const struct symbolizer *s, uint32_t pid);
+struct proc *proc_get(struct symbolizer *s, uint32_t pid);
+/* The mapping containing addr, or NULL. */
+struct map *proc_lookup(struct proc *p, uint64_t addr);
+
 #endif

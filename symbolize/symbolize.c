@@ -41,47 +41,6 @@ static const char kernel_name[] = "[kernel]";
 static const char kernel_module[] = "[kernel.kallsyms]";
 static const char deleted_suffix[] = " (deleted)";
 
-enum module_state { MOD_NEW, MOD_LOADED, MOD_FAILED };
-
-struct module {
-	char *path;
-	const char *basename; /* interned */
-	struct module *next; /* same hash bucket */
-	enum module_state state;
-	struct elf_image img;
-};
-
-enum map_type { MAP_T_FILE, MAP_T_ANON, MAP_T_VDSO };
-
-struct map {
-	uint64_t start;
-	uint64_t end; /* exclusive */
-	uint64_t pgoff;
-	struct module *mod; /* MAP_T_FILE only */
-	uint32_t prot;
-	uint32_t type;
-};
-
-struct proc {
-	struct map *maps;
-	size_t n, cap;
-	size_t last; /* index of the last hit: consecutive frames share mappings */
-	uint64_t misses;
-	uint64_t next_fallback; /* miss count that triggers the next /proc read */
-	uint64_t interval;
-	uint32_t pid;
-};
-
-struct symbolizer {
-	struct u64map procs; /* pid -> struct proc * */
-	struct u64map modules; /* hash(path) -> struct module * (bucket head) */
-	struct module **mods;
-	size_t nmods, mods_cap;
-	struct strpool pool;
-	struct kallsyms ksyms;
-	struct symbolizer_stats stats;
-};
-
 /* ---- string pool ---- */
 
 void strpool__init(struct strpool *p)
@@ -286,7 +245,7 @@ static uint64_t path_key(const char *path)
 	return h == UINT64_MAX ? 0 : h;
 }
 
-static struct module *module_get(struct symbolizer *s, const char *path)
+struct module *module_get(struct symbolizer *s, const char *path)
 {
 	uint64_t key = path_key(path), head = 0;
 	struct module *m;
@@ -327,7 +286,7 @@ err:
 	return NULL;
 }
 
-static void module_load(struct symbolizer *s, struct module *m)
+void module_load(struct symbolizer *s, struct module *m)
 {
 	if (elf_image__load(&m->img, m->path, &s->pool)) {
 		m->state = MOD_FAILED;
@@ -347,7 +306,7 @@ static void module_free(struct module *m)
 
 /* ---- processes and mappings ---- */
 
-static struct proc *proc_find(const struct symbolizer *s, uint32_t pid)
+struct proc *proc_find(const struct symbolizer *s, uint32_t pid)
 {
 	uint64_t v;
 
@@ -356,7 +315,7 @@ static struct proc *proc_find(const struct symbolizer *s, uint32_t pid)
 	return (struct proc *)(uintptr_t)v;
 }
 
-static struct proc *proc_get(struct symbolizer *s, uint32_t pid)
+struct proc *proc_get(struct symbolizer *s, uint32_t pid)
 {
 	struct proc *p = proc_find(s, pid);
 
@@ -399,7 +358,7 @@ static size_t first_end_above(const struct proc *p, uint64_t addr)
 	return lo;
 }
 
-static struct map *proc_lookup(struct proc *p, uint64_t addr)
+struct map *proc_lookup(struct proc *p, uint64_t addr)
 {
 	size_t i;
 
