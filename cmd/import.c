@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#include "import.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "pipeline.h"
+#include "sampler/perfdata.h"
+
+static int profile_error(const char *path, int err, const struct profile_read_error *e)
+{
+	if (err == -EINVAL && e->what)
+		return error("cannot read %s: %s (at %s offset %llu); it is not a complete dlflame "
+			     "profile: record it again",
+			     path, e->what, e->in_payload ? "decompressed" : "byte",
+			     (unsigned long long)e->offset);
+	if (err == -ENOENT)
+		return error("cannot read %s: no such file; record one with 'dlflame record -- "
+			     "COMMAND' or name it with -i",
+			     path);
+	return error("cannot read %s: %s", path, strerror(-err));
+}
+
+static void set_str(struct profile *p, uint32_t *field, const char *s)
+{
+	int64_t id = profile__string(p, s, strlen(s));
+
+	*field = id > 0 ? (uint32_t)id : 0;
+}
+
+static int import_perfdata(const char *path, struct profile **out)
+{
+	struct profile *prof = profile__new();
+	struct symbolizer *sym = symbolizer__new();
+	struct perfdata_error e = { 0 };
+	struct perfdata_info info;
+	struct pipeline pl;
+	int err, ret = EXIT_BAD;
+
+	if (!prof || !sym) {
+		error("out of memory");
+		goto out;
+	}
+	/* kernel frames of a perf.data are named from this machine's kallsyms, as perf does */
+	symbolizer__load_kallsyms(sym, "/proc/kallsyms");
+	pipeline__init(&pl, prof, sym);
+	err = perfdata__read(path, pipeline__record, &pl, &info, &e);
+	if (err == -EINVAL && e.what) {
+		error("cannot read %s: %s (%s record at byte offset %llu); the perf.data is corrupt "
+		      "or truncated: record it again",
+		      path, e.what, e.record ? e.record : "?", (unsigned long long)e.offset);
+		pipeline__exit(&pl);
+		goto out;
+	}
+	if (err) {
+		error("cannot read %s: %s", path, strerror(-err));
+		pipeline__exit(&pl);
+		goto out;
+	}
+	struct pf_meta *m = profile__meta(prof);
+	m->start_time = pl.first_time;
+	m->end_time = pl.last_time;
+	m->lost = info.lost;
+	m->freq = info.freq;
+	m->finalized = info.finalized;
+	set_str(prof, &m->event, info.event);
+	set_str(prof, &m->command, path);
+	pipeline__exit(&pl);
+	*out = prof;
+	prof = NULL;
+	ret = 0;
+out:
+	symbolizer__free(sym);
+	profile__free(prof);
+	return ret;
+}
+
+int load_input(const char *path, struct profile **out)
+{
+	struct profile_read_error e = { 0 };
+	uint8_t magic[8];
+	ssize_t n = 0;
+	int fd, err;
+
+	if (strcmp(path, "-") == 0)
+		return import_perfdata(path, out); /* only perf's pipe format streams */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0) {
+		n = read(fd, magic, sizeof(magic));
+		close(fd);
+	}
+	if (n == (ssize_t)sizeof(magic) && perfdata__is_perf_file(magic, sizeof(magic)))
+		return import_perfdata(path, out);
+	err = profile__read(path, out, &e);
+	return err ? profile_error(path, err, &e) : 0;
+}

@@ -1,0 +1,676 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * perf.data reader. The file layout (tools/perf/Documentation/perf.data-file-format.txt):
+ *
+ *   file mode: header { magic "PERFILE2", u64 size (104), u64 attr_size,
+ *              section attrs, data, event_types; u64 features[4] }, where a
+ *              section is { u64 offset, u64 size }. attrs holds
+ *              { perf_event_attr (attr_size bytes), section ids } per event.
+ *   pipe mode: header { magic, u64 size (16) }, then records only; events are
+ *              described by HEADER_ATTR records in the stream.
+ *
+ * Records are the kernel's (perf_event_header + body) plus perf's own kinds
+ * (type >= 64). Two of those are followed by payload not counted in their
+ * size (TRACING_DATA, AUXTRACE), which a reader must skip.
+ *
+ * Nothing in the file is trusted: every section must lie inside the file,
+ * every count fits the bytes that hold it, every record is decoded with the
+ * same checks as live records, and a malformed record is an error naming its
+ * offset and kind, never a skip or a read past the end.
+ */
+#include "sampler/perfdata.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+#define PERF_MAGIC2 0x32454c4946524550ULL /* "PERFILE2" little-endian */
+#define FILE_HEADER_SIZE 104
+#define PIPE_HEADER_SIZE 16
+#define MAX_ATTRS 4096
+#define MAX_ATTR_SIZE 4096
+
+/* perf's own record kinds (tools/lib/perf/include/perf/event.h) */
+enum {
+	PD_HEADER_ATTR = 64,
+	PD_HEADER_EVENT_TYPE = 65,
+	PD_HEADER_TRACING_DATA = 66,
+	PD_HEADER_BUILD_ID = 67,
+	PD_FINISHED_ROUND = 68,
+	PD_ID_INDEX = 69,
+	PD_AUXTRACE_INFO = 70,
+	PD_AUXTRACE = 71,
+	PD_COMPRESSED = 81,
+};
+
+struct pd_attr {
+	struct perf_event_attr attr;
+	struct rec_layout layout;
+	enum rec_event event;
+};
+
+struct qrec {
+	uint64_t time;
+	uint64_t seq; /* arrival order: ties keep it */
+	size_t off; /* in qbuf, 8-byte aligned */
+	uint32_t len;
+	uint32_t attr;
+	uint64_t file_off;
+};
+
+struct reader {
+	int fd;
+	uint64_t pos; /* bytes consumed from the stream */
+	uint64_t end; /* stop before this offset (file mode with a known data size) */
+	bool bounded;
+	struct perfdata_error *err;
+	struct perfdata_info *info;
+	rec_cb cb;
+	void *ctx;
+
+	struct pd_attr *attrs;
+	size_t nattrs, cap_attrs;
+	struct u64map ids; /* event id -> attr index */
+
+	struct qrec *q;
+	size_t nq, cap_q;
+	uint8_t *qbuf;
+	size_t qlen, cap_qbuf;
+	uint64_t seq;
+	uint64_t round_max, seen_max;
+};
+
+static int fail(struct reader *r, const char *what, uint64_t off, const char *record)
+{
+	if (r->err) {
+		r->err->what = what;
+		r->err->offset = off;
+		r->err->record = record;
+	}
+	return -EINVAL;
+}
+
+bool perfdata__is_perf_file(const void *buf, size_t len)
+{
+	return len >= 8 && get_le64(buf) == PERF_MAGIC2;
+}
+
+static const char *kind_name(uint32_t type)
+{
+	static const char *const kernel[] = {
+		[PERF_RECORD_MMAP] = "MMAP",
+		[PERF_RECORD_LOST] = "LOST",
+		[PERF_RECORD_COMM] = "COMM",
+		[PERF_RECORD_EXIT] = "EXIT",
+		[PERF_RECORD_THROTTLE] = "THROTTLE",
+		[PERF_RECORD_UNTHROTTLE] = "UNTHROTTLE",
+		[PERF_RECORD_FORK] = "FORK",
+		[PERF_RECORD_READ] = "READ",
+		[PERF_RECORD_SAMPLE] = "SAMPLE",
+		[PERF_RECORD_MMAP2] = "MMAP2",
+		[PERF_RECORD_AUX] = "AUX",
+		[PERF_RECORD_ITRACE_START] = "ITRACE_START",
+		[PERF_RECORD_LOST_SAMPLES] = "LOST_SAMPLES",
+		[PERF_RECORD_SWITCH] = "SWITCH",
+		[PERF_RECORD_SWITCH_CPU_WIDE] = "SWITCH_CPU_WIDE",
+	};
+
+	if (type < ARRAY_SIZE(kernel) && kernel[type])
+		return kernel[type];
+	switch (type) {
+	case PD_HEADER_ATTR:
+		return "HEADER_ATTR";
+	case PD_HEADER_TRACING_DATA:
+		return "HEADER_TRACING_DATA";
+	case PD_FINISHED_ROUND:
+		return "FINISHED_ROUND";
+	case PD_AUXTRACE:
+		return "AUXTRACE";
+	case PD_COMPRESSED:
+		return "COMPRESSED";
+	default:
+		return type >= 64 ? "perf user record" : "kernel record";
+	}
+}
+
+/* ---- reading bytes --------------------------------------------------------- */
+
+/* Reads exactly len bytes; 0, 1 on a clean end of stream before any byte, or -errno. */
+static int read_exact(struct reader *r, void *buf, size_t len, bool eof_ok)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = read(r->fd, (uint8_t *)buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return got == 0 && eof_ok ? 1 : -ENODATA;
+		got += (size_t)n;
+	}
+	r->pos += len;
+	return 0;
+}
+
+static int skip_bytes(struct reader *r, uint64_t len)
+{
+	uint8_t buf[65536];
+
+	while (len) {
+		size_t chunk = len > sizeof(buf) ? sizeof(buf) : (size_t)len;
+		int e = read_exact(r, buf, chunk, false);
+		if (e)
+			return e;
+		len -= chunk;
+	}
+	return 0;
+}
+
+static int pread_exact(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ENODATA;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+static void event_name(const struct perf_event_attr *a, char *buf, size_t size)
+{
+	if (a->type == PERF_TYPE_SOFTWARE && a->config == PERF_COUNT_SW_CPU_CLOCK)
+		snprintf(buf, size, "cpu-clock");
+	else if (a->type == PERF_TYPE_SOFTWARE && a->config == PERF_COUNT_SW_TASK_CLOCK)
+		snprintf(buf, size, "task-clock");
+	else if (a->type == PERF_TYPE_SOFTWARE && a->config == PERF_COUNT_SW_CONTEXT_SWITCHES)
+		snprintf(buf, size, "context-switches");
+	else if (a->type == PERF_TYPE_HARDWARE && a->config == PERF_COUNT_HW_CPU_CYCLES)
+		snprintf(buf, size, "cycles");
+	else
+		snprintf(buf, size, "event %u:%llu", a->type, (unsigned long long)a->config);
+}
+
+/* Adds an event from `bytes` (an on-disk perf_event_attr of `size` bytes). */
+static int add_attr(struct reader *r, const uint8_t *bytes, size_t size, uint64_t off)
+{
+	struct pd_attr *pa;
+
+	if (r->nattrs >= MAX_ATTRS)
+		return fail(r, "too many events", off, "header");
+	if (grow_array((void **)&r->attrs, &r->cap_attrs, r->nattrs + 1, sizeof(*r->attrs)))
+		return -ENOMEM;
+	pa = &r->attrs[r->nattrs];
+	memset(pa, 0, sizeof(*pa));
+	memcpy(&pa->attr, bytes, size < sizeof(pa->attr) ? size : sizeof(pa->attr));
+	if (pa->attr.sample_type & PERF_SAMPLE_READ)
+		return fail(r, "events with PERF_SAMPLE_READ are not supported", off, "header");
+	pa->layout.sample_type = pa->attr.sample_type;
+	pa->layout.sample_regs_user = pa->attr.sample_regs_user;
+	pa->layout.sample_id_all = pa->attr.sample_id_all;
+	pa->event = pa->attr.type == PERF_TYPE_SOFTWARE &&
+				    pa->attr.config == PERF_COUNT_SW_CONTEXT_SWITCHES
+			    ? EV_SWITCH
+			    : EV_ONCPU;
+	if (r->info) {
+		if (pa->attr.sample_type & PERF_SAMPLE_CALLCHAIN)
+			r->info->callchain = true;
+		if (pa->attr.sample_type & PERF_SAMPLE_STACK_USER)
+			r->info->dwarf = true;
+		if (pa->attr.context_switch)
+			r->info->switch_events = true;
+		if (r->nattrs == 0) {
+			r->info->freq = pa->attr.freq ? pa->attr.sample_freq : 0;
+			event_name(&pa->attr, r->info->event, sizeof(r->info->event));
+		}
+		r->info->nr_attrs = (uint32_t)r->nattrs + 1;
+	}
+	r->nattrs++;
+	return 0;
+}
+
+static int add_id(struct reader *r, uint64_t id, size_t attr)
+{
+	if (id == UINT64_MAX)
+		return 0;
+	return u64map_put(&r->ids, id, attr);
+}
+
+/*
+ * Which event a record belongs to. With one event, that one. With several,
+ * perf sets PERF_SAMPLE_IDENTIFIER: the first u64 of a sample, the last of a
+ * non-sample record's sample_id trailer.
+ */
+static int attr_of(struct reader *r, uint32_t type, const uint8_t *rec, size_t len, uint64_t off,
+		   size_t *out)
+{
+	uint64_t id, idx;
+
+	if (r->nattrs == 0)
+		return fail(r, "record before any event description", off, kind_name(type));
+	if (r->nattrs == 1) {
+		*out = 0;
+		return 0;
+	}
+	if (!(r->attrs[0].attr.sample_type & PERF_SAMPLE_IDENTIFIER)) {
+		/* events that share one layout can be told apart only by id; use the first */
+		*out = 0;
+		return 0;
+	}
+	if (type == PERF_RECORD_SAMPLE) {
+		if (len < 16)
+			return fail(r, "record too short", off, kind_name(type));
+		id = get_le64(rec + 8);
+	} else {
+		if (!r->attrs[0].attr.sample_id_all || len < 16) {
+			*out = 0;
+			return 0;
+		}
+		id = get_le64(rec + len - 8);
+	}
+	*out = u64map_get(&r->ids, id, &idx) ? (size_t)idx : 0;
+	return 0;
+}
+
+/* ---- the time-ordered queue ----------------------------------------------- */
+
+static int cmp_qrec(const void *a, const void *b)
+{
+	const struct qrec *x = a, *y = b;
+
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* PERF_RECORD_MMAP (perf writes it for the kernel and for old-style maps) as an MMAP2. */
+static int decode_mmap1(const struct pd_attr *pa, const uint8_t *d, size_t len, struct rec *out)
+{
+	size_t fixed = 8 + 4 + 4 + 8 + 8 + 8;
+
+	if (len < fixed + 1)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->type = REC_MMAP2;
+	out->misc = (uint16_t)(get_le32(d + 4) >> 16);
+	out->mmap2.pid = get_le32(d + 8);
+	out->mmap2.tid = get_le32(d + 12);
+	out->mmap2.addr = get_le64(d + 16);
+	out->mmap2.len = get_le64(d + 24);
+	out->mmap2.pgoff = get_le64(d + 32);
+	out->mmap2.prot = PROT_READ | PROT_EXEC;
+	if (!memchr(d + fixed, '\0', len - fixed))
+		return -EINVAL;
+	out->mmap2.filename = (const char *)d + fixed;
+	/* the time sits in the sample_id trailer: decode a COMM-shaped copy? no: count back */
+	if (pa->layout.sample_id_all && (pa->layout.sample_type & PERF_SAMPLE_TIME)) {
+		size_t back = 8;
+		uint64_t t = pa->layout.sample_type;
+		back += (t & PERF_SAMPLE_ID ? 8 : 0) + (t & PERF_SAMPLE_STREAM_ID ? 8 : 0) +
+			(t & PERF_SAMPLE_CPU ? 8 : 0) + (t & PERF_SAMPLE_IDENTIFIER ? 8 : 0);
+		if (len < fixed + back)
+			return -EINVAL;
+		out->time = out->mmap2.time = get_le64(d + len - back);
+	}
+	return 0;
+}
+
+static int decode(const struct pd_attr *pa, const uint8_t *d, size_t len, struct rec *out)
+{
+	if (get_le32(d) == PERF_RECORD_MMAP)
+		return decode_mmap1(pa, d, len, out);
+	int e = rec_decode(&pa->layout, d, len, out);
+	if (!e && out->type == REC_SAMPLE)
+		out->sample.event = pa->event;
+	return e;
+}
+
+static int deliver(struct reader *r, const struct qrec *q)
+{
+	struct rec rec;
+	int e;
+
+	e = decode(&r->attrs[q->attr], r->qbuf + q->off, q->len, &rec);
+	if (e)
+		return fail(r, "malformed record", q->file_off,
+			    kind_name(get_le32(r->qbuf + q->off)));
+	if (rec.type == REC_MMAP2 && rec.mmap2.pid == UINT32_MAX)
+		return 0; /* the kernel's own maps: kernel frames are named from kallsyms */
+	if (r->info) {
+		r->info->records++;
+		if (rec.type == REC_SAMPLE)
+			r->info->samples++;
+		if (rec.type == REC_LOST)
+			r->info->lost += rec.lost.lost;
+	}
+	return r->cb(r->ctx, &rec);
+}
+
+/* Deliver queued records with time <= limit (all when flush_all), in time order. */
+static int flush(struct reader *r, uint64_t limit, bool flush_all)
+{
+	size_t n = 0, keep = 0;
+	int e;
+
+	if (!r->nq)
+		return 0;
+	qsort(r->q, r->nq, sizeof(*r->q), cmp_qrec);
+	while (n < r->nq && (flush_all || r->q[n].time <= limit)) {
+		e = deliver(r, &r->q[n]);
+		n++;
+		if (e)
+			return e;
+	}
+	/* keep the rest, copied to a fresh buffer so memory stays bounded by a round */
+	size_t qlen = 0, cap = 0;
+	uint8_t *nbuf = NULL;
+
+	for (size_t i = n; i < r->nq; i++)
+		qlen += (r->q[i].len + 7) & ~(size_t)7;
+	if (qlen && grow_array((void **)&nbuf, &cap, qlen, 1))
+		return -ENOMEM;
+	qlen = 0;
+	for (size_t i = n; i < r->nq; i++) {
+		struct qrec q = r->q[i];
+
+		memcpy(nbuf + qlen, r->qbuf + q.off, q.len);
+		q.off = qlen;
+		qlen += (q.len + 7) & ~(size_t)7;
+		r->q[keep++] = q;
+	}
+	free(r->qbuf);
+	r->qbuf = nbuf;
+	r->cap_qbuf = cap;
+	r->nq = keep;
+	r->qlen = qlen;
+	return 0;
+}
+
+static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off)
+{
+	uint32_t type = get_le32(d);
+	size_t attr, need, aligned = (len + 7) & ~(size_t)7;
+	struct rec rec;
+	int e;
+
+	e = attr_of(r, type, d, len, off, &attr);
+	if (e)
+		return e;
+	/* decode now so that a corrupt record is reported where it is, and to learn its time */
+	if (decode(&r->attrs[attr], d, len, &rec))
+		return fail(r, "malformed record", off, kind_name(type));
+	if (add_overflows(r->qlen, aligned, &need) ||
+	    grow_array((void **)&r->qbuf, &r->cap_qbuf, need, 1) ||
+	    grow_array((void **)&r->q, &r->cap_q, r->nq + 1, sizeof(*r->q)))
+		return -ENOMEM;
+	memcpy(r->qbuf + r->qlen, d, len);
+	r->q[r->nq++] = (struct qrec){
+		.time = rec.time,
+		.seq = r->seq++,
+		.off = r->qlen,
+		.len = (uint32_t)len,
+		.attr = (uint32_t)attr,
+		.file_off = off,
+	};
+	r->qlen = need;
+	if (rec.time > r->seen_max)
+		r->seen_max = rec.time;
+	return 0;
+}
+
+/* ---- records --------------------------------------------------------------- */
+
+static int handle_header_attr(struct reader *r, const uint8_t *d, size_t len, uint64_t off)
+{
+	const uint8_t *body = d + 8;
+	size_t blen = len - 8;
+	uint32_t asize;
+	int e;
+
+	if (blen < 8)
+		return fail(r, "record too short", off, "HEADER_ATTR");
+	asize = get_le32(body + 4);
+	if (asize < PERF_ATTR_SIZE_VER0 || asize > blen || (blen - asize) % 8)
+		return fail(r, "bad attribute size", off, "HEADER_ATTR");
+	e = add_attr(r, body, asize, off);
+	for (size_t i = asize; !e && i < blen; i += 8)
+		e = add_id(r, get_le64(body + i), r->nattrs - 1);
+	return e;
+}
+
+static int read_records(struct reader *r)
+{
+	uint8_t rec[65536 + 8] __attribute__((aligned(8)));
+
+	for (;;) {
+		uint64_t off = r->pos;
+		uint32_t type;
+		uint16_t size;
+		int e;
+
+		if (r->bounded && off >= r->end)
+			break;
+		if (r->bounded && r->end - off < 8)
+			return fail(r, "truncated record header", off, "header");
+		e = read_exact(r, rec, 8, true);
+		if (e == 1)
+			break; /* clean end of stream */
+		if (e == -ENODATA)
+			return fail(r, "truncated record header", off, "header");
+		if (e)
+			return e;
+		type = get_le32(rec);
+		size = (uint16_t)(get_le32(rec + 4) >> 16);
+		if (size < 8)
+			return fail(r, "record size smaller than its header", off, kind_name(type));
+		if (r->bounded && size > r->end - off)
+			return fail(r, "record runs past the end of the data section", off,
+				    kind_name(type));
+		e = read_exact(r, rec + 8, size - 8u, false);
+		if (e == -ENODATA)
+			return fail(r, "truncated record", off, kind_name(type));
+		if (e)
+			return e;
+
+		switch (type) {
+		case PD_HEADER_ATTR:
+			e = handle_header_attr(r, rec, size, off);
+			break;
+		case PD_FINISHED_ROUND:
+			/* everything up to the previous round's latest time is now complete */
+			e = flush(r, r->round_max, false);
+			r->round_max = r->seen_max;
+			break;
+		case PD_HEADER_TRACING_DATA:
+			if (size < 12)
+				return fail(r, "record too short", off, kind_name(type));
+			/* followed by that many bytes, padded to 8 */
+			e = skip_bytes(r, ((uint64_t)get_le32(rec + 8) + 7) & ~7ULL);
+			if (e == -ENODATA)
+				return fail(r, "truncated tracing data", off, kind_name(type));
+			break;
+		case PD_AUXTRACE:
+			if (size < 16)
+				return fail(r, "record too short", off, kind_name(type));
+			e = skip_bytes(r, get_le64(rec + 8));
+			if (e == -ENODATA)
+				return fail(r, "truncated aux data", off, kind_name(type));
+			break;
+		case PD_COMPRESSED:
+			return fail(r,
+				    "compressed records (perf record -z) are not supported; "
+				    "record without -z",
+				    off, kind_name(type));
+		default:
+			if (type < 64)
+				e = enqueue(r, rec, size, off);
+			break; /* perf's other bookkeeping records carry nothing we draw */
+		}
+		if (e)
+			return e;
+	}
+	return flush(r, 0, true);
+}
+
+/* ---- file and pipe headers ------------------------------------------------- */
+
+static int read_file_header(struct reader *r, const uint8_t *h, uint64_t file_size)
+{
+	/* attr_size is sizeof(struct perf_file_attr): the attr plus its ids section */
+	uint64_t entry = get_le64(h + 16), attr_size;
+	uint64_t attrs_off = get_le64(h + 24), attrs_size = get_le64(h + 32);
+	uint64_t data_off = get_le64(h + 40), data_size = get_le64(h + 48);
+	uint8_t *buf = NULL;
+	int e = 0;
+
+	if (entry < PERF_ATTR_SIZE_VER0 + 16 || entry > MAX_ATTR_SIZE)
+		return fail(r, "bad attribute size", 16, "header");
+	attr_size = entry - 16;
+	if (attrs_off > file_size || attrs_size > file_size - attrs_off || attrs_size % entry)
+		return fail(r, "attribute section outside the file", 24, "header");
+	if (attrs_size / entry > MAX_ATTRS)
+		return fail(r, "too many events", 32, "header");
+	if (data_off > file_size || data_size > file_size - data_off)
+		return fail(r, "data section outside the file (truncated file?)", 40, "header");
+	buf = malloc(attrs_size ? attrs_size : 1);
+	if (!buf)
+		return -ENOMEM;
+	e = pread_exact(r->fd, buf, attrs_size, attrs_off);
+	for (uint64_t i = 0; !e && i < attrs_size / entry; i++) {
+		const uint8_t *a = buf + i * entry;
+		uint64_t ids_off = get_le64(a + attr_size), ids_size = get_le64(a + attr_size + 8);
+		uint64_t aoff = attrs_off + i * entry;
+
+		e = add_attr(r, a, attr_size, aoff);
+		if (e)
+			break;
+		if (ids_off > file_size || ids_size > file_size - ids_off || ids_size % 8) {
+			e = fail(r, "event id list outside the file", aoff + attr_size, "header");
+			break;
+		}
+		for (uint64_t k = 0; !e && k < ids_size / 8; k++) {
+			uint8_t idb[8];
+			e = pread_exact(r->fd, idb, 8, ids_off + k * 8);
+			if (!e)
+				e = add_id(r, get_le64(idb), r->nattrs - 1);
+		}
+	}
+	free(buf);
+	if (e == -ENODATA)
+		e = fail(r, "truncated header sections", attrs_off, "header");
+	if (e)
+		return e;
+	if (r->nattrs == 0)
+		return fail(r, "no events described", 24, "header");
+	if (lseek(r->fd, (off_t)data_off, SEEK_SET) < 0)
+		return -errno;
+	r->pos = data_off;
+	if (data_size) {
+		r->bounded = true;
+		r->end = data_off + data_size;
+	} else {
+		/* perf writes the data size last: a killed perf leaves 0; read to the end */
+		r->bounded = true;
+		r->end = file_size;
+		if (r->info)
+			r->info->finalized = false;
+	}
+	return 0;
+}
+
+int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info *info,
+		   struct perfdata_error *err)
+{
+	struct reader r = { .fd = -1, .err = err, .info = info, .cb = cb, .ctx = ctx };
+	uint8_t h[FILE_HEADER_SIZE];
+	struct stat st;
+	int e;
+
+	if (info) {
+		memset(info, 0, sizeof(*info));
+		info->finalized = true;
+	}
+	u64map_init(&r.ids);
+	if (strcmp(path, "-") == 0) {
+		r.fd = dup(STDIN_FILENO);
+	} else {
+		r.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (r.fd >= 0 && fstat(r.fd, &st) == 0 && !S_ISREG(st.st_mode) &&
+		    !S_ISFIFO(st.st_mode)) {
+			e = fail(&r, "not a regular file", 0, "header");
+			goto out;
+		}
+		if (r.fd >= 0)
+			fcntl(r.fd, F_SETFL, fcntl(r.fd, F_GETFL) & ~O_NONBLOCK);
+	}
+	if (r.fd < 0)
+		return -errno;
+	if (fstat(r.fd, &st)) {
+		e = -errno;
+		goto out;
+	}
+	e = read_exact(&r, h, PIPE_HEADER_SIZE, true);
+	if (e == 1 || e == -ENODATA) {
+		e = fail(&r, e == 1 ? "empty file" : "truncated header", 0, "header");
+		goto out;
+	}
+	if (e)
+		goto out;
+	if (get_le64(h) != PERF_MAGIC2) {
+		e = fail(&r,
+			 get_le64(h) == __builtin_bswap64(PERF_MAGIC2)
+				 ? "big-endian perf.data is not supported"
+				 : "not a perf.data file (bad magic)",
+			 0, "header");
+		goto out;
+	}
+	if (get_le64(h + 8) == PIPE_HEADER_SIZE) {
+		if (info)
+			info->pipe_mode = true;
+		e = read_records(&r);
+		goto out;
+	}
+	if (get_le64(h + 8) != FILE_HEADER_SIZE) {
+		e = fail(&r, "unknown header size", 8, "header");
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		e = fail(&r, "a file-mode perf.data must be a regular file", 0, "header");
+		goto out;
+	}
+	e = read_exact(&r, h + PIPE_HEADER_SIZE, FILE_HEADER_SIZE - PIPE_HEADER_SIZE, false);
+	if (e == -ENODATA || e == 1) {
+		e = fail(&r, "truncated header", (uint64_t)st.st_size, "header");
+		goto out;
+	}
+	if (!e)
+		e = read_file_header(&r, h, (uint64_t)st.st_size);
+	if (!e)
+		e = read_records(&r);
+out:
+	if (r.fd >= 0)
+		close(r.fd);
+	free(r.attrs);
+	free(r.q);
+	free(r.qbuf);
+	u64map_free(&r.ids);
+	return e;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading files written by `perf record`, in file mode and pipe mode, into
+ * the same decoded records the live sampler produces, so that one pipeline
+ * turns either into a profile.
+ *
+ * Library code: negative errno, never prints. A malformed file is -EINVAL
+ * with a perfdata_error naming the byte offset and the record kind.
+ */
+#ifndef DLFLAME_PERFDATA_H
+#define DLFLAME_PERFDATA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sampler/sampler.h"
+
+struct perfdata_error {
+	const char *what; /* static text */
+	uint64_t offset; /* byte offset in the file (or stream) */
+	const char *record; /* record kind being read, e.g. "SAMPLE", or "header" */
+};
+
+struct perfdata_info {
+	bool pipe_mode;
+	bool finalized; /* false: the header says perf did not finish writing */
+	uint32_t nr_attrs;
+	bool callchain; /* some event samples callchains */
+	bool dwarf; /* some event copies user stacks (--call-graph dwarf) */
+	bool switch_events; /* PERF_RECORD_SWITCH records are present */
+	uint64_t freq; /* sampling frequency of the first event, 0 in period mode */
+	char event[64]; /* name of the first sampling event, e.g. "cpu-clock" */
+	uint64_t records, samples, lost;
+};
+
+/* True when buf starts with perf.data's magic ("PERFILE2"). */
+bool perfdata__is_perf_file(const void *buf, size_t len);
+
+/*
+ * Read the whole file (path "-" reads a pipe-mode stream from stdin) and
+ * hand each record to cb in time order (records are buffered between
+ * perf's FINISHED_ROUND markers and sorted, as perf does). cb's non-zero
+ * return stops the read and is returned. info may be NULL.
+ */
+int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info *info,
+		   struct perfdata_error *err);
+
+#endif
