@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Trainer throughput (examples/mlp samples/s) unprofiled, under `dlflame record`
+# (defaults) and under `perf record` (FP and DWARF), run alternately in one run so
+# that machine noise hits every mode alike. Prints medians and ratios to unprofiled.
+#
+#   bench/overhead.sh                  # 1 OpenMP thread, 5 rounds
+#   OMP_NUM_THREADS=2 ROUNDS=7 bench/overhead.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-5}
+ITER=${ITER:-1500}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+DL=build/cmd/dlflame
+MLP=build/examples/mlp
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+rate() { sed -n 's/.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1; }
+
+declare -A runs
+modes=(unprofiled dlflame perf-fp perf-dwarf)
+for ((r = 1; r <= ROUNDS; r++)); do
+  for m in "${modes[@]}"; do
+    case $m in
+      unprofiled) v=$($MLP "$ITER" | rate) ;;
+      dlflame) v=$($DL record -o "$tmp/d.data" -- $MLP "$ITER" 2>/dev/null | rate) ;;
+      perf-fp) v=$(perf record -q -g -F 999 -o "$tmp/p.data" -- $MLP "$ITER" 2>/dev/null | rate) ;;
+      perf-dwarf) v=$(perf record -q --call-graph dwarf -F 999 -o "$tmp/p.data" -- $MLP "$ITER" 2>/dev/null | rate) ;;
+    esac
+    runs[$m]="${runs[$m]:-} $v"
+  done
+done
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+base=$(echo "${runs[unprofiled]}" | median)
+echo "mlp $ITER iterations, OMP_NUM_THREADS=$OMP_NUM_THREADS, $ROUNDS rounds, median samples/s:"
+for m in "${modes[@]}"; do
+  med=$(echo "${runs[$m]}" | median)
+  awk -v m="$m" -v v="$med" -v b="$base" 'BEGIN {printf "  %-11s %9.0f  %6.1f%% of unprofiled\n", m, v, 100 * v / b}'
+done

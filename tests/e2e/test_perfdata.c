@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `dlflame report -i perf.data` against the real perf (Debian's linux-perf):
+ * the same samples and the same stacks as `perf script` on the same file.
+ */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+
+static char *dir;
+
+static void setup(void)
+{
+	if (system("command -v perf >/dev/null"))
+		cr_skip_test("perf is not installed (scripts/setup.sh installs linux-perf)");
+	dir = make_dir();
+}
+
+static void teardown(void)
+{
+	if (dir)
+		rm_dir(dir);
+}
+
+TestSuite(perfdata, .init = setup, .fini = teardown, .timeout = 180);
+
+__attribute__((format(printf, 1, 2))) static void sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static unsigned long sum_counts(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[8192];
+	unsigned long n = 0;
+
+	cr_assert_not_null(f, "%s", path);
+	while (fgets(line, sizeof(line), f)) {
+		char *sp = strrchr(line, ' ');
+		cr_assert_not_null(sp, "folded line without a count: %s", line);
+		n += strtoul(sp + 1, NULL, 10);
+	}
+	fclose(f);
+	return n;
+}
+
+static unsigned long perf_samples(const char *data)
+{
+	char cmd[512];
+	unsigned long n = 0;
+
+	snprintf(cmd, sizeof(cmd), "perf script -i '%s' -F tid -G 2>/dev/null | wc -l", data);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%lu", &n), 1);
+	pclose(f);
+	return n;
+}
+
+/* dlflame's and perf's folded stacks of `data`, cut to the fixture's frames, are identical. */
+static void compare_with_perf(const char *data, const char *module, const char *names)
+{
+	const char *dl = need_env("DLFLAME"), *collapse = need_env("PERF_COLLAPSE");
+
+	sh("cd '%s' && '%s' report -i '%s' --folded > dl.all 2>dl.err", dir, dl, data);
+	sh("cd '%s' && python3 '%s' --keep %s < dl.all > dl.folded", dir, collapse, names);
+	sh("cd '%s' && perf script -i '%s' -F comm,tid,ip,sym,dso 2>/dev/null | python3 '%s' %s > "
+	   "perf.folded",
+	   dir, data, collapse, module);
+	char *all = path_in(dir, "dl.all");
+	cr_assert_eq(sum_counts(all), perf_samples(data), "the same number of samples as perf script");
+	free(all);
+	sh("cd '%s' && diff -u perf.folded dl.folded >&2", dir);
+}
+
+Test(perfdata, fp_file_gives_perf_scripts_stacks)
+{
+	char *data = path_in(dir, "fp.data");
+
+	sh("perf record -q -g -F 999 -o '%s' -- '%s' 60 >/dev/null 2>&1", data,
+	   need_env("FIXTURE_SPLIT"));
+	compare_with_perf(data, "/split", "main,alpha,bravo,charlie");
+	free(data);
+}
+
+Test(perfdata, pipe_mode_on_stdin)
+{
+	char *data = path_in(dir, "pipe.data");
+	char *out = path_in(dir, "pipe.folded");
+
+	sh("perf record -q -g -F 999 -o - -- '%s' 40 2>/dev/null > '%s'", need_env("FIXTURE_SPLIT"),
+	   data);
+	sh("'%s' report -i - --folded < '%s' > '%s'", need_env("DLFLAME"), data, out);
+	cr_assert_eq(sum_counts(out), perf_samples(data));
+	free(data);
+	free(out);
+}
+
+Test(perfdata, corrupt_file_is_one_line_naming_the_offset)
+{
+	char *data = path_in(dir, "c.data");
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+
+	sh("perf record -q -g -F 999 -o '%s' -- '%s' 10 >/dev/null 2>&1", data,
+	   need_env("FIXTURE_SPLIT"));
+	/* the first record's size field: 0xffff runs past the data section */
+	sh("python3 -c \"import struct,sys; p=sys.argv[1]; b=bytearray(open(p,'rb').read()); "
+	   "o=struct.unpack_from('<Q',b,40)[0]; b[o+6]=0xff; b[o+7]=0xff; open(p,'wb').write(b)\" '%s'",
+	   data);
+	struct run_result r = run(dir, NULL, NULL, argv);
+	cr_assert_eq(r.status, 1, "exit 1, not a crash: %d, %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "offset"), "%s", r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
+	run_free(&r);
+	free(data);
+}
+
+Test(perfdata, dwarf_file_of_a_no_frame_pointer_chain_has_whole_stacks)
+{
+	const char *chain = getenv("FIXTURE_CHAIN");
+	if (!chain)
+		cr_skip_test("the no-frame-pointer chain fixture is not built");
+	char *data = path_in(dir, "dw.data");
+	char *out = path_in(dir, "dw.folded");
+
+	sh("perf record -q --call-graph dwarf -F 999 -o '%s' -- '%s' >/dev/null 2>&1", data, chain);
+	sh("'%s' report -i '%s' --folded > '%s'", need_env("DLFLAME"), data, out);
+	unsigned long hot = 0, whole = 0;
+	FILE *f = fopen(out, "r");
+	char line[8192];
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long n = strtoul(strrchr(line, ' ') + 1, NULL, 10);
+		if (!strstr(line, ";hot"))
+			continue;
+		hot += n;
+		if (strstr(line, ";main;a;b;c;hot"))
+			whole += n;
+	}
+	fclose(f);
+	cr_assert_gt(hot, 100, "samples in hot: %lu", hot);
+	cr_assert_eq(whole, hot, "every hot sample has main;a;b;c;hot (%lu of %lu)", whole, hot);
+	free(data);
+	free(out);
+}
