@@ -7,7 +7,7 @@
  *            compressed bytes, u32 reserved (0). All little-endian.
  *   payload  sections: u32 tag, u32 reserved, u64 length, then `length` bytes.
  *            STRS u64 n, n x (u32 len, bytes)        string 0 is ""
- *            FRMS u64 n, n x (u32 name, module, kind)
+ *            FRMS u64 n, n x (u32 name, module, kind, file, line, build_id)
  *            STKS u64 n, n x (u32 parent, frame)     entry 0 is the root; parent < index
  *            THRS u64 n, n x (u32 pid, tid, comm)
  *            META u64 start, end, lost, freq; u32 event, command, hostname, flags
@@ -45,6 +45,7 @@
 #define TAG_SMPS TAG('S', 'M', 'P', 'S')
 
 #define META_SIZE (4 * 8 + 4 * 4)
+#define FRAME_SIZE (6 * 4)
 #define SAMPLE_SIZE (2 * 8 + 3 * 4)
 
 /* ---- writing ------------------------------------------------------------- */
@@ -129,6 +130,9 @@ static int build_payload(const struct profile *p, struct wbuf *b)
 		wb_u32(b, p->frames[i].name);
 		wb_u32(b, p->frames[i].module);
 		wb_u32(b, p->frames[i].kind);
+		wb_u32(b, p->frames[i].file);
+		wb_u32(b, p->frames[i].line);
+		wb_u32(b, p->frames[i].build_id);
 	}
 	section_end(b, at);
 
@@ -382,7 +386,7 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 #define STR_ID(v) ((v) < nstr ? smap[(v)] : UINT32_MAX)
 
 
-	err = section_count(&frms, 12, "missing or malformed frames section", e, &n);
+	err = section_count(&frms, FRAME_SIZE, "missing or malformed frames section", e, &n);
 	if (err)
 		goto out;
 	err = -ENOMEM;
@@ -391,17 +395,25 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 		goto out;
 	uint64_t nfrm = n;
 	for (uint64_t i = 0; i < n; i++) {
-		const uint8_t *f = frms.data + 8 + i * 12;
-		uint32_t kind = get_le32(f + 8);
+		const uint8_t *f = frms.data + 8 + i * FRAME_SIZE;
+		uint64_t at = frms.off + 24 + i * FRAME_SIZE;
+		struct pf_frame fr = {
+			.name = STR_ID(get_le32(f)),
+			.module = STR_ID(get_le32(f + 4)),
+			.kind = get_le32(f + 8),
+			.file = STR_ID(get_le32(f + 12)),
+			.line = get_le32(f + 16),
+			.build_id = STR_ID(get_le32(f + 20)),
+		};
 		int64_t id;
 
-		if (kind >= FRAME_KIND_MAX) {
-			err = fail(e, "bad frame kind", frms.off + 24 + i * 12, true);
+		if (fr.kind >= FRAME_KIND_MAX) {
+			err = fail(e, "bad frame kind", at, true);
 			goto out;
 		}
-		id = profile__frame(p, STR_ID(get_le32(f)), STR_ID(get_le32(f + 4)), kind);
+		id = profile__frame_full(p, &fr);
 		if (id == -EINVAL) {
-			err = fail(e, "bad frame entry", frms.off + 24 + i * 12, true);
+			err = fail(e, "bad frame entry", at, true);
 			goto out;
 		}
 		if (id < 0) {

@@ -2,6 +2,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,10 +119,18 @@ static bool frame_eq(const struct profile *p, uint64_t id, const void *key)
 int64_t profile__frame(struct profile *p, uint32_t name, uint32_t module, enum frame_kind kind)
 {
 	struct pf_frame f = { .name = name, .module = module, .kind = kind };
+
+	return profile__frame_full(p, &f);
+}
+
+int64_t profile__frame_full(struct profile *p, const struct pf_frame *in)
+{
+	struct pf_frame f = *in;
 	uint64_t h, id, slot;
 	int r;
 
-	if (name >= p->nr_strings || module >= p->nr_strings || (unsigned)kind >= FRAME_KIND_MAX)
+	if (f.name >= p->nr_strings || f.module >= p->nr_strings || f.kind >= FRAME_KIND_MAX ||
+	    f.file >= p->nr_strings || f.build_id >= p->nr_strings)
 		return -EINVAL;
 	h = hash_bytes(&f, sizeof(f), 2);
 	r = lookup(&p->frame_ids, h, frame_eq, p, &f, &id, &slot);
@@ -299,4 +308,115 @@ struct pf_meta *profile__meta(struct profile *p)
 const struct pf_meta *profile__cmeta(const struct profile *p)
 {
 	return &p->meta;
+}
+
+/* Maps ids of `src` to ids of `dst`, interning lazily. */
+struct relabel {
+	const struct profile *src;
+	struct profile *dst;
+	int64_t *strs, *frames, *stacks, *threads;
+	bool lines;
+};
+
+static int64_t rl_str(struct relabel *r, uint32_t id)
+{
+	if (r->strs[id] < 0)
+		r->strs[id] = profile__string(r->dst, profile__str(r->src, id),
+					      profile__str_len(r->src, id));
+	return r->strs[id];
+}
+
+static int64_t rl_frame(struct relabel *r, uint32_t id)
+{
+	const struct pf_frame *f = &r->src->frames[id];
+	struct pf_frame g = { .kind = f->kind };
+	int64_t name, module, build_id;
+
+	if (r->frames[id] >= 0)
+		return r->frames[id];
+	if (r->lines && f->file && f->line) {
+		const char *file = profile__str(r->src, f->file), *slash = strrchr(file, '/');
+		char *label = NULL;
+		int n = asprintf(&label, "%s (%s:%u)", profile__str(r->src, f->name),
+				 slash ? slash + 1 : file, f->line);
+		if (n < 0)
+			return -ENOMEM;
+		name = profile__string(r->dst, label, (size_t)n);
+		free(label);
+	} else {
+		name = rl_str(r, f->name);
+	}
+	module = rl_str(r, f->module);
+	build_id = rl_str(r, f->build_id);
+	if (name < 0 || module < 0 || build_id < 0)
+		return -ENOMEM;
+	g.name = (uint32_t)name;
+	g.module = (uint32_t)module;
+	g.build_id = (uint32_t)build_id;
+	r->frames[id] = profile__frame_full(r->dst, &g);
+	return r->frames[id];
+}
+
+struct profile *profile__relabel(const struct profile *p, bool with_lines)
+{
+	struct relabel r = { .src = p, .lines = with_lines };
+	struct profile *q = profile__new(), *ret = NULL;
+
+	if (!q)
+		return NULL;
+	r.dst = q;
+	r.strs = malloc(p->nr_strings * sizeof(int64_t));
+	r.frames = malloc((p->nr_frames + 1) * sizeof(int64_t));
+	r.stacks = malloc(p->nr_stacks * sizeof(int64_t));
+	r.threads = malloc((p->nr_threads + 1) * sizeof(int64_t));
+	if (!r.strs || !r.frames || !r.stacks || !r.threads)
+		goto out;
+	memset(r.strs, 0xff, p->nr_strings * sizeof(int64_t));
+	memset(r.frames, 0xff, (p->nr_frames + 1) * sizeof(int64_t));
+	memset(r.stacks, 0xff, p->nr_stacks * sizeof(int64_t));
+	r.strs[0] = 0;
+	r.stacks[0] = 0;
+	/* a stack's parent always has a smaller id, so one pass in id order maps every stack */
+	for (size_t i = 1; i < p->nr_stacks; i++) {
+		int64_t fr = rl_frame(&r, p->stacks[i].frame);
+		if (fr < 0)
+			goto out;
+		r.stacks[i] = profile__stack(q, (uint32_t)r.stacks[p->stacks[i].parent], (uint32_t)fr);
+		if (r.stacks[i] < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < p->nr_threads; i++) {
+		const struct pf_thread *t = &p->threads[i];
+		int64_t comm = rl_str(&r, t->comm);
+		if (comm < 0)
+			goto out;
+		r.threads[i] = profile__thread(q, t->pid, t->tid, (uint32_t)comm);
+		if (r.threads[i] < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < p->nr_samples; i++) {
+		struct pf_sample s = p->samples[i];
+
+		s.stack = (uint32_t)r.stacks[s.stack];
+		s.thread = (uint32_t)r.threads[s.thread];
+		if (profile__add_sample(q, &s))
+			goto out;
+	}
+	q->meta = p->meta;
+	int64_t ev = rl_str(&r, p->meta.event), cmd = rl_str(&r, p->meta.command),
+		host = rl_str(&r, p->meta.hostname);
+	if (ev < 0 || cmd < 0 || host < 0)
+		goto out;
+	q->meta.event = (uint32_t)ev;
+	q->meta.command = (uint32_t)cmd;
+	q->meta.hostname = (uint32_t)host;
+	ret = q;
+	q = NULL;
+out:
+	free(r.strs);
+	free(r.frames);
+	free(r.stacks);
+	free(r.threads);
+	profile__free(q);
+	return ret;
 }

@@ -41,9 +41,12 @@ enum sample_kind {
 };
 
 struct pf_frame {
-	uint32_t name;   /* string id */
-	uint32_t module; /* string id, 0 when unknown */
-	uint32_t kind;   /* enum frame_kind */
+	uint32_t name;     /* string id */
+	uint32_t module;   /* string id, 0 when unknown */
+	uint32_t kind;     /* enum frame_kind */
+	uint32_t file;     /* string id of the source file, 0 when unknown */
+	uint32_t line;     /* source line, 0 when unknown */
+	uint32_t build_id; /* string id: the module's build-id in lowercase hex, 0 when unknown */
 };
 
 struct pf_stack {
@@ -88,6 +91,9 @@ int64_t profile__stack(struct profile *p, uint32_t parent, uint32_t frame);
 int64_t profile__thread(struct profile *p, uint32_t pid, uint32_t tid, uint32_t comm);
 int profile__add_sample(struct profile *p, const struct pf_sample *s);
 
+/* Intern a frame with every field (ids must be valid string ids). */
+int64_t profile__frame_full(struct profile *p, const struct pf_frame *f);
+
 /* Convenience: intern a frame by C strings. */
 int64_t profile__frame_str(struct profile *p, const char *name, const char *module,
 			   enum frame_kind kind);
@@ -107,6 +113,14 @@ const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id
 const struct pf_sample *profile__get_sample(const struct profile *p, size_t i);
 /* Depth of a stack: number of frames from root to leaf (0 for stack 0). */
 uint32_t profile__stack_depth(const struct profile *p, uint32_t id);
+
+/*
+ * A copy of p in which each frame's source location is folded into its
+ * name ("name (file:line)", with_lines) or dropped (not with_lines), and the
+ * frames, stacks and samples that become equal are merged: reports draw one
+ * frame per function unless asked for lines. NULL on -ENOMEM.
+ */
+struct profile *profile__relabel(const struct profile *p, bool with_lines);
 
 struct pf_meta *profile__meta(struct profile *p);
 const struct pf_meta *profile__cmeta(const struct profile *p);

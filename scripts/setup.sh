@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 packages=(
   gcc pkg-config meson ninja-build python3     # build
   libelf-dev libdw-dev libunwind-dev zlib1g-dev # dlflame
+  libiberty-dev                                 # dlflame: C++ demangling
   libdnnl-dev                                   # examples/mlp, the oneDNN trainer
   libcriterion-dev libxml2-utils linux-perf     # tests: unit framework, XML check, the peer
+  g++ binutils                                  # tests: C++ fixtures, objcopy/strip/readelf
 )
 
 missing=()

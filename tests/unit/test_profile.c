@@ -241,3 +241,63 @@ Test(profile, claimed_huge_payload_is_refused_before_allocating)
 	free(buf);
 	profile__free(p);
 }
+
+static int64_t frame_at(struct profile *p, const char *name, const char *file, uint32_t line)
+{
+	struct pf_frame f = {
+		.name = profile__string(p, name, strlen(name)),
+		.module = profile__string(p, "app", 3),
+		.kind = FRAME_USER,
+		.file = profile__string(p, file, strlen(file)),
+		.line = line,
+		.build_id = profile__string(p, "abcdef", 6),
+	};
+	return profile__frame_full(p, &f);
+}
+
+Test(profile, lines_round_trip_and_relabel)
+{
+	struct profile *p = profile__new(), *q = NULL, *merged, *lines;
+	struct profile_read_error e = { 0 };
+	char path[128];
+	int64_t fmain = frame_at(p, "main", "src/app.c", 10);
+	int64_t w1 = frame_at(p, "work", "src/app.c", 20);
+	int64_t w2 = frame_at(p, "work", "src/app.c", 21);
+	int64_t comm = profile__string(p, "app", 3);
+	int64_t t = profile__thread(p, 1, 1, comm);
+	int64_t root = profile__stack(p, 0, fmain);
+	int64_t s1 = profile__stack(p, root, w1), s2 = profile__stack(p, root, w2);
+
+	cr_assert_neq(w1, w2, "frames at different lines are different frames");
+	for (int i = 0; i < 10; i++) {
+		struct pf_sample s = { .time = i, .weight = 1, .stack = i < 3 ? s1 : s2, .thread = t };
+		cr_assert_eq(profile__add_sample(p, &s), 0);
+	}
+	snprintf(path, sizeof(path), "%s/l.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, &e), 0, "%s", e.what);
+	const struct pf_frame *f = profile__get_frame(q, profile__get_stack(q, profile__get_sample(q, 0)->stack)->frame);
+	cr_assert_str_eq(profile__str(q, f->file), "src/app.c");
+	cr_assert_eq(f->line, 20);
+	cr_assert_str_eq(profile__str(q, f->build_id), "abcdef");
+
+	merged = profile__relabel(q, false);
+	cr_assert_not_null(merged);
+	cr_assert_eq(profile__nr_samples(merged), 10);
+	cr_assert_eq(profile__nr_stacks(merged), 3, "root, main, work: the two lines of work merge");
+	cr_assert_eq(profile__get_sample(merged, 0)->stack, profile__get_sample(merged, 9)->stack);
+	f = profile__get_frame(merged, profile__get_stack(merged, profile__get_sample(merged, 0)->stack)->frame);
+	cr_assert_str_eq(profile__str(merged, f->name), "work");
+	cr_assert_str_eq(profile__str(merged, f->build_id), "abcdef", "build-ids survive");
+
+	lines = profile__relabel(q, true);
+	cr_assert_not_null(lines);
+	cr_assert_eq(profile__nr_stacks(lines), 4);
+	f = profile__get_frame(lines, profile__get_stack(lines, profile__get_sample(lines, 0)->stack)->frame);
+	cr_assert_str_eq(profile__str(lines, f->name), "work (app.c:20)");
+	cr_assert_eq(profile__cmeta(lines)->lost, profile__cmeta(q)->lost);
+	profile__free(p);
+	profile__free(q);
+	profile__free(merged);
+	profile__free(lines);
+}
