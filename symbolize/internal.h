@@ -50,6 +50,28 @@ int read_lines(const char *path, size_t max_line, uint64_t max_bytes,
 /* Symbol names longer than this are cut: the name is still useful, and a
  * hostile file cannot make one name cost unbounded memory. */
 #define SYM_NAME_MAX 1024
+/* Demangled names are cut here (with "..."): a 165-byte mangled name can
+ * demangle to megabytes. */
+#define DEMANGLED_MAX 1024
+/* GNU build-ids are 20 bytes (sha1) or 16 (md5, uuid); a note may say more. */
+#define BUILD_ID_MAX 64
+
+/*
+ * Demangle a C++ (Itanium ABI) or Rust name into out[0..cap), NUL-terminated.
+ * Returns the length, or 0 when `name` is not mangled or not valid (out is
+ * then untouched). Input longer than SYM_NAME_MAX is not demangled; output
+ * longer than cap - 1 is cut and ends in "...", and the demangler stops as
+ * soon as it has produced that much, so time and memory stay bounded.
+ * params false drops the parameter list (and the cv-qualifiers after it).
+ */
+size_t sym_demangle(const char *name, bool params, char *out, size_t cap);
+
+/* What the symbolizer's users can tune; read by every module load. */
+struct sym_config {
+	char **debug_dirs; /* NULL-terminated absolute paths */
+	bool no_params; /* demangle without the parameter list */
+	bool no_inline; /* do not read DWARF inline scopes or lines */
+};
 
 /* One PT_LOAD: file bytes [offset, offset + filesz) appear at vaddr. */
 struct elf_load {
@@ -69,21 +91,78 @@ struct elf_range {
 	const char *name;
 };
 
+struct Dwfl;
+struct Dwfl_Module;
+struct Dwarf;
+
+/*
+ * Everything read from one ELF file (and its separate debug file) through
+ * libdwfl. The tables (loads, ranges, build-id) stay until elf_image__free;
+ * the libdwfl handle, which holds the files open and is needed for CFI-range
+ * names and DWARF, can be dropped earlier with elf_image__close.
+ */
 struct elf_image {
 	struct elf_load *loads;
 	size_t nloads;
 	struct elf_range *ranges;
 	size_t nranges;
 	size_t nsyms; /* function symbols accepted, for tests and stats */
+	uint8_t build_id[BUILD_ID_MAX];
+	uint8_t build_id_size;
+	bool has_debug_file; /* symbols or DWARF came from a separate file */
+
+	struct Dwfl *dwfl; /* NULL once closed */
+	struct Dwfl_Module *mod;
+	const struct sym_config *cfg;
+	/* .eh_frame_hdr binary-search table and .eh_frame, inside dwfl's mapping */
+	const uint8_t *hdr;
+	size_t hdr_size;
+	uint64_t hdr_vaddr;
+	const uint8_t *table; /* fde_count pairs of sdata4, datarel */
+	size_t fde_count;
+	const uint8_t *eh;
+	size_t eh_size;
+	uint64_t eh_vaddr;
+	/* DWARF, read at the first address that needs it */
+	bool dwarf_tried;
+	struct Dwarf *dwarf;
 };
 
-/* 0, or a negative errno when the file cannot be opened or is not a usable ELF file. */
-int elf_image__load(struct elf_image *img, const char *path, struct strpool *pool);
+/*
+ * Open the file (a dup of fd when fd >= 0, else path) and read its symbols.
+ * path names the file for the .gnu_debuglink search. 0, or a negative errno
+ * when the file cannot be opened or is not a usable ELF file.
+ */
+int elf_image__load(struct elf_image *img, int fd, const char *path, const struct sym_config *cfg,
+		    struct strpool *pool);
+void elf_image__close(struct elf_image *img); /* drop the libdwfl handle */
 void elf_image__free(struct elf_image *img);
 /* Map a file offset to the ELF virtual address through the PT_LOAD headers. */
 bool elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr);
 /* The symbol covering vaddr, or NULL. */
 const char *elf_image__lookup(const struct elf_image *img, uint64_t vaddr);
+/* Start of the FDE (CFI range) containing vaddr, from .eh_frame_hdr. */
+bool elf_image__fde(const struct elf_image *img, uint64_t vaddr, uint64_t *start);
+
+/* One level of a DWARF scope chain: an inlined call or the function itself. */
+struct src_frame {
+	const char *name; /* interned, demangled; NULL if DWARF has none */
+	const char *file; /* interned; NULL when there is no line information */
+	unsigned line;
+	bool inlined;
+};
+
+/*
+ * The inline chain at vaddr from DWARF, innermost first: inlined levels,
+ * then the containing function (inlined false). Each level's file:line is
+ * where execution is in that function. Returns the number of levels (0
+ * without DWARF for vaddr). Names and files are interned in pool.
+ */
+size_t elf_image__src(struct elf_image *img, uint64_t vaddr, struct src_frame *out, size_t max,
+		      struct strpool *pool);
+
+/* Read the GNU build-id note of an open file. Its size, or 0 when it has none. */
+size_t elf_fd_build_id(int fd, uint8_t *out, size_t cap);
 
 struct ksym {
 	uint64_t addr;
@@ -112,13 +191,41 @@ struct perfmap;
 
 enum module_state { MOD_NEW, MOD_LOADED, MOD_FAILED };
 
+/* One resolved level of an address, cached per module (see symbolize.c). */
+struct cached_frame {
+	const char *name;
+	const char *file;
+	uint32_t line;
+	uint8_t kind; /* enum frame_kind */
+	uint8_t last; /* the outermost level of its address */
+};
+
+/*
+ * A mapped file. One per (path, identity): a path whose file is replaced
+ * during the recording (another build-id, or another inode when there is no
+ * build-id) gets a new module, and module_get() returns the newest.
+ */
 struct module {
-	char *path;
+	char *path; /* as mapped, " (deleted)" cut off */
 	void *unwind; /* owned by unwind.c: the module's cached unwind tables */
 	const char *basename; /* interned */
-	struct module *next; /* same hash bucket */
+	struct module *next; /* same hash bucket, newer first */
 	enum module_state state;
 	struct elf_image img;
+	/*
+	 * The file pinned at its first executable mapping, so that it can be
+	 * read after it is deleted or replaced: read it with pread, never close
+	 * it. -1 when it could not be opened or the pin cap was reached.
+	 */
+	int fd;
+	uint8_t build_id[BUILD_ID_MAX];
+	uint8_t build_id_size; /* 0: unknown */
+	const char *build_id_hex; /* interned, NULL when unknown */
+	uint64_t dev, ino; /* identity of a file without build-id; 0 unknown */
+	uint64_t lru; /* symbolizer tick of the last use */
+	struct u64map cache; /* vaddr -> index into frames (first level) */
+	struct cached_frame *frames;
+	size_t nframes, frames_cap;
 };
 
 enum map_type { MAP_T_FILE, MAP_T_ANON, MAP_T_VDSO };
@@ -151,8 +258,14 @@ struct symbolizer {
 	struct strpool pool;
 	struct kallsyms ksyms;
 	struct symbolizer_stats stats;
+	struct sym_config cfg;
+	struct u64map demangled; /* interned mangled name -> interned demangled name */
+	size_t nopen; /* modules holding files open (pinned fd or libdwfl) */
+	size_t open_max;
+	uint64_t tick;
 };
 
+/* The newest module for path (created, unpinned, when there is none). */
 struct module *module_get(struct symbolizer *s, const char *path);
 /* Loads the module's symbols once; its state says whether that worked. */
 void module_load(struct symbolizer *s, struct module *m);
@@ -160,5 +273,82 @@ struct proc *proc_find(const struct symbolizer *s, uint32_t pid);
 struct proc *proc_get(struct symbolizer *s, uint32_t pid);
 /* The mapping containing addr, or NULL. */
 struct map *proc_lookup(struct proc *p, uint64_t addr);
+
+/* ---- unwind/perfmap ---- */
+
+#include <sys/types.h>
+
+/*
+ * Per-process JIT state, hung on proc->perfmap and freed with the process:
+ * the symbols of its perf map (perfmap.c) and its unwinding state (unwind.c).
+ */
+struct perfmap_entry {
+	uint64_t start;
+	uint64_t end;     /* exclusive */
+	const char *name; /* interned in the symbolizer's pool */
+	uint64_t seq;     /* position over all reads: the later line wins a tie */
+};
+
+struct unwind_proc;
+
+struct perfmap {
+	struct perfmap_entry *ents; /* every entry read, sorted by start */
+	size_t nents, ents_cap;
+	struct perfmap_entry *segs; /* disjoint and sorted: who names each range */
+	size_t nsegs;
+	uint64_t dev, ino, off; /* the file read last, and how far (whole lines) */
+	uint64_t bytes;         /* read so far over all files, capped */
+	uint64_t seq;
+	uint64_t next_read_ns; /* re-reads are rate-limited */
+	bool tried;
+	bool rejected;  /* an unsafe file: never read again for this pid */
+	bool skip_line; /* the last read stopped inside an overlong line */
+	struct unwind_proc *unw; /* owned by unwind.c */
+};
+
+/* The pid's JIT state, created at first use; NULL on -ENOMEM. */
+struct perfmap *perfmap__get(struct proc *p);
+/* Frees pm with its unwinding state; accepts NULL. */
+void perfmap__free(struct perfmap *pm);
+/*
+ * Read a perf-map file (or, when it is the file read last time and has grown,
+ * what was appended) into pm. The file must be a regular file (a symlink,
+ * FIFO or device is refused without being opened for reading data), owned by
+ * uid or root, not writable by others and at most PERFMAP_MAX_FILE bytes;
+ * otherwise -EPERM and st->rejected_files counts it. Malformed lines are
+ * counted and skipped. 0 or a negative errno (-ENOENT: no file).
+ */
+#define PERFMAP_MAX_FILE (64ull << 20)
+int perfmap__read(struct perfmap *pm, const char *path, uid_t uid, struct strpool *pool,
+		  struct perfmap_stats *st);
+/* The entry naming addr, without reading: the innermost (smallest) entry
+ * containing it, and among entries of equal size the one read last. */
+const struct perfmap_entry *perfmap__find(const struct perfmap *pm, uint64_t addr);
+/* Like perfmap__find, but (re)reads /proc/PID/root/tmp/perf-PID.map first
+ * when nothing covers addr, at most once per PERFMAP_REREAD_MS. */
+#define PERFMAP_REREAD_MS 50
+const struct perfmap_entry *perfmap__lookup(struct symbolizer *s, struct proc *p, uint64_t addr);
+/*
+ * symbolizer__resolve's hook for code outside files: names addr, which lies
+ * in m (NULL: in no known mapping), from the perf map with kind FRAME_JIT
+ * and module "[JIT]". An anonymous executable mapping that the map does
+ * not cover is named "[JIT]". False when addr is left to the caller.
+ */
+bool perfmap__resolve(struct symbolizer *s, struct proc *p, const struct map *m, uint64_t addr,
+		      struct sym_frame *out);
+
+/* unwind.c: frees a process's unwinding state / a module's unwind tables. */
+void unwind__proc_free(struct unwind_proc *u);
+void unwind__module_free(struct module *m);
+
+/*
+ * jit.c: does the code before a return address end in a call? code[0..len)
+ * are the bytes just before it (code[len - 1] is the last byte of the call).
+ * The indirect form accepts only `call r/m64` (FF /2) through a register or
+ * a register-based memory operand, the way JIT kernels are called; a RIP-
+ * relative operand is a call through the GOT, i.e. to a known function.
+ */
+bool insn_is_indirect_call(const uint8_t *code, size_t len);
+bool insn_is_call(const uint8_t *code, size_t len); /* also E8 rel32 and FF 15 */
 
 #endif

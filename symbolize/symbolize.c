@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,13 @@ out_close:
 
 /* ---- modules ---- */
 
+/* Default cap on modules holding files open; see symbolizer__set_open_max. */
+#define OPEN_MAX_DEFAULT 128
+/* Addresses cached per module; past this, lookups are computed each time. */
+#define ADDR_CACHE_MAX (1u << 20)
+/* Inline levels of one address kept in the cache. */
+#define LEVELS_MAX 32
+
 static uint64_t path_key(const char *path)
 {
 	uint64_t h = hash_bytes(path, strlen(path), 0);
@@ -245,37 +253,37 @@ static uint64_t path_key(const char *path)
 	return h == UINT64_MAX ? 0 : h;
 }
 
-struct module *module_get(struct symbolizer *s, const char *path)
+/* Length of path without a trailing " (deleted)". */
+static size_t undeleted_len(const char *path, bool *deleted)
 {
-	uint64_t key = path_key(path), head = 0;
+	size_t len = strlen(path), sl = sizeof(deleted_suffix) - 1;
+
+	*deleted = len > sl && !strcmp(path + len - sl, deleted_suffix);
+	return *deleted ? len - sl : len;
+}
+
+static struct module *module_new(struct symbolizer *s, const char *path, uint64_t key,
+				 struct module *head)
+{
 	struct module *m;
 	const char *base;
-	size_t blen;
 
-	if (u64map_get(&s->modules, key, &head)) {
-		for (m = (struct module *)(uintptr_t)head; m; m = m->next) {
-			if (!strcmp(m->path, path))
-				return m;
-		}
-	}
 	if (grow_array((void **)&s->mods, &s->mods_cap, s->nmods + 1, sizeof(*s->mods)))
 		return NULL;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return NULL;
+	m->fd = -1;
+	u64map_init(&m->cache);
 	m->path = strdup(path);
 	if (!m->path)
 		goto err;
 	base = strrchr(path, '/');
 	base = base && base[1] ? base + 1 : path;
-	blen = strlen(base);
-	if (blen > sizeof(deleted_suffix) - 1 &&
-	    !strcmp(base + blen - (sizeof(deleted_suffix) - 1), deleted_suffix))
-		blen -= sizeof(deleted_suffix) - 1;
-	m->basename = strpool__intern(&s->pool, base, blen);
+	m->basename = strpool__intern(&s->pool, base, strlen(base));
 	if (!m->basename)
 		goto err;
-	m->next = (struct module *)(uintptr_t)head;
+	m->next = head;
 	if (u64map_put(&s->modules, key, (uint64_t)(uintptr_t)m))
 		goto err;
 	s->mods[s->nmods++] = m;
@@ -286,20 +294,314 @@ err:
 	return NULL;
 }
 
+/* The newest module for path (" (deleted)" ignored); created if there is none. */
+struct module *module_get(struct symbolizer *s, const char *path)
+{
+	uint64_t head = 0, key;
+	struct module *m;
+	bool deleted;
+	size_t len = undeleted_len(path, &deleted);
+	char *p = strndup(path, len);
+
+	if (!p)
+		return NULL;
+	key = path_key(p);
+	if (u64map_get(&s->modules, key, &head)) {
+		for (m = (struct module *)(uintptr_t)head; m; m = m->next) {
+			if (!strcmp(m->path, p))
+				goto out;
+		}
+	}
+	m = module_new(s, p, key, (struct module *)(uintptr_t)head);
+out:
+	free(p);
+	return m;
+}
+
+/* A second module for the path of m, for a file that replaced m's. */
+static struct module *module_replace(struct symbolizer *s, struct module *m)
+{
+	uint64_t key = path_key(m->path), head = 0;
+
+	u64map_get(&s->modules, key, &head);
+	s->stats.modules_replaced++;
+	return module_new(s, m->path, key, (struct module *)(uintptr_t)head);
+}
+
+static bool module_is_open(const struct module *m)
+{
+	return m->fd >= 0 || m->img.dwfl;
+}
+
+static void module_close(struct symbolizer *s, struct module *m)
+{
+	if (!module_is_open(m))
+		return;
+	if (m->fd >= 0)
+		close(m->fd);
+	m->fd = -1;
+	elf_image__close(&m->img);
+	s->nopen--;
+}
+
+/*
+ * Make room for one more open module: close the least recently used one
+ * (never `keep`, never one whose unwind tables read its pinned fd). False
+ * when nothing can be closed.
+ */
+static bool module_make_room(struct symbolizer *s, const struct module *keep)
+{
+	struct module *lru = NULL;
+
+	if (s->nopen < s->open_max)
+		return true;
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct module *m = s->mods[i];
+
+		/* unwind.c's tables borrow the pinned fd: such a module stays open */
+		if (m != keep && module_is_open(m) && !m->unwind && (!lru || m->lru < lru->lru))
+			lru = m;
+	}
+	if (!lru)
+		return false;
+	module_close(s, lru);
+	s->stats.modules_unpinned++;
+	return true;
+}
+
+static void set_build_id(struct symbolizer *s, struct module *m, const uint8_t *id, size_t n)
+{
+	char hex[2 * BUILD_ID_MAX + 1];
+
+	if (!n || n > BUILD_ID_MAX)
+		return;
+	memcpy(m->build_id, id, n);
+	m->build_id_size = (uint8_t)n;
+	for (size_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	m->build_id_hex = strpool__intern(&s->pool, hex, 2 * n);
+}
+
+/* What one file is: its build-id and inode; zero when unknown. */
+struct file_ident {
+	uint8_t build_id[BUILD_ID_MAX];
+	size_t build_id_size;
+	uint64_t dev, ino;
+};
+
+static void ident_of_fd(int fd, struct file_ident *fi)
+{
+	struct stat st;
+
+	memset(fi, 0, sizeof(*fi));
+	if (!fstat(fd, &st)) {
+		fi->dev = st.st_dev;
+		fi->ino = st.st_ino;
+	}
+	fi->build_id_size = elf_fd_build_id(fd, fi->build_id, sizeof(fi->build_id));
+}
+
+enum ident_match { IDENT_UNKNOWN, IDENT_SAME, IDENT_DIFFERENT };
+
+/* Build-ids decide when both are known, else inode numbers. */
+static enum ident_match ident_match(const struct module *m, const struct file_ident *fi)
+{
+	if (m->build_id_size && fi->build_id_size)
+		return m->build_id_size == fi->build_id_size &&
+				       !memcmp(m->build_id, fi->build_id, fi->build_id_size)
+			       ? IDENT_SAME
+			       : IDENT_DIFFERENT;
+	if (m->ino && fi->ino)
+		return m->ino == fi->ino ? IDENT_SAME : IDENT_DIFFERENT;
+	return IDENT_UNKNOWN;
+}
+
+static void module_set_ident(struct symbolizer *s, struct module *m, const struct file_ident *fi)
+{
+	if (!m->build_id_size)
+		set_build_id(s, m, fi->build_id, fi->build_id_size);
+	if (!m->ino) {
+		m->dev = fi->dev;
+		m->ino = fi->ino;
+	}
+}
+
+/* Pin fd (already open) to m. Closes fd when m has a file or the cap allows none. */
+static void module_pin(struct symbolizer *s, struct module *m, int fd)
+{
+	if (m->fd >= 0 || m->img.dwfl || m->state != MOD_NEW || !module_make_room(s, m)) {
+		if (m->fd < 0 && !m->img.dwfl && m->state == MOD_NEW)
+			s->stats.modules_unpinned++;
+		close(fd);
+		return;
+	}
+	m->fd = fd;
+	s->nopen++;
+	s->stats.modules_pinned++;
+}
+
+static bool is_regular_fd(int fd)
+{
+	struct stat st;
+
+	return !fstat(fd, &st) && S_ISREG(st.st_mode);
+}
+
+static int open_regular(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd >= 0 && !is_regular_fd(fd)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/*
+ * Open the file behind a mapping: /proc/PID/map_files/START-END is the
+ * mapped inode itself, deleted or not, while the process lives. The paths
+ * are only tried while they can still be the mapped file: not when the
+ * kernel said " (deleted)", not when the record's inode says otherwise.
+ */
+static int open_mapped(uint32_t pid, uint64_t start, uint64_t end, const char *name,
+		       const struct sym_file_id *id)
+{
+	char path[PATH_MAX + 64];
+	struct stat st;
+	bool deleted;
+	size_t len = undeleted_len(name, &deleted);
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, pid, start,
+		 end);
+	fd = open_regular(path);
+	if (fd >= 0)
+		return fd;
+	if (deleted || name[0] != '/' || len > PATH_MAX)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/root%.*s", pid, (int)len, name);
+	fd = open_regular(path);
+	if (fd < 0)
+		fd = open_regular(name);
+	if (fd >= 0 && id && id->ino && (fstat(fd, &st) || (uint64_t)st.st_ino != id->ino)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/*
+ * The module for a new mapping of `name`. An executable mapping pins its
+ * file; a file other than the one the path's module has (by build-id, else
+ * by inode; the record's word first, then the opened file's) starts a new
+ * module.
+ */
+static struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, uint64_t start,
+					 uint64_t end, uint32_t prot, const char *name,
+					 const struct sym_file_id *id)
+{
+	struct module *m = module_get(s, name);
+	struct file_ident want = { 0 }, fi;
+	int fd;
+
+	if (!m || !(prot & PROT_EXEC))
+		return m;
+	if (id) {
+		if (id->build_id_size && id->build_id_size <= sizeof(id->build_id)) {
+			memcpy(want.build_id, id->build_id, id->build_id_size);
+			want.build_id_size = id->build_id_size;
+		}
+		want.ino = id->ino;
+	}
+	/* the record alone can say "same file", sparing an open per mapping */
+	if ((want.build_id_size || want.ino) && ident_match(m, &want) == IDENT_SAME &&
+	    (module_is_open(m) || m->state != MOD_NEW))
+		return m;
+	fd = open_mapped(pid, start, end, name, id);
+	if (fd >= 0) {
+		ident_of_fd(fd, &fi);
+		if (want.build_id_size && (fi.build_id_size != want.build_id_size ||
+					   memcmp(fi.build_id, want.build_id, fi.build_id_size))) {
+			/* the path holds another file than the one mapped */
+			close(fd);
+			fd = -1;
+		} else {
+			memcpy(want.build_id, fi.build_id, fi.build_id_size);
+			want.build_id_size = fi.build_id_size;
+			want.dev = fi.dev;
+			want.ino = fi.ino;
+		}
+	}
+	if (ident_match(m, &want) == IDENT_DIFFERENT) {
+		m = module_replace(s, m);
+		if (!m) {
+			if (fd >= 0)
+				close(fd);
+			return NULL;
+		}
+	}
+	module_set_ident(s, m, &want);
+	if (fd >= 0)
+		module_pin(s, m, fd);
+	return m;
+}
+
 void module_load(struct symbolizer *s, struct module *m)
 {
-	if (elf_image__load(&m->img, m->path, &s->pool)) {
+	bool was_open = module_is_open(m);
+	int fd = m->fd, err;
+
+	/* loading opens the file: keep the number of open modules under the cap */
+	if (!was_open && !module_make_room(s, m))
+		s->stats.modules_unpinned++;
+	if (fd < 0) {
+		fd = open_regular(m->path);
+		if (fd >= 0) {
+			struct file_ident fi;
+
+			ident_of_fd(fd, &fi);
+			/* a module that knows its file refuses another one */
+			if ((m->build_id_size && fi.build_id_size &&
+			     (fi.build_id_size != m->build_id_size ||
+			      memcmp(fi.build_id, m->build_id, fi.build_id_size))) ||
+			    (!m->build_id_size && m->ino && fi.ino != m->ino)) {
+				close(fd);
+				fd = -1;
+			} else if (!m->ino) {
+				m->dev = fi.dev;
+				m->ino = fi.ino;
+			}
+		}
+	}
+	err = fd < 0 ? -ENOENT : elf_image__load(&m->img, fd, m->path, &s->cfg, &s->pool);
+	if (fd >= 0 && fd != m->fd)
+		close(fd);
+	if (err) {
 		m->state = MOD_FAILED;
 		s->stats.modules_failed++;
-	} else {
-		m->state = MOD_LOADED;
-		s->stats.modules_loaded++;
+		if (m->fd >= 0)
+			module_close(s, m);
+		return;
 	}
+	m->state = MOD_LOADED;
+	s->stats.modules_loaded++;
+	if (m->img.has_debug_file)
+		s->stats.debug_files++;
+	if (!m->build_id_size)
+		set_build_id(s, m, m->img.build_id, m->img.build_id_size);
+	if (!was_open)
+		s->nopen++;
 }
 
 static void module_free(struct module *m)
 {
+	unwind__module_free(m); /* unwind/perfmap: the module's unwind tables */
+	if (m->fd >= 0)
+		close(m->fd);
 	elf_image__free(&m->img);
+	u64map_free(&m->cache);
+	free(m->frames);
 	free(m->path);
 	free(m);
 }
@@ -338,6 +640,7 @@ static void proc_free(struct proc *p)
 {
 	if (!p)
 		return;
+	perfmap__free(p->perfmap); /* unwind/perfmap: JIT symbols and unwinding state */
 	free(p->maps);
 	free(p);
 }
@@ -488,8 +791,8 @@ static bool is_anon_name(const char *name)
 	       !strncmp(name, "/SYSV", 5);
 }
 
-static int make_map(struct symbolizer *s, struct map *m, uint64_t start, uint64_t end,
-		    uint64_t pgoff, uint32_t prot, const char *name)
+static int make_map(struct symbolizer *s, struct map *m, uint32_t pid, uint64_t start, uint64_t end,
+		    uint64_t pgoff, uint32_t prot, const char *name, const struct sym_file_id *id)
 {
 	*m = (struct map){ .start = start, .end = end, .pgoff = pgoff, .prot = prot };
 	if (!strcmp(name, vdso_name)) {
@@ -498,11 +801,86 @@ static int make_map(struct symbolizer *s, struct map *m, uint64_t start, uint64_
 		m->type = MAP_T_ANON;
 	} else {
 		m->type = MAP_T_FILE;
-		m->mod = module_get(s, name);
+		m->mod = module_for_mapping(s, pid, start, end, prot, name, id);
 		if (!m->mod)
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+static int set_debug_dirs(struct sym_config *cfg, const char *dirs)
+{
+	char **v, *copy, *save = NULL;
+	size_t n = 1;
+
+	for (const char *p = dirs; *p; p++)
+		n += *p == ':';
+	v = calloc(n + 1, sizeof(*v));
+	copy = strdup(dirs);
+	if (!v || !copy)
+		goto nomem;
+	n = 0;
+	for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		size_t len = strlen(d);
+
+		if (d[0] != '/') {
+			free(copy);
+			for (size_t i = 0; i < n; i++)
+				free(v[i]);
+			free(v);
+			return -EINVAL;
+		}
+		while (len > 1 && d[len - 1] == '/')
+			len--;
+		v[n] = strndup(d, len);
+		if (!v[n++])
+			goto nomem;
+	}
+	free(copy);
+	if (cfg->debug_dirs) {
+		for (char **d = cfg->debug_dirs; *d; d++)
+			free(*d);
+		free(cfg->debug_dirs);
+	}
+	cfg->debug_dirs = v;
+	return 0;
+nomem:
+	if (v) {
+		for (size_t i = 0; v[i]; i++)
+			free(v[i]);
+	}
+	free(v);
+	free(copy);
+	return -ENOMEM;
+}
+
+int symbolizer__set_debug_dirs(struct symbolizer *s, const char *dirs)
+{
+	if (!s || !dirs)
+		return -EINVAL;
+	return set_debug_dirs(&s->cfg, dirs);
+}
+
+void symbolizer__set_demangle_params(struct symbolizer *s, bool params)
+{
+	if (!s || s->cfg.no_params == !params)
+		return;
+	s->cfg.no_params = !params;
+	/* the cache holds names in the other form */
+	u64map_free(&s->demangled);
+	u64map_init(&s->demangled);
+}
+
+void symbolizer__set_inline(struct symbolizer *s, bool on)
+{
+	if (s)
+		s->cfg.no_inline = !on;
+}
+
+void symbolizer__set_open_max(struct symbolizer *s, size_t max)
+{
+	if (s)
+		s->open_max = max ? max : 1;
 }
 
 struct symbolizer *symbolizer__new(void)
@@ -511,9 +889,19 @@ struct symbolizer *symbolizer__new(void)
 
 	if (!s)
 		return NULL;
+	const char *dirs = getenv("DLFLAME_DEBUG_DIRS");
+
 	u64map_init(&s->procs);
 	u64map_init(&s->modules);
+	u64map_init(&s->demangled);
 	strpool__init(&s->pool);
+	s->open_max = OPEN_MAX_DEFAULT;
+	/* an unusable $DLFLAME_DEBUG_DIRS falls back to the default */
+	if ((!dirs || !*dirs || set_debug_dirs(&s->cfg, dirs)) &&
+	    set_debug_dirs(&s->cfg, "/usr/lib/debug")) {
+		symbolizer__free(s);
+		return NULL;
+	}
 	return s;
 }
 
@@ -530,6 +918,12 @@ void symbolizer__free(struct symbolizer *s)
 		module_free(s->mods[i]);
 	free(s->mods);
 	u64map_free(&s->modules);
+	u64map_free(&s->demangled);
+	if (s->cfg.debug_dirs) {
+		for (char **d = s->cfg.debug_dirs; *d; d++)
+			free(*d);
+		free(s->cfg.debug_dirs);
+	}
 	kallsyms__free(&s->ksyms);
 	strpool__free(&s->pool);
 	free(s);
@@ -554,6 +948,13 @@ int symbolizer__load_kallsyms(struct symbolizer *s, const char *path)
 int symbolizer__mmap(struct symbolizer *s, uint32_t pid, uint64_t addr, uint64_t len,
 		     uint64_t pgoff, uint32_t prot, const char *filename)
 {
+	return symbolizer__mmap_id(s, pid, addr, len, pgoff, prot, filename, NULL);
+}
+
+int symbolizer__mmap_id(struct symbolizer *s, uint32_t pid, uint64_t addr, uint64_t len,
+			uint64_t pgoff, uint32_t prot, const char *filename,
+			const struct sym_file_id *id)
+{
 	struct proc *p;
 	struct map m;
 	uint64_t end;
@@ -565,7 +966,7 @@ int symbolizer__mmap(struct symbolizer *s, uint32_t pid, uint64_t addr, uint64_t
 		return 0;
 	if (__builtin_add_overflow(addr, len, &end))
 		return -EINVAL;
-	err = make_map(s, &m, addr, end, pgoff, prot, filename ? filename : "");
+	err = make_map(s, &m, pid, addr, end, pgoff, prot, filename ? filename : "", id);
 	if (err)
 		return err;
 	p = proc_get(s, pid);
@@ -631,6 +1032,7 @@ int symbolizer__exit(struct symbolizer *s, uint32_t pid, uint32_t tid)
 
 struct maps_ctx {
 	struct symbolizer *s;
+	uint32_t pid;
 	struct map *maps;
 	size_t n, cap;
 };
@@ -638,6 +1040,7 @@ struct maps_ctx {
 static int parse_maps_line(void *ctx, char *line, size_t len)
 {
 	struct maps_ctx *mc = ctx;
+	struct sym_file_id id = { 0 };
 	uint64_t start, end, off;
 	char perms[5];
 	uint32_t prot = 0;
@@ -646,8 +1049,8 @@ static int parse_maps_line(void *ctx, char *line, size_t len)
 	const char *name;
 
 	(void)len;
-	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %*s%n", &start, &end, perms,
-		   &off, &n) != 4 ||
+	if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*s %" SCNu64 "%n", &start, &end,
+		   perms, &off, &id.ino, &n) != 5 ||
 	    n < 0 || start >= end)
 		return 0;
 	name = line + n;
@@ -659,7 +1062,7 @@ static int parse_maps_line(void *ctx, char *line, size_t len)
 		prot |= PROT_WRITE;
 	if (strchr(perms, 'x'))
 		prot |= PROT_EXEC;
-	err = make_map(mc->s, &m, start, end, off, prot, name);
+	err = make_map(mc->s, &m, mc->pid, start, end, off, prot, name, &id);
 	if (err)
 		return err;
 	if (grow_array((void **)&mc->maps, &mc->cap, mc->n + 1, sizeof(*mc->maps)))
@@ -670,7 +1073,7 @@ static int parse_maps_line(void *ctx, char *line, size_t len)
 
 static void proc_maps_fallback(struct symbolizer *s, struct proc *p)
 {
-	struct maps_ctx mc = { .s = s };
+	struct maps_ctx mc = { .s = s, .pid = p->pid };
 	char path[32];
 	int added;
 
@@ -695,6 +1098,9 @@ static void set_frame(struct sym_frame *out, const char *name, const char *modul
 	out->name = name;
 	out->module = module;
 	out->kind = kind;
+	out->file = NULL;
+	out->line = 0;
+	out->build_id = NULL;
 }
 
 /* "[base+0xoff]" in out->buf; a long basename is cut so the offset always shows. */
@@ -724,32 +1130,163 @@ static void resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_frame
 		set_frame(out, kernel_name, kernel_module, FRAME_KERNEL);
 }
 
-static void resolve_file(struct symbolizer *s, const struct map *m, uint64_t addr,
-			 struct sym_frame *out)
+/* The demangled form of an interned symbol name, itself when it is not mangled. */
+static const char *demangled(struct symbolizer *s, const char *name)
+{
+	char buf[DEMANGLED_MAX];
+	uint64_t v;
+	const char *d;
+	size_t len;
+
+	if (!name || name[0] != '_')
+		return name;
+	if (u64map_get(&s->demangled, (uint64_t)(uintptr_t)name, &v))
+		return (const char *)(uintptr_t)v;
+	len = sym_demangle(name, !s->cfg.no_params, buf, sizeof(buf));
+	d = len ? strpool__intern(&s->pool, buf, len) : name;
+	if (!d)
+		return name;
+	/* a failed insert only costs a second demangling later */
+	u64map_put(&s->demangled, (uint64_t)(uintptr_t)name, (uint64_t)(uintptr_t)d);
+	return d;
+}
+
+/* "base+0xSTART": code that no symbol covers, named after its CFI range. */
+static const char *fde_name(struct symbolizer *s, const struct module *mod, uint64_t start)
+{
+	char buf[SYM_NAME_MAX + 24];
+	int n = snprintf(buf, sizeof(buf), "%.*s+0x%" PRIx64, SYM_NAME_MAX, mod->basename, start);
+
+	return n > 0 ? strpool__intern(&s->pool, buf, (size_t)n) : NULL;
+}
+
+/*
+ * The levels of one address in a module, innermost first, the last one the
+ * function (kind FRAME_USER). Returns the count; 0 when nothing names the
+ * address, so that the caller names it by its offset.
+ */
+static size_t module_levels(struct symbolizer *s, struct module *mod, uint64_t vaddr,
+			    struct cached_frame *lv)
+{
+	struct src_frame src[LEVELS_MAX];
+	const char *name = demangled(s, elf_image__lookup(&mod->img, vaddr));
+	size_t nsrc = 0, n = 0;
+	uint64_t start;
+
+	if (!s->cfg.no_inline)
+		nsrc = elf_image__src(&mod->img, vaddr, src, LEVELS_MAX, &s->pool);
+	for (size_t i = 0; i + 1 < nsrc; i++) {
+		/* an inlined level without a name says nothing: leave it out */
+		if (!src[i].inlined || !src[i].name)
+			continue;
+		lv[n++] = (struct cached_frame){ .name = src[i].name,
+						 .file = src[i].file,
+						 .line = src[i].line,
+						 .kind = FRAME_INLINED };
+	}
+	if (!name && nsrc)
+		name = src[nsrc - 1].name;
+	if (!name && elf_image__fde(&mod->img, vaddr, &start))
+		name = fde_name(s, mod, start);
+	if (!name)
+		return 0;
+	lv[n++] = (struct cached_frame){ .name = name,
+					 .file = nsrc ? src[nsrc - 1].file : NULL,
+					 .line = nsrc ? src[nsrc - 1].line : 0,
+					 .kind = FRAME_USER,
+					 .last = 1 };
+	return n;
+}
+
+/* Cache the levels of vaddr; returns the index of the first, or -1 when not cached. */
+static int64_t cache_levels(struct module *mod, uint64_t vaddr, const struct cached_frame *lv,
+			    size_t n)
+{
+	size_t first = mod->nframes;
+
+	if (mod->cache.len >= ADDR_CACHE_MAX || vaddr == UINT64_MAX ||
+	    grow_array((void **)&mod->frames, &mod->frames_cap, first + n, sizeof(*mod->frames)))
+		return -1;
+	memcpy(mod->frames + first, lv, n * sizeof(*lv));
+	if (u64map_put(&mod->cache, vaddr, first))
+		return -1; /* the frames stay unused; the next lookup recomputes */
+	mod->nframes += n;
+	return (int64_t)first;
+}
+
+/*
+ * Name addr in a file mapping: up to max frames, leaf first. When the chain
+ * is longer than max, the innermost levels are dropped, so the function
+ * itself is always there.
+ */
+static size_t resolve_file(struct symbolizer *s, const struct map *m, uint64_t addr,
+			   struct sym_frame *out, size_t max)
 {
 	struct module *mod = m->mod;
-	uint64_t off = addr - m->start + m->pgoff, vaddr;
-	const char *name;
+	uint64_t off = addr - m->start + m->pgoff, vaddr, idx;
+	struct cached_frame tmp[LEVELS_MAX];
+	const struct cached_frame *lv;
+	size_t n, skip;
+	int64_t at;
 
+	mod->lru = ++s->tick;
 	if (mod->state == MOD_NEW)
 		module_load(s, mod);
-	set_frame(out, NULL, mod->basename, FRAME_USER);
-	if (mod->state == MOD_LOADED && elf_image__vaddr(&mod->img, off, &vaddr)) {
-		name = elf_image__lookup(&mod->img, vaddr);
-		if (name) {
-			out->name = name;
-			return;
-		}
-		off = vaddr;
+	set_frame(&out[0], NULL, mod->basename, FRAME_USER);
+	out[0].build_id = mod->build_id_hex;
+	if (mod->state != MOD_LOADED || !elf_image__vaddr(&mod->img, off, &vaddr)) {
+		format_offset(&out[0], mod->basename, off);
+		return 1;
 	}
-	format_offset(out, mod->basename, off);
+	if (u64map_get(&mod->cache, vaddr, &idx)) {
+		lv = mod->frames + idx;
+		for (n = 1; !lv[n - 1].last; n++)
+			;
+	} else {
+		n = module_levels(s, mod, vaddr, tmp);
+		if (!n) {
+			format_offset(&out[0], mod->basename, vaddr);
+			return 1;
+		}
+		at = cache_levels(mod, vaddr, tmp, n);
+		lv = at < 0 ? tmp : mod->frames + at;
+	}
+	skip = n > max ? n - max : 0;
+	for (size_t i = skip; i < n; i++) {
+		struct sym_frame *f = &out[i - skip];
+
+		set_frame(f, lv[i].name, mod->basename, (enum frame_kind)lv[i].kind);
+		f->file = lv[i].file;
+		f->line = lv[i].file ? lv[i].line : 0;
+		f->build_id = mod->build_id_hex;
+	}
+	return n - skip;
+}
+
+/* The mapping of a user address, reading /proc/PID/maps (rate-limited) on a miss. */
+static struct map *find_map(struct symbolizer *s, uint32_t pid, uint64_t addr)
+{
+	struct proc *p = proc_find(s, pid);
+	struct map *m = NULL;
+
+	if (p)
+		m = proc_lookup(p, addr);
+	/* user addresses never have the top bit set; no point reading /proc for them */
+	if (!m && !(addr >> 63)) {
+		if (!p)
+			p = proc_get(s, pid);
+		if (p && ++p->misses >= p->next_fallback) {
+			proc_maps_fallback(s, p);
+			m = proc_lookup(p, addr);
+		}
+	}
+	return m;
 }
 
 void symbolizer__resolve(struct symbolizer *s, uint32_t pid, uint64_t addr, bool kernel,
 			 bool return_addr, struct sym_frame *out)
 {
-	struct proc *p;
-	struct map *m = NULL;
+	struct map *m;
 
 	if (!out)
 		return;
@@ -764,23 +1301,15 @@ void symbolizer__resolve(struct symbolizer *s, uint32_t pid, uint64_t addr, bool
 		return;
 	}
 
-	p = proc_find(s, pid);
-	if (p)
-		m = proc_lookup(p, addr);
-	/* user addresses never have the top bit set; no point reading /proc for them */
-	if (!m && !(addr >> 63)) {
-		if (!p)
-			p = proc_get(s, pid);
-		if (p && ++p->misses >= p->next_fallback) {
-			proc_maps_fallback(s, p);
-			m = proc_lookup(p, addr);
-		}
-	}
+	m = find_map(s, pid, addr);
+	/* unwind/perfmap: code outside files (JIT) is named from the pid's perf map */
+	if ((!m || m->type == MAP_T_ANON) && perfmap__resolve(s, proc_find(s, pid), m, addr, out))
+		return;
 	if (!m)
 		return;
 	switch (m->type) {
 	case MAP_T_FILE:
-		resolve_file(s, m, addr, out);
+		resolve_file(s, m, addr, out, 1);
 		break;
 	case MAP_T_VDSO:
 		set_frame(out, vdso_name, vdso_name, FRAME_USER);
@@ -790,19 +1319,31 @@ void symbolizer__resolve(struct symbolizer *s, uint32_t pid, uint64_t addr, bool
 	}
 }
 
-const struct symbolizer_stats *symbolizer__stats(const struct symbolizer *s)
-{
-	return &s->stats;
-}
-
 size_t symbolizer__resolve_inline(struct symbolizer *s, uint32_t pid, uint64_t addr, bool kernel,
 				  bool return_addr, struct sym_frame *out, size_t max)
 {
-	if (!max)
+	uint64_t a = return_addr && addr ? addr - 1 : addr;
+	struct proc *p;
+	struct map *m;
+
+	if (!out || !max)
 		return 0;
-	/* no inline information is read yet: one frame per address */
+	/*
+	 * Files are the only source of inline levels; everything else, and a
+	 * miss (which may read /proc), is symbolizer__resolve's.
+	 */
+	if (s && !kernel && (p = proc_find(s, pid))) {
+		m = proc_lookup(p, a);
+		if (m && m->type == MAP_T_FILE)
+			return resolve_file(s, m, a, out, max);
+	}
 	symbolizer__resolve(s, pid, addr, kernel, return_addr, &out[0]);
 	return 1;
+}
+
+const struct symbolizer_stats *symbolizer__stats(const struct symbolizer *s)
+{
+	return &s->stats;
 }
 
 int symbolizer__load_proc_maps(struct symbolizer *s, uint32_t pid)

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Per-process address spaces built from MMAP2/COMM/FORK/EXIT records (and
- * /proc/PID/maps as a fallback), and naming of addresses: ELF .symtab and
- * .dynsym through libelf for user space, /proc/kallsyms for the kernel.
+ * /proc/PID/maps as a fallback), and naming of addresses: ELF symbols,
+ * separate debug files, DWARF inline scopes and lines through libdwfl, C++
+ * and Rust demangling, CFI ranges for code without symbols, for user space;
+ * /proc/kallsyms for the kernel.
  *
  * Library code: returns negative errno, never prints.
  */
@@ -28,9 +30,63 @@ void symbolizer__free(struct symbolizer *s); /* accepts NULL */
  */
 int symbolizer__load_kallsyms(struct symbolizer *s, const char *path);
 
+/*
+ * Where separate debug files are looked for: a colon-separated list of
+ * absolute directories, each searched as DIR/.build-id/xx/rest.debug and
+ * DIR/<directory of the file>/<debuglink name> (the file's own directory and
+ * its .debug/ subdirectory are always searched for the debuglink name).
+ * The default is "/usr/lib/debug", or $DLFLAME_DEBUG_DIRS when set at
+ * symbolizer__new(). Applies to modules loaded afterwards. 0, -EINVAL for
+ * a relative directory, -ENOMEM.
+ */
+int symbolizer__set_debug_dirs(struct symbolizer *s, const char *dirs);
+
+/*
+ * Demangled C++ names keep their parameter list ("ns::f(int)") unless
+ * params is false ("ns::f"). Call before resolving: names already handed
+ * out keep the form they were made in.
+ */
+void symbolizer__set_demangle_params(struct symbolizer *s, bool params);
+
+/* Inline frames and source lines from DWARF; on by default. */
+void symbolizer__set_inline(struct symbolizer *s, bool on);
+
+/*
+ * How many module files the symbolizer keeps open (pinned fds plus
+ * libdwfl's handles); default 128. Over the cap the least recently used
+ * module closes its files: its symbol table and the addresses already
+ * resolved stay, but new addresses in it get no inline frames, source lines
+ * or CFI-range names, and a module not yet loaded is read from its path
+ * (so a deleted binary among them loses its names). Counted in
+ * stats.modules_unpinned. A module with unwind tables keeps its file (the
+ * unwinder reads through the pinned fd). An open module holds up to three
+ * fds: the pin, libdwfl's copy and a separate debug file.
+ */
+void symbolizer__set_open_max(struct symbolizer *s, size_t max);
+
 /* Address-space events, in time order. */
 int symbolizer__mmap(struct symbolizer *s, uint32_t pid, uint64_t addr, uint64_t len,
 		     uint64_t pgoff, uint32_t prot, const char *filename);
+
+/* What an MMAP2 record says about the mapped file; zero fields are unknown. */
+struct sym_file_id {
+	uint32_t maj, min;
+	uint64_t ino;
+	uint8_t build_id_size; /* PERF_RECORD_MISC_MMAP_BUILD_ID */
+	uint8_t build_id[20];
+};
+
+/*
+ * symbolizer__mmap with the record's file identity (id may be NULL). The
+ * file of an executable mapping is opened at once (through
+ * /proc/PID/map_files while the process lives, else /proc/PID/root/PATH,
+ * else PATH) and kept open, so that it still symbolizes after it is deleted
+ * or replaced; a path whose file changed (another build-id, else another
+ * inode) becomes a new module.
+ */
+int symbolizer__mmap_id(struct symbolizer *s, uint32_t pid, uint64_t addr, uint64_t len,
+			uint64_t pgoff, uint32_t prot, const char *filename,
+			const struct sym_file_id *id);
 /* exec == true: the process replaced its image; its old mappings are dropped. */
 int symbolizer__comm(struct symbolizer *s, uint32_t pid, uint32_t tid, bool exec);
 /* A new process (pid != ppid) starts with a copy of its parent's mappings. */
@@ -44,8 +100,17 @@ int symbolizer__exit(struct symbolizer *s, uint32_t pid, uint32_t tid);
  * call with the same `out` when they point into out->buf.
  */
 struct sym_frame {
-	const char *name;   /* function name, or "[module+0xoff]" when unknown */
+	/*
+	 * Function name (demangled); "module+0xSTART" for code that no symbol
+	 * covers, named after the start of its CFI range (FDE), so that the
+	 * samples of one function share a frame; "[module+0xoff]" for an address
+	 * that not even CFI covers.
+	 */
+	const char *name;
 	const char *module; /* basename of the module, "[kernel.kallsyms]", or "" */
+	const char *file; /* source file from DWARF, or NULL */
+	unsigned line; /* its line, 0 when file is NULL */
+	const char *build_id; /* lower-case hex build-id of the module, or NULL */
 	enum frame_kind kind;
 	char buf[128];
 };
@@ -56,9 +121,12 @@ struct sym_frame {
  * (every non-leaf frame): it is then looked up at addr - 1 so that a call at
  * the very end of a function is attributed to that function.
  * Never fails for a well-formed call: unknown addresses get an honest name
- * ("[unknown]" when no mapping contains them, "[module+0xoff]" when the
- * module has no symbol covering them). A symbol of size zero names only
- * its own address; a symbol never names an address beyond its size.
+ * ("[unknown]" when no mapping contains them, "module+0xSTART" after the CFI
+ * range that contains them when no symbol covers them, "[module+0xoff]" when
+ * nothing does). A symbol of size zero names only its own address; a symbol
+ * never names an address beyond its size. This is the function itself: see
+ * symbolizer__resolve_inline for inline levels. Results are cached per
+ * module and address for the life of the symbolizer.
  */
 void symbolizer__resolve(struct symbolizer *s, uint32_t pid, uint64_t addr, bool kernel,
 			 bool return_addr, struct sym_frame *out);
@@ -122,6 +190,10 @@ struct perfmap_stats {
 struct symbolizer_stats {
 	uint64_t modules_loaded;
 	uint64_t modules_failed; /* files that could not be opened or parsed */
+	uint64_t modules_pinned; /* files opened at their first executable mapping */
+	uint64_t modules_unpinned; /* not pinned or closed early: over the open-file cap */
+	uint64_t modules_replaced; /* a path that was mapped again with another file */
+	uint64_t debug_files; /* modules named from a separate debug file */
 	uint64_t proc_maps_fallbacks;
 	struct perfmap_stats perfmap;
 	uint64_t unwinds, unwind_errors;

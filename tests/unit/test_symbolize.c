@@ -2,9 +2,10 @@
 /*
  * symbolize/: process maps, ELF symbol lookup, kallsyms.
  *
- * Real files throughout: tests/fixtures/symbolize/symfix.c is compiled here
- * with cc (PIE, -no-pie, stripped) and run, and its maps are read from /proc;
- * the test binary and the C library it runs on are resolved in place.
+ * Real files throughout: tests/fixtures/symbolize/symfix.c and symd.c are
+ * compiled here with cc (PIE, -no-pie, stripped, with debug files) and run,
+ * and their maps are read from /proc; the test binary and the C library it
+ * runs on are resolved in place.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "symbolize/internal.h" /* sym_demangle */
 #include "symbolize/symbolize.h"
 
 #ifndef FIXTURES_SRC
@@ -157,6 +160,14 @@ static void map(struct symbolizer *s, uint32_t pid, uint64_t start, uint64_t end
 	cr_assert_eq(
 		symbolizer__mmap(s, pid, start, end - start, pgoff, PROT_READ | PROT_EXEC, name),
 		0);
+}
+
+/* Anonymous memory, not executable (executable anonymous memory is JIT code). */
+static void map_data(struct symbolizer *s, uint32_t pid, uint64_t start, uint64_t end,
+		     const char *name)
+{
+	cr_assert_eq(symbolizer__mmap(s, pid, start, end - start, 0, PROT_READ | PROT_WRITE, name),
+		     0);
 }
 
 static void expect_kernel(struct symbolizer *s, uint64_t addr, bool ret, const char *name,
@@ -491,7 +502,7 @@ Test(symbolize, mmap_overlap_splits_like_the_kernel)
 	expect(s, p, 0x4ffff, false, "[a.so+0x3ffff]", "a.so");
 
 	/* over three mappings at once: b disappears, a is trimmed on both sides */
-	map(s, p, 0x18000, 0x38000, 0, "//anon");
+	map_data(s, p, 0x18000, 0x38000, "//anon");
 	expect(s, p, 0x17fff, false, "[a.so+0x7fff]", "a.so");
 	expect(s, p, 0x18000, false, "[unknown]", "");
 	expect(s, p, 0x25000, false, "[unknown]", "");
@@ -507,15 +518,15 @@ Test(symbolize, mmap_overlap_splits_like_the_kernel)
 	expect(s, p, 0x10000, false, "[d.so+0x5000]", "d.so");
 
 	/* one mapping over everything */
-	map(s, p, 0, 0x100000, 0, "[heap]");
+	map_data(s, p, 0, 0x100000, "[heap]");
 	expect(s, p, 0x10000, false, "[unknown]", "");
 	expect(s, p, 0x40000, false, "[unknown]", "");
 
 	/* names without a file behind them */
-	map(s, p, 0x300000, 0x301000, 0, "/dev/zero (deleted)");
-	map(s, p, 0x301000, 0x302000, 0, "/SYSV00000000 (deleted)");
-	map(s, p, 0x302000, 0x303000, 0, "[anon:jit]");
-	map(s, p, 0x303000, 0x304000, 0, "");
+	map_data(s, p, 0x300000, 0x301000, "/dev/zero (deleted)");
+	map_data(s, p, 0x301000, 0x302000, "/SYSV00000000 (deleted)");
+	map_data(s, p, 0x302000, 0x303000, "[anon:jit]");
+	map_data(s, p, 0x303000, 0x304000, "");
 	map(s, p, 0x304000, 0x305000, 0, "[vdso]");
 	for (uint64_t a = 0x300000; a < 0x304000; a += 0x1000)
 		expect(s, p, a + 8, false, "[unknown]", "");
@@ -524,7 +535,7 @@ Test(symbolize, mmap_overlap_splits_like_the_kernel)
 	/* degenerate input */
 	cr_expect_eq(symbolizer__mmap(s, p, 0x1000, 0, 0, PROT_EXEC, "/x"), 0);
 	cr_expect_eq(symbolizer__mmap(s, p, UINT64_MAX - 10, 100, 0, PROT_EXEC, "/x"), -EINVAL);
-	cr_expect_eq(symbolizer__mmap(s, p, 0x200000, 0x1000, 0, PROT_EXEC, NULL), 0);
+	cr_expect_eq(symbolizer__mmap(s, p, 0x200000, 0x1000, 0, PROT_READ, NULL), 0);
 	expect(s, p, 0x200000, false, "[unknown]", "");
 
 	/* a failed module is cached: one failure per path, not per lookup */
@@ -553,7 +564,11 @@ Test(symbolize, mmap_random_against_model)
 		if (a + len > PAGES)
 			len = PAGES - a;
 		snprintf(name, sizeof(name), mod == 5 ? "//anon" : "/nonexistent/m%d.so", mod);
-		map(s, FAKE_PID, (uint64_t)a * PAGE, (uint64_t)(a + len) * PAGE, pgoff, name);
+		if (mod == 5)
+			map_data(s, FAKE_PID, (uint64_t)a * PAGE, (uint64_t)(a + len) * PAGE, name);
+		else
+			map(s, FAKE_PID, (uint64_t)a * PAGE, (uint64_t)(a + len) * PAGE, pgoff,
+			    name);
 		for (int i = a; i < a + len; i++) {
 			model_mod[i] = mod;
 			model_off[i] = pgoff + (uint64_t)(i - a) * PAGE;
@@ -830,10 +845,10 @@ Test(symbolize, hostile_elf_headers)
 	find_section(img, SHT_SYMTAB)->sh_offset = UINT64_MAX - 8;
 	expect_patched(img, len, fv, NULL);
 
-	/* wrong entry size */
+	/* wrong entry size: libdwfl reads entries of the ELF class's size, which are right */
 	memcpy(img, orig, len);
 	find_section(img, SHT_SYMTAB)->sh_entsize = 7;
-	expect_patched(img, len, fv, NULL);
+	expect_patched(img, len, fv, "symfix_f");
 
 	/* string table link out of range, and pointing at a non-string section */
 	memcpy(img, orig, len);
@@ -1071,5 +1086,458 @@ Test(symbolize, kallsyms_real)
 	cr_assert_eq(err, 0, "load_kallsyms: %s", strerror(-err));
 	expect_kernel(s, sched, false, "schedule", "[kernel.kallsyms]");
 	expect_kernel(s, sched + 4, true, "schedule", "[kernel.kallsyms]");
+	symbolizer__free(s);
+}
+
+/* ---- symbol depth: demangling, debug files, CFI ranges, inline frames, pinning ---- */
+
+Test(symbolize, demangle)
+{
+	char out[DEMANGLED_MAX];
+
+	cr_expect_gt(sym_demangle("_ZN2ns3AccIdE4burnEd", true, out, sizeof(out)), 0);
+	cr_expect_str_eq(out, "ns::Acc<double>::burn(double)");
+	cr_expect_gt(sym_demangle("_ZN2ns3AccIdE4burnEd", false, out, sizeof(out)), 0);
+	cr_expect_str_eq(out, "ns::Acc<double>::burn");
+	cr_expect_gt(sym_demangle("_ZNK3foo3barEv", false, out, sizeof(out)), 0);
+	cr_expect_str_eq(out, "foo::bar");
+	/* not mangled, or not valid: 0 and the output untouched */
+	strcpy(out, "untouched");
+	cr_expect_eq(sym_demangle("main", true, out, sizeof(out)), 0);
+	cr_expect_eq(sym_demangle("_Zzz", true, out, sizeof(out)), 0);
+	cr_expect_eq(sym_demangle("_Z", true, out, sizeof(out)), 0);
+	cr_expect_eq(sym_demangle("", true, out, sizeof(out)), 0);
+	cr_expect_eq(sym_demangle(NULL, true, out, sizeof(out)), 0);
+	cr_expect_str_eq(out, "untouched");
+}
+
+/*
+ * f(P<P<...<int, int>...>>): each level refers to the one below twice
+ * through a substitution, so 30 levels (217 bytes mangled) demangle to
+ * 18 GB, two minutes uncapped. The cap must stop it at once.
+ */
+Test(symbolize, demangle_exponential_name_is_capped, .timeout = 10)
+{
+	char name[1024], out[DEMANGLED_MAX], small[64];
+	struct timespec t0, t1;
+	size_t n = 0, len;
+	double secs;
+	const int depth = 30;
+
+	n += (size_t)snprintf(name + n, sizeof(name) - n, "_Z1f1P");
+	for (int i = 0; i < depth; i++)
+		n += (size_t)snprintf(name + n, sizeof(name) - n, "IS_");
+	n += (size_t)snprintf(name + n, sizeof(name) - n, "IiiE");
+	for (int i = 0; i < depth; i++)
+		n += (size_t)snprintf(name + n, sizeof(name) - n, "S%c_E",
+				      "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[i]);
+	cr_assert_lt(n, 230);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	len = sym_demangle(name, true, out, sizeof(out));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_expect_eq(len, sizeof(out) - 1, "demangled to %zu bytes", len);
+	cr_expect_eq(strlen(out), len);
+	cr_expect_eq(strncmp(out, "f(P<P<P<", 8), 0, "%.40s", out);
+	cr_expect_str_eq(out + len - 3, "...");
+	cr_expect_lt(secs, 0.05, "took %.3f s", secs);
+	/* a small buffer caps the same way */
+	cr_expect_eq(sym_demangle(name, true, small, sizeof(small)), sizeof(small) - 1);
+	cr_expect_str_eq(small + sizeof(small) - 4, "...");
+	/* input longer than SYM_NAME_MAX is not demangled at all */
+	{
+		char *big = malloc(SYM_NAME_MAX + 100);
+
+		strcpy(big, "_ZN2ns");
+		memset(big + 6, 'a', SYM_NAME_MAX + 50);
+		big[SYM_NAME_MAX + 56] = '\0';
+		cr_expect_eq(sym_demangle(big, true, out, sizeof(out)), 0);
+		free(big);
+	}
+}
+
+static void build_symd(const char *name, const char *flags, char *out, size_t size)
+{
+	char cmd[1024];
+
+	tmp_path(out, size, name);
+	snprintf(cmd, sizeof(cmd), "cc -O2 -g %s -o '%s' '%s/symbolize/symd.c'", flags, out,
+		 FIXTURES_SRC);
+	cr_assert_eq(system(cmd), 0, "cannot compile the fixture: %s", cmd);
+}
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* The link-time address of a symbol, from nm (before stripping). */
+static uint64_t nm_addr(const char *path, const char *sym)
+{
+	char cmd[1024], line[256];
+	uint64_t v = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "nm '%s' | awk '$3 == \"%s\" { print $1 }'", path, sym);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	if (fgets(line, sizeof(line), f))
+		v = strtoull(line, NULL, 16);
+	pclose(f);
+	cr_assert_neq(v, 0, "%s has no %s", path, sym);
+	return v;
+}
+
+/* Spawn symd in "addrs" mode and feed its maps; the runtime address of symd_work. */
+static uint64_t spawn_symd(struct symbolizer *s, const char *path, struct child *c)
+{
+	int in[2], out[2];
+	char line[256];
+	void *p = NULL;
+	FILE *f;
+
+	memset(c, 0, sizeof(*c));
+	cr_assert_eq(pipe(in), 0);
+	cr_assert_eq(pipe(out), 0);
+	c->pid = fork();
+	cr_assert_geq(c->pid, 0);
+	if (c->pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);
+		close(out[0]);
+		execl(path, path, "addrs", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	c->in_fd = in[1];
+	f = fdopen(out[0], "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(line, sizeof(line), f));
+	cr_assert_eq(sscanf(line, "symd_work %p", &p), 1, "fixture said '%s'", line);
+	fclose(f);
+	if (s)
+		cr_assert_gt(feed_maps(s, c->pid), 0);
+	return (uint64_t)(uintptr_t)p;
+}
+
+/* Some address in symd_work is in the inlined loop: two levels, innermost first. */
+static void expect_inline(struct symbolizer *s, uint32_t pid, uint64_t work, bool want)
+{
+	struct sym_frame f[4];
+	bool seen = false;
+	uint64_t a;
+
+	for (a = work; a < work + 0x100; a++) {
+		size_t n = symbolizer__resolve_inline(s, pid, a, false, false, f, 4);
+
+		cr_assert_geq(n, 1);
+		if (strcmp(f[n - 1].name, "symd_work"))
+			break; /* past its end */
+		cr_assert_eq(f[n - 1].kind, FRAME_USER);
+		if (n < 2)
+			continue;
+		cr_assert_eq(n, 2);
+		cr_assert_str_eq(f[0].name, "symd_hot_loop");
+		cr_assert_eq(f[0].kind, FRAME_INLINED);
+		cr_assert_not_null(f[0].file);
+		cr_assert(strstr(f[0].file, "symd.c"), "file %s", f[0].file);
+		cr_assert_gt(f[0].line, 20);
+		/* the function's own line is the call site of the inlined loop */
+		cr_assert_not_null(f[1].file);
+		cr_assert_gt(f[1].line, f[0].line, "call line %u, loop line %u", f[1].line,
+			     f[0].line);
+		cr_assert_str_eq(f[0].module, f[1].module);
+		/* max 1: the function itself, never the inlined level */
+		cr_assert_eq(symbolizer__resolve_inline(s, pid, a, false, false, f, 1), 1);
+		cr_assert_str_eq(f[0].name, "symd_work");
+		seen = true;
+	}
+	cr_assert_gt(a, work + 16, "symd_work is not named at 0x%" PRIx64, a);
+	cr_assert_eq(seen, want, "inline levels %s", seen ? "found" : "not found");
+}
+
+Test(symbolize, inline_frames_and_lines)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256];
+	struct child c;
+	uint64_t work;
+
+	build_symd("symd-inline", "", path, sizeof(path));
+	work = spawn_symd(s, path, &c);
+	expect_inline(s, (uint32_t)c.pid, work, true);
+	reap(&c);
+	symbolizer__free(s);
+
+	/* switched off: one frame per address */
+	s = symbolizer__new();
+	symbolizer__set_inline(s, false);
+	work = spawn_symd(s, path, &c);
+	expect_inline(s, (uint32_t)c.pid, work, false);
+	reap(&c);
+	symbolizer__free(s);
+}
+
+/* No symbol: the frame is named after the start of its CFI range, one name per function. */
+Test(symbolize, cfi_range_names)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256], want[128];
+	struct sym_frame f;
+	struct child c;
+	uint64_t work, vwork;
+
+	build_symd("symd-fde", "", path, sizeof(path));
+	vwork = nm_addr(path, "symd_work");
+	sh("strip --strip-all '%s'", path);
+	work = spawn_symd(s, path, &c);
+	snprintf(want, sizeof(want), "symd-fde+0x%" PRIx64, vwork);
+	expect(s, (uint32_t)c.pid, work, false, want, "symd-fde");
+	expect(s, (uint32_t)c.pid, work + 9, false, want, "symd-fde");
+	expect(s, (uint32_t)c.pid, work + 17, true, want, "symd-fde");
+	/* and the name is stable: a second lookup (cached) gives the same string */
+	symbolizer__resolve(s, (uint32_t)c.pid, work + 3, false, false, &f);
+	cr_expect_str_eq(f.name, want);
+	cr_expect_not_null(f.build_id, "the module's build-id");
+	reap(&c);
+	symbolizer__free(s);
+}
+
+/* A stripped binary, its debug file in DIR/.build-id/xx/rest.debug. */
+Test(symbolize, debug_file_by_build_id)
+{
+	struct symbolizer *s;
+	char path[256], root[256], hex[128], line[512];
+	struct child c;
+	uint64_t work;
+	FILE *f;
+
+	build_symd("symd-bid", "-Wl,--build-id=sha1", path, sizeof(path));
+	snprintf(line, sizeof(line), "readelf -n '%s' | awk '/Build ID/ { print $3 }'", path);
+	f = popen(line, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(hex, sizeof(hex), f));
+	pclose(f);
+	hex[strcspn(hex, "\n")] = '\0';
+	tmp_path(root, sizeof(root), "dbgroot");
+	sh("mkdir -p '%s/.build-id/%.2s' && objcopy --only-keep-debug '%s' "
+	   "'%s/.build-id/%.2s/%s.debug' && strip --strip-all '%s'",
+	   root, hex, path, root, hex, hex + 2, path);
+
+	/* the default directories do not have it */
+	s = symbolizer__new();
+	work = spawn_symd(s, path, &c);
+	{
+		struct sym_frame fr;
+
+		symbolizer__resolve(s, (uint32_t)c.pid, work, false, false, &fr);
+		cr_expect_str_neq(fr.name, "symd_work");
+		cr_expect_str_eq(fr.build_id, hex);
+	}
+	reap(&c);
+	symbolizer__free(s);
+
+	s = symbolizer__new();
+	cr_assert_eq(symbolizer__set_debug_dirs(s, "relative/dir"), -EINVAL);
+	cr_assert_eq(symbolizer__set_debug_dirs(s, root), 0);
+	work = spawn_symd(s, path, &c);
+	expect(s, (uint32_t)c.pid, work, false, "symd_work", "symd-bid");
+	/* DWARF comes from the debug file too */
+	expect_inline(s, (uint32_t)c.pid, work, true);
+	cr_expect_eq(symbolizer__stats(s)->debug_files, 1);
+	reap(&c);
+	symbolizer__free(s);
+}
+
+/* No build-id: .gnu_debuglink, next to the file, in .debug/, and under DIR/<dir>; CRC checked. */
+Test(symbolize, debug_file_by_debuglink)
+{
+	struct symbolizer *s;
+	char path[256], sub[256], root[256];
+	struct child c;
+	uint64_t work;
+
+	build_symd("symd-link", "-Wl,--build-id=none", path, sizeof(path));
+	tmp_path(sub, sizeof(sub), ".debug");
+	sh("mkdir -p '%s' && objcopy --only-keep-debug '%s' '%s/symd-link.debug' && "
+	   "strip --strip-all '%s' && objcopy --add-gnu-debuglink='%s/symd-link.debug' '%s'",
+	   sub, path, sub, path, sub, path);
+
+	/* in the .debug/ subdirectory of the file's directory */
+	s = symbolizer__new();
+	cr_assert_eq(symbolizer__set_debug_dirs(s, "/nonexistent"), 0);
+	work = spawn_symd(s, path, &c);
+	expect(s, (uint32_t)c.pid, work, false, "symd_work", "symd-link");
+	reap(&c);
+	symbolizer__free(s);
+
+	/* under a debug directory, as DIR/<directory of the file>/name */
+	tmp_path(root, sizeof(root), "dbgroot");
+	sh("mkdir -p '%s%s' && mv '%s/symd-link.debug' '%s%s/'", root, tmpdir, sub, root, tmpdir);
+	s = symbolizer__new();
+	cr_assert_eq(symbolizer__set_debug_dirs(s, root), 0);
+	work = spawn_symd(s, path, &c);
+	expect(s, (uint32_t)c.pid, work, false, "symd_work", "symd-link");
+	reap(&c);
+	symbolizer__free(s);
+
+	/* a debug file whose CRC does not match is not used */
+	sh("printf x >> '%s%s/symd-link.debug'", root, tmpdir);
+	s = symbolizer__new();
+	cr_assert_eq(symbolizer__set_debug_dirs(s, root), 0);
+	work = spawn_symd(s, path, &c);
+	{
+		struct sym_frame fr;
+
+		symbolizer__resolve(s, (uint32_t)c.pid, work, false, false, &fr);
+		cr_expect_str_neq(fr.name, "symd_work");
+		cr_expect_eq(strncmp(fr.name, "symd-link+0x", 12), 0, "%s", fr.name);
+	}
+	cr_expect_eq(symbolizer__stats(s)->debug_files, 0);
+	reap(&c);
+	symbolizer__free(s);
+}
+
+/* Pinned at the mapping: the file is deleted and its path reused, names stay. */
+Test(symbolize, pinned_file_survives_deletion)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256];
+	struct child c;
+
+	build_fixture("symfix-pinned", "-pie -fPIE", path, sizeof(path));
+	spawn(path, &c);
+	cr_assert_gt(feed_maps(s, c.pid), 0);
+	cr_expect_geq(symbolizer__stats(s)->modules_pinned, 1);
+	cr_assert_eq(unlink(path), 0);
+	write_str(path, "not an ELF file any more");
+	expect(s, (uint32_t)c.pid, child_sym(&c, "symfix_f"), false, "symfix_f", "symfix-pinned");
+	expect(s, (uint32_t)c.pid, child_sym(&c, "symfix_c_func"), false, "symfix_c_func",
+	       "symfix-pinned");
+	reap(&c);
+	symbolizer__free(s);
+}
+
+/* A mapping announced after the deletion (" (deleted)") is opened through map_files. */
+Test(symbolize, deleted_path_through_map_files)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256], name[300], line[8192], mf[128];
+	uint32_t pid;
+	struct child c;
+	FILE *f;
+	int fd;
+
+	build_fixture("symfix-gone", "-pie -fPIE", path, sizeof(path));
+	spawn(path, &c);
+	pid = (uint32_t)c.pid;
+	cr_assert_eq(unlink(path), 0);
+	snprintf(name, sizeof(name), "%s (deleted)", path);
+	snprintf(line, sizeof(line), "/proc/%d/maps", (int)c.pid);
+	f = fopen(line, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		uint64_t start, end, off;
+		char perms[5];
+
+		if (!strstr(line, " (deleted)") ||
+		    sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64, &start, &end, perms,
+			   &off) != 4)
+			continue;
+		snprintf(mf, sizeof(mf), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)c.pid,
+			 start, end);
+		fd = open(mf, O_RDONLY);
+		if (fd < 0) {
+			fclose(f);
+			reap(&c);
+			symbolizer__free(s);
+			cr_skip_test("map_files needs CAP_SYS_ADMIN: %s", strerror(errno));
+		}
+		close(fd);
+		cr_assert_eq(symbolizer__mmap(
+				     s, pid, start, end - start, off,
+				     strchr(perms, 'x') ? PROT_READ | PROT_EXEC : PROT_READ, name),
+			     0);
+	}
+	fclose(f);
+	expect(s, pid, child_sym(&c, "symfix_f"), false, "symfix_f", "symfix-gone");
+	reap(&c);
+	symbolizer__free(s);
+}
+
+/* Over the cap of open files, the least recently used module lets go of its file. */
+Test(symbolize, pin_cap)
+{
+	struct symbolizer *s = symbolizer__new();
+	char a[256], b[256], want[128];
+	struct child ca, cb;
+
+	symbolizer__set_open_max(s, 1);
+	build_fixture("symfix-a", "-pie -fPIE", a, sizeof(a));
+	build_fixture("symfix-b", "-pie -fPIE", b, sizeof(b));
+	spawn(a, &ca);
+	spawn(b, &cb);
+	cr_assert_gt(feed_maps(s, ca.pid), 0);
+	cr_assert_gt(feed_maps(s, cb.pid), 0);
+	cr_expect_gt(symbolizer__stats(s)->modules_unpinned, 0);
+	/* a lost its pin and then its file: its names are gone, honestly */
+	cr_assert_eq(unlink(a), 0);
+	expect(s, (uint32_t)ca.pid, child_sym(&ca, "symfix_f"), false,
+	       offset_name(want, sizeof(want), "symfix-a", &ca, child_sym(&ca, "symfix_f")),
+	       "symfix-a");
+	/* b's file is still there: read from its path */
+	expect(s, (uint32_t)cb.pid, child_sym(&cb, "symfix_f"), false, "symfix_f", "symfix-b");
+	expect(s, (uint32_t)cb.pid, child_sym(&cb, "symfix_g"), false, "symfix_g", "symfix-b");
+	/* b holds a copy of a's stdin pipe: b goes first */
+	reap(&cb);
+	reap(&ca);
+	symbolizer__free(s);
+}
+
+/*
+ * The path is replaced by another program between two mappings: the first
+ * process keeps the old file's names, the second gets the new file's.
+ */
+Test(symbolize, replaced_file_is_a_new_module)
+{
+	struct symbolizer *s = symbolizer__new();
+	char path[256], other[256];
+	struct child c;
+	uint64_t vwork;
+	size_t len;
+	char *img;
+
+	build_fixture("symfix-repl", "-pie -fPIE", path, sizeof(path));
+	build_symd("symd-new", "", other, sizeof(other));
+	vwork = nm_addr(other, "symd_work");
+	spawn(path, &c);
+	cr_assert_gt(feed_maps(s, c.pid), 0);
+	cr_assert_eq(rename(other, path), 0);
+	img = read_file(path, &len);
+	map_like_loader(s, FAKE_PID, path, img, 0x555555554000);
+	expect(s, FAKE_PID, 0x555555554000 + vwork, false, "symd_work", "symfix-repl");
+	expect(s, (uint32_t)c.pid, child_sym(&c, "symfix_f"), false, "symfix_f", "symfix-repl");
+	cr_expect_eq(symbolizer__stats(s)->modules_replaced, 1);
+	/* the record's build-id alone is enough to tell the files apart */
+	{
+		struct sym_file_id id = { .build_id_size = 20 };
+
+		memset(id.build_id, 0xab, sizeof(id.build_id));
+		cr_assert_eq(symbolizer__mmap_id(s, FAKE_PID + 1, 0x10000, 0x1000, 0,
+						 PROT_READ | PROT_EXEC, path, &id),
+			     0);
+		cr_expect_eq(symbolizer__stats(s)->modules_replaced, 2);
+	}
+	free(img);
+	reap(&c);
 	symbolizer__free(s);
 }

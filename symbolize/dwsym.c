@@ -1,0 +1,1098 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Everything named from one ELF file, through libdwfl: function symbols
+ * (.symtab, else .dynsym plus MiniDebugInfo's .gnu_debugdata), separate
+ * debug files found by build-id and .gnu_debuglink under the configured
+ * debug directories, CFI ranges from .eh_frame_hdr, and DWARF inline scopes
+ * and line tables (compressed sections are libdw's business).
+ *
+ * The debug-file search is ours, not dwfl_standard_find_debuginfo(): that
+ * one asks debuginfod servers when DEBUGINFOD_URLS is set (Debian sets it in
+ * login shells), which would put network round trips into the recording.
+ * A debug file is used only when its build-id (else the debuglink CRC)
+ * matches the module.
+ *
+ * Files are untrusted: libelf checks section extents against the file
+ * size, and every offset we read ourselves (.eh_frame_hdr, .eh_frame, notes)
+ * is checked against the size of the data it points into. libdwfl maps the
+ * file (MAP_PRIVATE): a file truncated in place under a running recording
+ * can still raise SIGBUS; a file deleted or replaced by rename cannot.
+ */
+#include "symbolize/internal.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "util/util.h"
+
+/* Real files have a handful of PT_LOADs; more is a hostile file. */
+#define MAX_LOADS 64
+/* Bounds the temporary symbol array (32 bytes each) for a huge or hostile file. */
+#define MAX_SYMS (8u << 20)
+/* Inline nesting deeper than this is cut (the outer levels are kept). */
+#define MAX_SCOPES 64
+
+struct sym {
+	uint64_t start;
+	uint64_t end; /* exclusive; start + 1 for a zero-size symbol */
+	const char *name;
+	uint32_t len;
+	uint32_t rank; /* 0 GLOBAL, 1 WEAK, 2 LOCAL, 3 other */
+};
+
+struct xrange {
+	uint64_t start, end;
+};
+
+/* String tables of one ELF file, to check that a symbol name ends inside its table. */
+struct strtabs {
+	Elf *elf;
+	size_t n;
+	struct {
+		const char *p;
+		size_t size;
+	} t[8];
+};
+
+struct loader {
+	Elf *elf; /* the main file, owned by libdwfl */
+	struct strtabs st[3]; /* main, debug, .gnu_debugdata */
+	struct xrange *xr; /* executable sections, sorted, merged */
+	size_t nxr, xr_cap;
+	struct sym *syms;
+	size_t nsyms, syms_cap;
+	struct strpool *pool;
+};
+
+static int read_loads(struct loader *ld, struct elf_image *img)
+{
+	GElf_Ehdr eh;
+	size_t phnum, i;
+
+	if (!gelf_getehdr(ld->elf, &eh))
+		return -ENOEXEC;
+	if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN)
+		return -ENOEXEC;
+	if (elf_getphdrnum(ld->elf, &phnum) || phnum == 0 || phnum > INT_MAX)
+		return -ENOEXEC;
+	img->loads = calloc(MAX_LOADS, sizeof(*img->loads));
+	if (!img->loads)
+		return -ENOMEM;
+	for (i = 0; i < phnum && img->nloads < MAX_LOADS; i++) {
+		GElf_Phdr ph;
+		uint64_t end;
+
+		if (!gelf_getphdr(ld->elf, (int)i, &ph))
+			return -ENOEXEC;
+		if (ph.p_type != PT_LOAD || ph.p_filesz == 0)
+			continue;
+		if (__builtin_add_overflow(ph.p_offset, ph.p_filesz, &end) ||
+		    __builtin_add_overflow(ph.p_vaddr, ph.p_filesz, &end))
+			continue;
+		img->loads[img->nloads++] = (struct elf_load){
+			.offset = ph.p_offset,
+			.filesz = ph.p_filesz,
+			.vaddr = ph.p_vaddr,
+		};
+	}
+	return img->nloads ? 0 : -ENOEXEC;
+}
+
+static int cmp_xrange(const void *a, const void *b)
+{
+	const struct xrange *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return 0;
+}
+
+static int read_exec_sections(struct loader *ld)
+{
+	Elf_Scn *scn = NULL;
+	size_t i, out;
+
+	while ((scn = elf_nextscn(ld->elf, scn))) {
+		GElf_Shdr sh;
+		uint64_t end;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (!(sh.sh_flags & SHF_EXECINSTR) || !(sh.sh_flags & SHF_ALLOC) || !sh.sh_size)
+			continue;
+		if (__builtin_add_overflow(sh.sh_addr, sh.sh_size, &end))
+			continue;
+		if (grow_array((void **)&ld->xr, &ld->xr_cap, ld->nxr + 1, sizeof(*ld->xr)))
+			return -ENOMEM;
+		ld->xr[ld->nxr++] = (struct xrange){ sh.sh_addr, end };
+	}
+	if (!ld->nxr)
+		return 0;
+	/* Merged, so that a binary search finds the one range that can hold an address. */
+	qsort(ld->xr, ld->nxr, sizeof(*ld->xr), cmp_xrange);
+	for (i = 1, out = 0; i < ld->nxr; i++) {
+		if (ld->xr[i].start <= ld->xr[out].end) {
+			if (ld->xr[i].end > ld->xr[out].end)
+				ld->xr[out].end = ld->xr[i].end;
+		} else {
+			ld->xr[++out] = ld->xr[i];
+		}
+	}
+	ld->nxr = out + 1;
+	return 0;
+}
+
+static bool in_exec_section(const struct loader *ld, uint64_t addr)
+{
+	size_t lo = 0, hi = ld->nxr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ld->xr[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && addr < ld->xr[lo - 1].end;
+}
+
+static uint32_t bind_rank(unsigned char bind)
+{
+	switch (bind) {
+	case STB_GLOBAL:
+	case STB_GNU_UNIQUE:
+		return 0;
+	case STB_WEAK:
+		return 1;
+	case STB_LOCAL:
+		return 2;
+	default:
+		return 3;
+	}
+}
+
+static const struct strtabs *strtabs_of(struct loader *ld, Elf *elf)
+{
+	struct strtabs *st = NULL;
+	Elf_Scn *scn = NULL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(ld->st); i++) {
+		if (ld->st[i].elf == elf)
+			return &ld->st[i];
+		if (!ld->st[i].elf && !st)
+			st = &ld->st[i];
+	}
+	if (!st)
+		return NULL;
+	st->elf = elf;
+	while ((scn = elf_nextscn(elf, scn)) && st->n < ARRAY_SIZE(st->t)) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (d && d->d_buf && d->d_size) {
+			st->t[st->n].p = d->d_buf;
+			st->t[st->n++].size = d->d_size;
+		}
+	}
+	return st;
+}
+
+/*
+ * libdwfl checks a name's offset against its string table but not that the
+ * string ends there: a table without a final NUL would let us read past it.
+ */
+static bool name_in_strtab(struct loader *ld, Elf *elf, const char *name)
+{
+	const struct strtabs *st = elf ? strtabs_of(ld, elf) : NULL;
+
+	if (!st)
+		return false;
+	for (size_t i = 0; i < st->n; i++) {
+		const char *p = st->t[i].p;
+
+		if (name >= p && name < p + st->t[i].size)
+			return memchr(name, '\0', st->t[i].size - (size_t)(name - p)) != NULL;
+	}
+	return false;
+}
+
+/*
+ * The module's symbol table as libdwfl chose it: the main file's .symtab,
+ * else the debug file's, else .dynsym together with the .gnu_debugdata
+ * table. Addresses are link-time vaddrs (the module is reported at bias 0).
+ */
+static int read_symbols(struct loader *ld, struct elf_image *img)
+{
+	int n, err;
+
+	err = read_exec_sections(ld);
+	if (err || !ld->nxr)
+		return err;
+	n = dwfl_module_getsymtab(img->mod);
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		Elf *elf = NULL;
+		Dwarf_Addr bias = 0;
+		const char *name;
+		unsigned char type;
+		uint64_t end;
+		size_t len;
+
+		name = dwfl_module_getsym_info(img->mod, i, &sym, &addr, &shndx, &elf, &bias);
+		if (!name || !*name || !name_in_strtab(ld, elf, name))
+			continue;
+		type = GELF_ST_TYPE(sym.st_info);
+		if (type != STT_FUNC && type != STT_GNU_IFUNC)
+			continue;
+		if (shndx == SHN_UNDEF || shndx == SHN_ABS || !in_exec_section(ld, addr))
+			continue;
+		/* a zero-size symbol names its own address only */
+		if (__builtin_add_overflow(addr, sym.st_size ? sym.st_size : 1, &end))
+			continue;
+		len = strnlen(name, SYM_NAME_MAX);
+		/* "memcpy@@GLIBC_2.14": the version is the linker's business, not the reader's */
+		const char *at = memchr(name, '@', len);
+		if (at && at > name)
+			len = (size_t)(at - name);
+		if (ld->nsyms >= MAX_SYMS)
+			return 0;
+		if (grow_array((void **)&ld->syms, &ld->syms_cap, ld->nsyms + 1, sizeof(*ld->syms)))
+			return -ENOMEM;
+		name = strpool__intern(ld->pool, name, len);
+		if (!name)
+			return -ENOMEM;
+		ld->syms[ld->nsyms++] = (struct sym){
+			.start = addr,
+			.end = end,
+			.name = name,
+			.len = (uint32_t)len,
+			.rank = bind_rank(GELF_ST_BIND(sym.st_info)),
+		};
+	}
+	return 0;
+}
+
+/* Address order; at one address the preferred alias first. */
+static int cmp_sym(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	if (x->name != y->name)
+		return strcmp(x->name, y->name);
+	/* same name (interned): a longer copy first so the result is stable */
+	if (x->end != y->end)
+		return x->end > y->end ? -1 : 1;
+	return 0;
+}
+
+/*
+ * Which symbol wins where several cover an address: the one that starts
+ * last (the innermost), and at equal starts the preferred alias, which
+ * sorts first. syms[] is sorted by cmp_sym, so index order encodes both.
+ */
+static bool heap_better(const struct sym *syms, size_t a, size_t b)
+{
+	if (syms[a].start != syms[b].start)
+		return syms[a].start > syms[b].start;
+	return a < b;
+}
+
+static void heap_push(size_t *h, size_t *n, const struct sym *syms, size_t v)
+{
+	size_t i = (*n)++;
+
+	while (i > 0) {
+		size_t parent = (i - 1) / 2;
+
+		if (!heap_better(syms, v, h[parent]))
+			break;
+		h[i] = h[parent];
+		i = parent;
+	}
+	h[i] = v;
+}
+
+static void heap_pop(size_t *h, size_t *n, const struct sym *syms)
+{
+	size_t v = h[--(*n)], i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= *n)
+			break;
+		if (c + 1 < *n && heap_better(syms, h[c + 1], h[c]))
+			c++;
+		if (!heap_better(syms, h[c], v))
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (*n)
+		h[i] = v;
+}
+
+static int emit(struct elf_image *img, size_t *cap, uint64_t start, uint64_t end, const char *name)
+{
+	struct elf_range *last = img->nranges ? &img->ranges[img->nranges - 1] : NULL;
+
+	if (last && last->end == start && last->name == name) {
+		last->end = end;
+		return 0;
+	}
+	if (grow_array((void **)&img->ranges, cap, img->nranges + 1, sizeof(*img->ranges)))
+		return -ENOMEM;
+	img->ranges[img->nranges++] = (struct elf_range){ start, end, name };
+	return 0;
+}
+
+/* Sweep the sorted symbols once, keeping the candidates that cover `cur` in a heap. */
+static int build_ranges(struct loader *ld, struct elf_image *img)
+{
+	const struct sym *syms = ld->syms;
+	size_t n = ld->nsyms, i = 0, hn = 0, cap = 0;
+	uint64_t cur = 0;
+	size_t *heap;
+	int err = 0;
+
+	if (!n)
+		return 0;
+	qsort(ld->syms, n, sizeof(*ld->syms), cmp_sym);
+	heap = malloc(n * sizeof(*heap));
+	if (!heap)
+		return -ENOMEM;
+	while (i < n || hn) {
+		uint64_t next;
+
+		if (!hn)
+			cur = syms[i].start;
+		while (i < n && syms[i].start == cur)
+			heap_push(heap, &hn, syms, i++);
+		while (hn && syms[heap[0]].end <= cur)
+			heap_pop(heap, &hn, syms);
+		if (!hn)
+			continue;
+		next = syms[heap[0]].end;
+		if (i < n && syms[i].start < next)
+			next = syms[i].start;
+		err = emit(img, &cap, cur, next, syms[heap[0]].name);
+		if (err)
+			break;
+		cur = next;
+	}
+	free(heap);
+	img->nsyms = n;
+	return err;
+}
+
+/* ---- separate debug files ---- */
+
+static bool same_build_id(Elf *elf, const uint8_t *id, size_t len)
+{
+	const void *p;
+	ssize_t n = dwelf_elf_gnu_build_id(elf, &p);
+
+	return n > 0 && (size_t)n == len && !memcmp(p, id, len);
+}
+
+static bool crc_matches(int fd, uint32_t want)
+{
+	unsigned char buf[64 << 10];
+	uLong crc = crc32(0, Z_NULL, 0);
+	off_t off = 0;
+
+	for (;;) {
+		ssize_t r = pread(fd, buf, sizeof(buf), off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return false;
+		if (r == 0)
+			break;
+		crc = crc32(crc, buf, (uInt)r);
+		off += r;
+	}
+	return (uint32_t)crc == want;
+}
+
+/*
+ * Open path as the debug file of img: a regular file, not the main file
+ * itself, whose build-id matches (or, when the module has none, whose CRC
+ * matches the debuglink's). The fd, or -1.
+ */
+static int try_debug_file(const struct elf_image *img, const char *path, const struct stat *main_st,
+			  bool by_crc, uint32_t crc)
+{
+	struct stat st;
+	Elf *elf;
+	bool ok;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (main_st && st.st_dev == main_st->st_dev && st.st_ino == main_st->st_ino))
+		goto fail;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf)
+		goto fail;
+	if (img->build_id_size)
+		ok = same_build_id(elf, img->build_id, img->build_id_size);
+	else
+		ok = by_crc && crc_matches(fd, crc);
+	elf_end(elf);
+	if (ok)
+		return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+static int debug_found(int fd, const char *path, char **debuginfo_file_name)
+{
+	free(*debuginfo_file_name);
+	*debuginfo_file_name = strdup(path);
+	return fd;
+}
+
+/*
+ * libdwfl's find_debuginfo callback. Build-id first
+ * (DIR/.build-id/xx/rest.debug), then the debuglink name next to the file,
+ * in its .debug/ subdirectory and under each DIR as DIR/<dir of the file>/.
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink, GElf_Word crc,
+			  char **debuginfo_file_name)
+{
+	const struct elf_image *img = *userdata;
+	char path[PATH_MAX], dir[PATH_MAX];
+	struct stat main_st, *mst = NULL;
+	const char *slash;
+	int fd;
+
+	if (!img || !img->cfg || !img->cfg->debug_dirs)
+		return -1;
+	if (img->build_id_size) {
+		for (char **d = img->cfg->debug_dirs; *d; d++) {
+			int n = snprintf(path, sizeof(path), "%s/.build-id/%02x/", *d,
+					 img->build_id[0]);
+
+			for (size_t i = 1;
+			     i < img->build_id_size && n > 0 && (size_t)n < sizeof(path); i++)
+				n += snprintf(path + n, sizeof(path) - (size_t)n, "%02x",
+					      img->build_id[i]);
+			if (n <= 0 || (size_t)n + 7 > sizeof(path))
+				continue;
+			strcpy(path + n, ".debug");
+			fd = try_debug_file(img, path, NULL, false, 0);
+			if (fd >= 0)
+				return debug_found(fd, path, debuginfo_file_name);
+		}
+	}
+	if (!debuglink || !*debuglink || strchr(debuglink, '/') || !file_name ||
+	    file_name[0] != '/')
+		return -1;
+	slash = strrchr(file_name, '/');
+	if ((size_t)(slash - file_name) >= sizeof(dir))
+		return -1;
+	memcpy(dir, file_name, (size_t)(slash - file_name));
+	dir[slash - file_name] = '\0';
+	if (!stat(file_name, &main_st))
+		mst = &main_st;
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, debuglink) < sizeof(path)) {
+		fd = try_debug_file(img, path, mst, true, crc);
+		if (fd >= 0)
+			return debug_found(fd, path, debuginfo_file_name);
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/.debug/%s", dir, debuglink) < sizeof(path)) {
+		fd = try_debug_file(img, path, mst, true, crc);
+		if (fd >= 0)
+			return debug_found(fd, path, debuginfo_file_name);
+	}
+	for (char **d = img->cfg->debug_dirs; *d; d++) {
+		if ((size_t)snprintf(path, sizeof(path), "%s%s/%s", *d, dir, debuglink) >=
+		    sizeof(path))
+			continue;
+		fd = try_debug_file(img, path, mst, true, crc);
+		if (fd >= 0)
+			return debug_found(fd, path, debuginfo_file_name);
+	}
+	return -1;
+}
+
+/* The main file is handed to dwfl_report_elf; nothing is ever looked up by name. */
+static int find_no_elf(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		       char **file_name, Elf **elfp)
+{
+	return -1;
+}
+
+static const Dwfl_Callbacks dwfl_callbacks = {
+	.find_elf = find_no_elf,
+	.find_debuginfo = find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+};
+
+/* ---- CFI ranges from .eh_frame_hdr and .eh_frame ---- */
+
+enum {
+	PE_ABSPTR = 0x00,
+	PE_ULEB128 = 0x01,
+	PE_UDATA2 = 0x02,
+	PE_UDATA4 = 0x03,
+	PE_UDATA8 = 0x04,
+	PE_SLEB128 = 0x09,
+	PE_SDATA2 = 0x0a,
+	PE_SDATA4 = 0x0b,
+	PE_SDATA8 = 0x0c,
+	PE_PCREL = 0x10,
+	PE_DATAREL = 0x30,
+	PE_OMIT = 0xff,
+};
+
+/* A bounded reader over one section's bytes; vaddr is that of p[0]. */
+struct cur {
+	const uint8_t *p;
+	size_t size, pos;
+	uint64_t vaddr;
+	bool bad;
+};
+
+static uint64_t cur_uint(struct cur *c, size_t n)
+{
+	uint64_t v = 0;
+
+	if (c->bad || n > c->size - c->pos) {
+		c->bad = true;
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		v |= (uint64_t)c->p[c->pos + i] << (8 * i);
+	c->pos += n;
+	return v;
+}
+
+static uint64_t cur_uleb(struct cur *c, bool is_signed)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+
+	do {
+		if (c->bad || c->pos >= c->size || shift > 63) {
+			c->bad = true;
+			return 0;
+		}
+		b = c->p[c->pos++];
+		v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	if (is_signed && shift < 64 && (b & 0x40))
+		v |= ~0ull << shift;
+	return v;
+}
+
+static uint64_t sext(uint64_t v, unsigned bits)
+{
+	uint64_t m = 1ull << (bits - 1);
+
+	return (v ^ m) - m;
+}
+
+/* One pointer in encoding enc; data_vaddr resolves DW_EH_PE_datarel. */
+static uint64_t cur_ptr(struct cur *c, uint8_t enc, uint64_t data_vaddr)
+{
+	uint64_t at = c->vaddr + c->pos, v;
+
+	switch (enc & 0x0f) {
+	case PE_ABSPTR:
+	case PE_UDATA8:
+	case PE_SDATA8:
+		v = cur_uint(c, 8);
+		break;
+	case PE_ULEB128:
+		v = cur_uleb(c, false);
+		break;
+	case PE_SLEB128:
+		v = cur_uleb(c, true);
+		break;
+	case PE_UDATA2:
+		v = cur_uint(c, 2);
+		break;
+	case PE_SDATA2:
+		v = sext(cur_uint(c, 2), 16);
+		break;
+	case PE_UDATA4:
+		v = cur_uint(c, 4);
+		break;
+	case PE_SDATA4:
+		v = sext(cur_uint(c, 4), 32);
+		break;
+	default:
+		c->bad = true;
+		return 0;
+	}
+	switch (enc & 0x70) {
+	case 0:
+		return v;
+	case PE_PCREL:
+		return v + at;
+	case PE_DATAREL:
+		return v + data_vaddr;
+	default: /* textrel, funcrel, aligned, indirect: not in .eh_frame of x86-64 or arm64 */
+		c->bad = true;
+		return 0;
+	}
+}
+
+static const uint8_t *section_bytes(Elf *elf, const char *want, size_t shstrndx, size_t *size,
+				    uint64_t *vaddr)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, want))
+			continue;
+		d = elf_rawdata(scn, NULL);
+		if (!d || !d->d_buf || !d->d_size)
+			return NULL;
+		*size = d->d_size;
+		*vaddr = sh.sh_addr;
+		return d->d_buf;
+	}
+	return NULL;
+}
+
+/* Find the binary-search table; without one, frames are named by exact address. */
+static void read_eh_frame_hdr(struct elf_image *img, Elf *elf)
+{
+	size_t shstrndx, count;
+	struct cur c;
+	uint8_t ptr_enc, count_enc, table_enc;
+	GElf_Ehdr eh;
+
+	/* the readers below are little-endian, like every target we sample */
+	if (!gelf_getehdr(elf, &eh) || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+	    elf_getshdrstrndx(elf, &shstrndx))
+		return;
+	img->hdr = section_bytes(elf, ".eh_frame_hdr", shstrndx, &img->hdr_size, &img->hdr_vaddr);
+	img->eh = section_bytes(elf, ".eh_frame", shstrndx, &img->eh_size, &img->eh_vaddr);
+	if (!img->hdr || !img->eh)
+		goto none;
+	c = (struct cur){ .p = img->hdr, .size = img->hdr_size, .vaddr = img->hdr_vaddr };
+	if (cur_uint(&c, 1) != 1)
+		goto none;
+	ptr_enc = (uint8_t)cur_uint(&c, 1);
+	count_enc = (uint8_t)cur_uint(&c, 1);
+	table_enc = (uint8_t)cur_uint(&c, 1);
+	/* every linker writes sdata4 datarel entries; anything else is not worth a slow path */
+	if (c.bad || ptr_enc == PE_OMIT || count_enc == PE_OMIT ||
+	    table_enc != (PE_DATAREL | PE_SDATA4))
+		goto none;
+	cur_ptr(&c, ptr_enc, img->hdr_vaddr);
+	count = (size_t)cur_ptr(&c, count_enc, img->hdr_vaddr);
+	if (c.bad || count > (c.size - c.pos) / 8)
+		goto none;
+	img->table = c.p + c.pos;
+	img->fde_count = count;
+	return;
+none:
+	img->hdr = img->eh = img->table = NULL;
+	img->fde_count = 0;
+}
+
+/* The FDE encoding of the CIE at eh[off], or -1. */
+static int cie_fde_encoding(const struct elf_image *img, size_t off)
+{
+	struct cur c = { .p = img->eh, .size = img->eh_size, .pos = off, .vaddr = img->eh_vaddr };
+	uint64_t len = cur_uint(&c, 4), version, aug_len;
+	const char *aug;
+	size_t aug_end;
+	int enc = PE_ABSPTR;
+
+	if (len == 0xffffffffu)
+		return -1; /* 64-bit DWARF .eh_frame: not produced for user code */
+	if (c.bad || len > c.size - c.pos)
+		return -1;
+	c.size = c.pos + len;
+	if (cur_uint(&c, 4) != 0)
+		return -1; /* not a CIE */
+	version = cur_uint(&c, 1);
+	if (c.bad || (version != 1 && version != 3))
+		return -1;
+	aug = (const char *)c.p + c.pos;
+	if (!memchr(aug, '\0', c.size - c.pos))
+		return -1;
+	c.pos += strlen(aug) + 1;
+	if (strstr(aug, "eh"))
+		cur_uint(&c, 8);
+	cur_uleb(&c, false); /* code alignment */
+	cur_uleb(&c, true); /* data alignment */
+	if (version == 1)
+		cur_uint(&c, 1);
+	else
+		cur_uleb(&c, false);
+	if (aug[0] != 'z')
+		return c.bad ? -1 : enc;
+	aug_len = cur_uleb(&c, false);
+	if (c.bad || aug_len > c.size - c.pos)
+		return -1;
+	aug_end = c.pos + aug_len;
+	for (const char *a = aug + 1; *a && !c.bad; a++) {
+		if (*a == 'R') {
+			enc = (int)cur_uint(&c, 1);
+			break;
+		} else if (*a == 'P') {
+			cur_ptr(&c, (uint8_t)cur_uint(&c, 1) & 0x0f, 0);
+		} else if (*a == 'L') {
+			cur_uint(&c, 1);
+		} else if (*a != 'S' && *a != 'B') {
+			break;
+		}
+	}
+	if (c.bad || c.pos > aug_end)
+		return -1;
+	return enc;
+}
+
+bool elf_image__fde(const struct elf_image *img, uint64_t vaddr, uint64_t *start)
+{
+	size_t lo = 0, hi = img->fde_count, off;
+	uint64_t loc, fde_vaddr, len, cie_ptr, begin, range;
+	struct cur c;
+	int enc;
+
+	if (!img->table)
+		return false;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		loc = img->hdr_vaddr + sext(get_le32(img->table + mid * 8), 32);
+		if (loc <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return false;
+	loc = img->hdr_vaddr + sext(get_le32(img->table + (lo - 1) * 8), 32);
+	fde_vaddr = img->hdr_vaddr + sext(get_le32(img->table + (lo - 1) * 8 + 4), 32);
+	if (fde_vaddr < img->eh_vaddr || fde_vaddr - img->eh_vaddr >= img->eh_size)
+		return false;
+	off = (size_t)(fde_vaddr - img->eh_vaddr);
+	c = (struct cur){ .p = img->eh, .size = img->eh_size, .pos = off, .vaddr = img->eh_vaddr };
+	len = cur_uint(&c, 4);
+	if (c.bad || len == 0 || len == 0xffffffffu || len > c.size - c.pos)
+		return false;
+	c.size = c.pos + len;
+	cie_ptr = cur_uint(&c, 4);
+	/* the CIE pointer counts back from its own field */
+	if (c.bad || cie_ptr == 0 || cie_ptr > off + 4)
+		return false;
+	enc = cie_fde_encoding(img, off + 4 - cie_ptr);
+	if (enc < 0)
+		return false;
+	begin = cur_ptr(&c, (uint8_t)enc, 0);
+	range = cur_ptr(&c, (uint8_t)enc & 0x0f, 0);
+	/* the table and the FDE must agree, and the FDE must cover the address */
+	if (c.bad || begin != loc || vaddr - begin >= range)
+		return false;
+	*start = begin;
+	return true;
+}
+
+/* ---- DWARF: inline scopes and lines ---- */
+
+static const char *die_name(struct elf_image *img, Dwarf_Die *die, struct strpool *pool)
+{
+	Dwarf_Attribute attr;
+	const char *name = NULL;
+	char buf[DEMANGLED_MAX];
+	size_t len;
+
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &attr) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr))
+		name = dwarf_formstring(&attr);
+	if (name && (len = sym_demangle(name, !img->cfg || !img->cfg->no_params, buf, sizeof(buf))))
+		return strpool__intern(pool, buf, len);
+	if (dwarf_attr_integrate(die, DW_AT_name, &attr))
+		name = dwarf_formstring(&attr);
+	if (!name || !*name)
+		return NULL;
+	return strpool__intern(pool, name, strnlen(name, SYM_NAME_MAX));
+}
+
+static const char *intern_file(const char *file, struct strpool *pool)
+{
+	return file && *file ? strpool__intern(pool, file, strnlen(file, SYM_NAME_MAX)) : NULL;
+}
+
+size_t elf_image__src(struct elf_image *img, uint64_t vaddr, struct src_frame *out, size_t max,
+		      struct strpool *pool)
+{
+	Dwarf_Die *cudie, *scopes = NULL;
+	Dwarf_Addr bias = 0;
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0, k = 0;
+	const char *file = NULL;
+	unsigned line = 0;
+	Dwarf_Line *dl;
+	int n, lineno;
+
+	if (!img->dwfl || !max)
+		return 0;
+	if (!img->dwarf_tried) {
+		img->dwarf_tried = true;
+		img->dwarf = dwfl_module_getdwarf(img->mod, &bias);
+	}
+	if (!img->dwarf)
+		return 0;
+	cudie = dwfl_module_addrdie(img->mod, vaddr, &bias);
+	if (!cudie)
+		return 0;
+	vaddr -= bias;
+	dl = dwarf_getsrc_die(cudie, vaddr);
+	if (dl && !dwarf_lineno(dl, &lineno) && lineno > 0) {
+		file = intern_file(dwarf_linesrc(dl, NULL, NULL), pool);
+		line = (unsigned)lineno;
+	}
+	n = dwarf_getscopes(cudie, vaddr, &scopes);
+	for (int i = 0, steps = 0; i < n && k < max && steps < MAX_SCOPES * 4; i++, steps++) {
+		Dwarf_Die *d = &scopes[i];
+		int tag = dwarf_tag(d);
+		Dwarf_Attribute attr;
+		Dwarf_Word cf = 0, cl = 0;
+		Dwarf_Die *outer = NULL;
+		int m;
+
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		out[k++] = (struct src_frame){
+			.name = die_name(img, d, pool),
+			.file = file,
+			.line = line,
+			.inlined = tag == DW_TAG_inlined_subroutine,
+		};
+		if (tag == DW_TAG_subprogram)
+			break;
+		/* the next level out is where this one was inlined */
+		file = NULL;
+		line = 0;
+		if (dwarf_attr(d, DW_AT_call_line, &attr) && !dwarf_formudata(&attr, &cl))
+			line = cl > UINT_MAX ? 0 : (unsigned)cl;
+		if (dwarf_attr(d, DW_AT_call_file, &attr) && !dwarf_formudata(&attr, &cf) &&
+		    (files || !dwarf_getsrcfiles(cudie, &files, &nfiles)) && cf < nfiles)
+			file = intern_file(dwarf_filesrc(files, (size_t)cf, NULL, NULL), pool);
+		/*
+		 * dwarf_getscopes() continues past an inlined call with the scopes
+		 * of its abstract definition; the function it was inlined into is
+		 * among the concrete scopes that contain this DIE.
+		 */
+		m = dwarf_getscopes_die(d, &outer);
+		if (m <= 0)
+			break;
+		free(scopes);
+		scopes = outer;
+		n = m;
+		i = 0; /* scopes[0] is d itself */
+	}
+	free(scopes);
+	/* a chain cut by max or MAX_SCOPES still ends in the function itself */
+	if (k && out[k - 1].inlined && k == max)
+		out[k - 1].inlined = false;
+	return k;
+}
+
+/* ---- the image ---- */
+
+int elf_image__load(struct elf_image *img, int fd, const char *path, const struct sym_config *cfg,
+		    struct strpool *pool)
+{
+	struct loader ld = { .pool = pool };
+	const unsigned char *bits;
+	const char *base;
+	GElf_Addr bias = 0, bid_vaddr;
+	struct stat st;
+	void **ud;
+	int dfd, n, err;
+
+	memset(img, 0, sizeof(*img));
+	img->cfg = cfg;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOTSUP;
+	if (fd >= 0)
+		dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	else
+		dfd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (dfd < 0)
+		return -errno;
+	if (fstat(dfd, &st)) {
+		err = -errno;
+		goto out_close;
+	}
+	err = -EINVAL;
+	if (!S_ISREG(st.st_mode))
+		goto out_close;
+	err = -ENOMEM;
+	img->dwfl = dwfl_begin(&dwfl_callbacks);
+	if (!img->dwfl)
+		goto out_close;
+	dwfl_report_begin(img->dwfl);
+	base = strrchr(path, '/');
+	/* bias 0: every address libdwfl hands back is a link-time vaddr */
+	img->mod = dwfl_report_elf(img->dwfl, base ? base + 1 : path, path, dfd, 0, true);
+	dwfl_report_end(img->dwfl, NULL, NULL);
+	err = -ENOEXEC;
+	if (!img->mod)
+		goto out_close; /* dfd is consumed only on success */
+	dfd = -1;
+	ld.elf = dwfl_module_getelf(img->mod, &bias);
+	if (!ld.elf || bias != 0 || elf_kind(ld.elf) != ELF_K_ELF)
+		goto out_end;
+	if (!dwfl_module_info(img->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+		goto out_end;
+	*ud = img;
+	n = dwfl_module_build_id(img->mod, &bits, &bid_vaddr);
+	if (n > 0 && n <= BUILD_ID_MAX) {
+		memcpy(img->build_id, bits, (size_t)n);
+		img->build_id_size = (uint8_t)n;
+	}
+	err = read_loads(&ld, img);
+	if (err)
+		goto out_end;
+	err = read_symbols(&ld, img);
+	if (err)
+		goto out_end;
+	err = build_ranges(&ld, img);
+	if (err)
+		goto out_end;
+	read_eh_frame_hdr(img, ld.elf);
+	{
+		const char *debugfile = NULL;
+
+		dwfl_module_info(img->mod, NULL, NULL, NULL, NULL, NULL, NULL, &debugfile);
+		img->has_debug_file = debugfile != NULL;
+	}
+	if (cfg && cfg->no_inline)
+		img->dwarf_tried = true;
+out_end:
+	free(ld.syms);
+	free(ld.xr);
+	if (err)
+		elf_image__free(img);
+	return err;
+out_close:
+	if (dfd >= 0)
+		close(dfd);
+	if (img->dwfl)
+		dwfl_end(img->dwfl);
+	img->dwfl = NULL;
+	return err;
+}
+
+void elf_image__close(struct elf_image *img)
+{
+	if (!img || !img->dwfl)
+		return;
+	dwfl_end(img->dwfl);
+	img->dwfl = NULL;
+	img->mod = NULL;
+	img->hdr = img->eh = img->table = NULL;
+	img->fde_count = 0;
+	img->dwarf = NULL;
+	img->dwarf_tried = true;
+}
+
+void elf_image__free(struct elf_image *img)
+{
+	if (!img)
+		return;
+	elf_image__close(img);
+	free(img->loads);
+	free(img->ranges);
+	memset(img, 0, sizeof(*img));
+}
+
+bool elf_image__vaddr(const struct elf_image *img, uint64_t file_off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < img->nloads; i++) {
+		const struct elf_load *l = &img->loads[i];
+
+		if (file_off >= l->offset && file_off - l->offset < l->filesz) {
+			*vaddr = file_off - l->offset + l->vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *elf_image__lookup(const struct elf_image *img, uint64_t vaddr)
+{
+	size_t lo = 0, hi = img->nranges;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (img->ranges[mid].start <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || vaddr >= img->ranges[lo - 1].end)
+		return NULL;
+	return img->ranges[lo - 1].name;
+}
+
+size_t elf_fd_build_id(int fd, uint8_t *out, size_t cap)
+{
+	const void *p;
+	ssize_t n;
+	Elf *elf;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return 0;
+	/* ELF_C_READ: pread on demand, nothing mapped, only the notes are read */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf)
+		return 0;
+	n = elf_kind(elf) == ELF_K_ELF ? dwelf_elf_gnu_build_id(elf, &p) : -1;
+	if (n > 0 && (size_t)n <= cap)
+		memcpy(out, p, (size_t)n);
+	else
+		n = 0;
+	elf_end(elf);
+	return (size_t)n;
+}

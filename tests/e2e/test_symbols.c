@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Symbol depth, end to end: `dlflame record` on fixtures whose names are
+ * known (tests/fixtures/symbolize/symd.c, symd_tmpl.cpp) and on the oneDNN
+ * MLP, then `dlflame report --folded`. Inline frames, C++ demangling,
+ * binaries deleted or replaced while they run, debug files found by
+ * build-id, and no symbol stretched over code it does not cover.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "run.h"
+
+static char *dir;
+
+static void setup(void)
+{
+	dir = make_dir();
+}
+
+static void teardown(void)
+{
+	rm_dir(dir);
+}
+
+TestSuite(symbols, .init = setup, .fini = teardown, .timeout = 180);
+
+/* Record argv (after "--") with extra env, and return the folded report. */
+static char *record_folded(char *const env[], const char *const *cmd)
+{
+	char *data = path_in(dir, "sym.data");
+	const char *argv[16] = { need_env("DLFLAME"), "record", "-o", data, "--" };
+	const char *rep[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+	struct run_result r;
+	size_t n = 5;
+	char *out;
+
+	for (; *cmd && n < 15; cmd++)
+		argv[n++] = *cmd;
+	argv[n] = NULL;
+	r = run(dir, env, NULL, argv);
+	cr_assert_eq(r.status, 0, "record failed (%d): %s", r.status, r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, rep);
+	cr_assert_eq(r.status, 0, "report failed: %s", r.err);
+	out = strdup(r.out);
+	run_free(&r);
+	free(data);
+	return out;
+}
+
+/* Sum of the counts of folded lines that hold `frame` as a whole frame. */
+static unsigned long count_frame(const char *folded, const char *frame, unsigned long *total)
+{
+	unsigned long n = 0, all = 0;
+	char *copy = strdup(folded), *save = NULL;
+	size_t fl = strlen(frame);
+
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' '), *fsave = NULL;
+		unsigned long c;
+
+		cr_assert_not_null(sp, "folded line without a count: %s", line);
+		c = strtoul(sp + 1, NULL, 10);
+		*sp = '\0';
+		all += c;
+		for (char *f = strtok_r(line, ";", &fsave); f; f = strtok_r(NULL, ";", &fsave)) {
+			if (strlen(f) == fl && !memcmp(f, frame, fl)) {
+				n += c;
+				break;
+			}
+		}
+	}
+	free(copy);
+	if (total)
+		*total = all;
+	return n;
+}
+
+/* Sum of the counts of lines holding `chain` ("a;b", caller first) as whole frames. */
+static unsigned long count_chain(const char *folded, const char *chain)
+{
+	unsigned long n = 0;
+	size_t cl = strlen(chain);
+
+	for (const char *line = folded; *line;) {
+		const char *eol = strchr(line, '\n');
+		size_t ll = eol ? (size_t)(eol - line) : strlen(line);
+		const char *sp = memrchr(line, ' ', ll);
+
+		for (const char *p = line; sp && p + cl <= sp; p++) {
+			if ((p == line || p[-1] == ';') && !memcmp(p, chain, cl) &&
+			    (p[cl] == ';' || p[cl] == ' ')) {
+				n += strtoul(sp + 1, NULL, 10);
+				break;
+			}
+		}
+		line += ll + (eol ? 1 : 0);
+	}
+	return n;
+}
+
+/* Sum of the counts of lines whose leaf frame starts with prefix. */
+static unsigned long count_leaf_prefix(const char *folded, const char *prefix)
+{
+	unsigned long n = 0;
+	size_t pl = strlen(prefix);
+
+	for (const char *line = folded; *line;) {
+		const char *eol = strchr(line, '\n');
+		size_t ll = eol ? (size_t)(eol - line) : strlen(line);
+		const char *sp = memrchr(line, ' ', ll);
+		const char *leaf = sp ? memrchr(line, ';', (size_t)(sp - line)) : NULL;
+
+		leaf = leaf ? leaf + 1 : line;
+		if (sp && (size_t)(sp - leaf) >= pl && !memcmp(leaf, prefix, pl))
+			n += strtoul(sp + 1, NULL, 10);
+		line += ll + (eol ? 1 : 0);
+	}
+	return n;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && chmod 755 '%s'", from, to, to);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* An always-inlined loop inside a noinline function: the loop is a frame of its own. */
+Test(symbols, inline_frames)
+{
+	const char *cmd[] = { need_env("FIXTURE_SYMD"), "inline", NULL };
+	char *out = record_folded(NULL, cmd);
+	unsigned long work, inl, total;
+
+	work = count_frame(out, "symd_work", &total);
+	inl = count_chain(out, "symd_work;symd_hot_loop_[i]");
+	cr_log_info("symd_work %lu samples, %lu with symd_hot_loop inlined, of %lu", work, inl,
+		    total);
+	cr_assert_gt(work, 500, "symd_work has %lu of %lu samples:\n%.2000s", work, total, out);
+	cr_assert_geq(inl * 100, work * 90,
+		      "symd_hot_loop_[i] in %lu of %lu symd_work samples:\n%.2000s", inl, work,
+		      out);
+	/* the inline frame never stands without the function it was inlined into */
+	cr_assert_eq(count_frame(out, "symd_hot_loop_[i]", NULL), inl);
+	free(out);
+}
+
+Test(symbols, cxx_template_demangled)
+{
+	const char *tmpl = getenv("FIXTURE_SYMD_TMPL");
+	const char *name = "symd::Accumulator<double>::burn(unsigned long)";
+	char *out;
+	unsigned long n, total;
+
+	if (!tmpl)
+		cr_skip_test("no C++ compiler: the C++ fixture was not built");
+	const char *cmd[] = { tmpl, NULL };
+	out = record_folded(NULL, cmd);
+	n = count_frame(out, name, &total);
+	cr_assert_gt(n * 2, total, "%s in %lu of %lu samples:\n%.2000s", name, n, total, out);
+	cr_assert_null(strstr(out, "_ZN4symd"), "a mangled name is left:\n%.2000s", out);
+	free(out);
+}
+
+/* The executable unlinks itself and then burns CPU: the pinned file still names it. */
+Test(symbols, deleted_executable_keeps_names)
+{
+	char *exe = path_in(dir, "symd-selfdel");
+	const char *cmd[] = { exe, "selfdel", NULL };
+	unsigned long n, total;
+	struct stat st;
+	char *out;
+
+	copy_file(need_env("FIXTURE_SYMD"), exe);
+	out = record_folded(NULL, cmd);
+	cr_assert_neq(stat(exe, &st), 0, "the fixture did not delete itself");
+	n = count_frame(out, "symd_survivor", &total);
+	cr_assert_gt(n * 2, total, "symd_survivor in %lu of %lu samples:\n%.2000s", n, total, out);
+	free(out);
+	free(exe);
+}
+
+/* The executable's path now holds another program: names come from the file that ran. */
+Test(symbols, replaced_executable_keeps_names)
+{
+	char *exe = path_in(dir, "symd-replace"), *other = path_in(dir, "other");
+	const char *cmd[] = { exe, "replace", other, NULL };
+	unsigned long n, total;
+	char *out;
+
+	copy_file(need_env("FIXTURE_SYMD"), exe);
+	copy_file("/bin/true", other);
+	out = record_folded(NULL, cmd);
+	n = count_frame(out, "symd_survivor", &total);
+	cr_assert_gt(n * 2, total, "symd_survivor in %lu of %lu samples:\n%.2000s", n, total, out);
+	free(out);
+	free(exe);
+	free(other);
+}
+
+static void read_build_id(const char *path, char *hex, size_t size)
+{
+	char cmd[4096];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s' | awk '/Build ID/ { print $3 }'", path);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	cr_assert_not_null(fgets(hex, (int)size, f), "%s has no build-id", path);
+	pclose(f);
+	hex[strcspn(hex, "\n")] = '\0';
+	cr_assert_geq(strlen(hex), 8, "build-id '%s'", hex);
+}
+
+/* No .symtab in the binary, its debug file in a private build-id directory. */
+Test(symbols, stripped_binary_debug_file_by_build_id)
+{
+	char *exe = path_in(dir, "symd-stripped"), *root = path_in(dir, "debug");
+	char hex[256], cmd[8192], env_dirs[4096];
+	const char *argv[] = { exe, "plain", NULL };
+	char *env[] = { env_dirs, NULL };
+	unsigned long n, total;
+	char *out;
+
+	copy_file(need_env("FIXTURE_SYMD"), exe);
+	read_build_id(exe, hex, sizeof(hex));
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p '%s/.build-id/%.2s' && objcopy --only-keep-debug '%s' "
+		 "'%s/.build-id/%.2s/%s.debug' && strip --strip-all '%s'",
+		 root, hex, exe, root, hex, hex + 2, exe);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	snprintf(cmd, sizeof(cmd), "readelf -S '%s' | grep -q symtab", exe);
+	cr_assert_neq(system(cmd), 0, "strip left a .symtab");
+
+	/* without the debug directory the function is nameless: the test can fail */
+	snprintf(env_dirs, sizeof(env_dirs), "DLFLAME_DEBUG_DIRS=/nonexistent");
+	out = record_folded(env, argv);
+	cr_assert_eq(count_frame(out, "symd_debug_burn", NULL), 0, "%.2000s", out);
+	cr_assert_not_null(strstr(out, "symd-stripped+0x"), "a CFI-range name:\n%.2000s", out);
+	free(out);
+
+	snprintf(env_dirs, sizeof(env_dirs), "DLFLAME_DEBUG_DIRS=%s", root);
+	out = record_folded(env, argv);
+	n = count_frame(out, "symd_debug_burn", &total);
+	cr_assert_gt(n * 2, total, "symd_debug_burn in %lu of %lu samples:\n%.2000s", n, total,
+		     out);
+	free(out);
+	free(exe);
+	free(root);
+}
+
+/*
+ * Names of libdnnl's .dynsym symbols that cover no address: zero size, or
+ * no type. A frame named after one of them stretched it over code it does
+ * not cover (perf's `__itt_pt_write+0x2042`).
+ */
+static size_t sizeless_symbols(const char *path, char ***out)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Elf_Scn *scn = NULL;
+	size_t n = 0;
+	Elf *elf;
+
+	*out = NULL;
+	if (fd < 0)
+		return 0;
+	cr_assert_neq(elf_version(EV_CURRENT), EV_NONE);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	cr_assert_not_null(elf);
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 1; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
+				continue;
+			if (sym.st_size && GELF_ST_TYPE(sym.st_info) != STT_NOTYPE)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (!name || !*name)
+				continue;
+			*out = realloc(*out, (n + 1) * sizeof(**out));
+			(*out)[n++] = strdup(name);
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return n;
+}
+
+Test(symbols, mlp_never_stretches_a_symbol, .timeout = 300)
+{
+	const char *mlp = getenv("MLP");
+	const char *lib = "/usr/lib/x86_64-linux-gnu/libdnnl.so.2";
+	char *env[] = { "OMP_NUM_THREADS=1", NULL };
+	char **names, *out;
+	size_t n;
+
+	if (!mlp)
+		cr_skip_test("examples/mlp was not built (libdnnl missing)");
+	n = sizeless_symbols(lib, &names);
+	if (!n)
+		cr_skip_test("%s has no sizeless symbols to check", lib);
+	const char *cmd[] = { mlp, "300", NULL };
+	out = record_folded(env, cmd);
+	for (size_t i = 0; i < n; i++) {
+		cr_expect_eq(count_frame(out, names[i], NULL), 0, "a frame is named %s", names[i]);
+		free(names[i]);
+	}
+	free(names);
+	/* internal libdnnl code is named after its CFI range instead */
+	cr_expect_not_null(strstr(out, ";libdnnl.so.2.6+0x"), "no CFI-range frame in libdnnl");
+	/*
+	 * A sampled IP is inside some function, so inside its CFI range. (Caller
+	 * frames can be stale words from a frame-pointer walk through code
+	 * without frame pointers, padding included, so only leaves are checked.)
+	 */
+	cr_expect_eq(count_leaf_prefix(out, "[libdnnl.so"), 0,
+		     "a sampled libdnnl address outside any CFI range:\n%.3000s", out);
+	free(out);
+}
