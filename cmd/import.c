@@ -60,6 +60,13 @@ static int import_perfdata(const char *path, struct profile **out)
 		pipeline__exit(&pl);
 		goto out;
 	}
+	/* threads still switched out when perf stopped are charged up to its last record */
+	err = pipeline__finish(&pl, pl.last_time);
+	if (err) {
+		error("cannot import %s: %s", path, strerror(-err));
+		pipeline__exit(&pl);
+		goto out;
+	}
 	struct pf_meta *m = profile__meta(prof);
 	m->start_time = pl.first_time;
 	m->end_time = pl.last_time;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "pipeline.h"
 
+#include <asm/perf_regs.h>
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -26,6 +27,8 @@ int pipeline__init(struct pipeline *pl, struct profile *prof, struct symbolizer 
 	pl->prof = prof;
 	pl->sym = sym;
 	u64map_init(&pl->comms);
+	u64map_init(&pl->str_ids);
+	u64map_init(&pl->offcpu_idx);
 	pl->max_stack = read_max_stack();
 	return 0;
 }
@@ -33,10 +36,13 @@ int pipeline__init(struct pipeline *pl, struct profile *prof, struct symbolizer 
 void pipeline__exit(struct pipeline *pl)
 {
 	u64map_free(&pl->comms);
+	u64map_free(&pl->str_ids);
+	u64map_free(&pl->offcpu_idx);
+	free(pl->ot);
 	free(pl->frames);
 }
 
-static int set_comm(struct pipeline *pl, uint32_t tid, const char *comm)
+int pipeline__set_comm(struct pipeline *pl, uint32_t tid, const char *comm)
 {
 	int64_t id = profile__string(pl->prof, comm, strnlen(comm, 64));
 
@@ -61,10 +67,44 @@ static int64_t thread_of(struct pipeline *pl, uint32_t pid, uint32_t tid)
 	return profile__thread(pl->prof, pid, tid, (uint32_t)comm);
 }
 
+/*
+ * The profile's id of a symbolizer string. Those strings are interned by the
+ * symbolizer and live as long as it, so their addresses are cached; only a
+ * name formatted into the frame's own buffer is hashed each time.
+ */
+static int64_t string_id(struct pipeline *pl, const char *str, const struct sym_frame *sf)
+{
+	bool stable = !(str >= sf->buf && str < sf->buf + sizeof(sf->buf));
+	uint64_t id;
+	int64_t r;
+
+	if (!str)
+		return 0;
+	if (stable && u64map_get(&pl->str_ids, (uint64_t)(uintptr_t)str, &id))
+		return (int64_t)id;
+	r = profile__string(pl->prof, str, strlen(str));
+	if (r >= 0 && stable && u64map_put(&pl->str_ids, (uint64_t)(uintptr_t)str, (uint64_t)r))
+		return -ENOMEM;
+	return r;
+}
+
 static int push_frame(struct pipeline *pl, size_t *n, const struct sym_frame *sf)
 {
-	int64_t id = profile__frame_str(pl->prof, sf->name, sf->module, sf->kind);
+	int64_t name = string_id(pl, sf->name, sf), module = string_id(pl, sf->module, sf);
+	int64_t file = string_id(pl, sf->file, sf), build_id = string_id(pl, sf->build_id, sf);
+	int64_t id;
 
+	if (name < 0 || module < 0 || file < 0 || build_id < 0)
+		return -ENOMEM;
+	struct pf_frame f = {
+		.name = (uint32_t)name,
+		.module = (uint32_t)module,
+		.kind = sf->kind,
+		.file = (uint32_t)file,
+		.line = sf->file ? sf->line : 0,
+		.build_id = (uint32_t)build_id,
+	};
+	id = profile__frame_full(pl->prof, &f);
 	if (id < 0)
 		return (int)id;
 	if (grow_array((void **)&pl->frames, &pl->frames_scratch_cap, *n + 1, sizeof(*pl->frames)))
@@ -176,7 +216,17 @@ static int64_t build_stack(struct pipeline *pl, const struct rec_sample *s)
 	err = push_callchain(pl, &n, s, false, &addrs);
 	if (!err)
 		err = push_unwound(pl, &n, s, &unwound);
-	if (!err && !unwound) {
+	if (!err && !unwound && s->uregs.abi) {
+		/*
+		 * DWARF mode: the kernel did not walk user frames, so the chain
+		 * holds none. Keep where the thread was in user space, marked cut.
+		 */
+		err = push_addr(pl, &n, s->pid, s->uregs.regs[PERF_REG_X86_IP], false, false);
+		if (!err) {
+			pl->truncated++;
+			err = special_frame(pl, &n, "[truncated]");
+		}
+	} else if (!err && !unwound) {
 		/* frame-pointer mode, or nothing to unwind: the kernel's chain, whole */
 		n = 0;
 		err = push_callchain(pl, &n, s, true, &addrs);
@@ -198,10 +248,227 @@ static int64_t build_stack(struct pipeline *pl, const struct rec_sample *s)
 	return stack;
 }
 
+/* ---- off-CPU time: context switches -------------------------------------- */
+
+static struct offcpu_thread *ot_of(struct pipeline *pl, uint32_t tid)
+{
+	uint64_t i;
+
+	if (u64map_get(&pl->offcpu_idx, tid, &i))
+		return &pl->ot[i];
+	if (grow_array((void **)&pl->ot, &pl->ot_cap, pl->nr_ot + 1, sizeof(*pl->ot)))
+		return NULL;
+	if (u64map_put(&pl->offcpu_idx, tid, pl->nr_ot))
+		return NULL;
+	memset(&pl->ot[pl->nr_ot], 0, sizeof(*pl->ot));
+	return &pl->ot[pl->nr_ot++];
+}
+
+/* A stack of one special frame, for blocks whose real stack is not known. */
+static int64_t special_stack(struct pipeline *pl, const char *name)
+{
+	size_t n = 0;
+	int err = special_frame(pl, &n, name);
+
+	if (err)
+		return err;
+	return profile__stack(pl->prof, 0, pl->frames[0]);
+}
+
+static int add_block(struct pipeline *pl, uint32_t thread, uint32_t stack, uint64_t from,
+		     uint64_t to, bool runqueue)
+{
+	struct pf_sample smp = {
+		.time = from,
+		.weight = to - from,
+		.stack = stack,
+		.thread = thread,
+		.kind = runqueue ? SAMPLE_RUNQUEUE : SAMPLE_OFFCPU,
+	};
+
+	if (to <= from)
+		return 0;
+	pl->offcpu_samples++;
+	if (runqueue)
+		pl->runq_ns += smp.weight;
+	else
+		pl->offcpu_ns += smp.weight;
+	return profile__add_sample(pl->prof, &smp);
+}
+
+/* A context-switch sample: the stack a thread is leaving the CPU with. */
+static int on_switch_sample(struct pipeline *pl, const struct rec_sample *s)
+{
+	struct offcpu_thread *t = ot_of(pl, s->tid);
+	int64_t stack, thread;
+
+	if (!t)
+		return -ENOMEM;
+	t->seen = true;
+	if (t->dead)
+		return 0;
+	stack = build_stack(pl, s);
+	if (stack < 0)
+		return (int)stack;
+	thread = thread_of(pl, s->pid, s->tid);
+	if (thread < 0)
+		return (int)thread;
+	t->stack = (uint32_t)stack;
+	t->thread = (uint32_t)thread;
+	t->has_stack = true;
+	return 0;
+}
+
+/*
+ * PERF_RECORD_SWITCH. Out: the block starts, with the stack of the sample
+ * the same switch wrote just before. In: it ends and is charged. A switch-in
+ * with no switch-out before it is a thread that was blocked when an attach
+ * began (charged from the start), or one just created (nothing to charge).
+ */
+static int on_switch(struct pipeline *pl, const struct rec_switch *sw)
+{
+	struct offcpu_thread *t = ot_of(pl, sw->tid);
+	int64_t stack, thread;
+	bool first;
+
+	if (!t)
+		return -ENOMEM;
+	first = !t->seen;
+	t->seen = true;
+	if (t->dead)
+		return 0;
+	if (sw->out) {
+		if (!t->has_stack) {
+			stack = special_stack(pl, NO_STACK_FRAME);
+			thread = thread_of(pl, sw->pid, sw->tid);
+			if (stack < 0 || thread < 0)
+				return (int)(stack < 0 ? stack : thread);
+			t->stack = (uint32_t)stack;
+			t->thread = (uint32_t)thread;
+		}
+		t->out = true;
+		t->out_time = sw->time;
+		t->preempt = sw->preempt;
+		t->has_stack = false;
+		return 0;
+	}
+	t->has_stack = false;
+	if (t->out) {
+		t->out = false;
+		return add_block(pl, t->thread, t->stack, t->out_time, sw->time, t->preempt);
+	}
+	if (!first || !pl->start_time) {
+		pl->switch_unmatched += !first;
+		return 0;
+	}
+	stack = t->has_before_stack ? t->before_stack : special_stack(pl, BLOCKED_BEFORE_FRAME);
+	thread = thread_of(pl, sw->pid, sw->tid);
+	if (stack < 0 || thread < 0)
+		return (int)(stack < 0 ? stack : thread);
+	return add_block(pl, (uint32_t)thread, (uint32_t)stack, pl->start_time, sw->time, false);
+}
+
+/* A thread created while recording was not blocked before; one that exited is done. */
+static int offcpu_task(struct pipeline *pl, uint32_t tid, bool exited)
+{
+	struct offcpu_thread *t;
+	uint64_t i;
+
+	if (u64map_get(&pl->offcpu_idx, tid, &i))
+		t = &pl->ot[i];
+	else if (exited || !pl->start_time)
+		return 0;
+	else if (!(t = ot_of(pl, tid)))
+		return -ENOMEM;
+	if (exited) {
+		t->dead = true;
+		t->out = false;
+	} else {
+		/* a new thread, or a tid reused after its thread exited */
+		memset(t, 0, sizeof(*t));
+		t->seen = true;
+	}
+	return 0;
+}
+
+int pipeline__attached_thread(struct pipeline *pl, uint32_t pid, uint32_t tid, bool blocked,
+			      uint64_t pc, const char *wchan)
+{
+	struct offcpu_thread *t = ot_of(pl, tid);
+	int64_t stack = 0, thread;
+	size_t n = 0;
+	int err = 0;
+
+	if (!t)
+		return -ENOMEM;
+	thread = thread_of(pl, pid, tid);
+	if (thread < 0)
+		return (int)thread;
+	t->attached = true;
+	t->blocked_at_start = blocked;
+	t->thread = (uint32_t)thread;
+	/* leaf first: the kernel function it waits in, where it called the kernel, the marker */
+	if (wchan && *wchan && strcmp(wchan, "0")) {
+		struct sym_frame sf = { .name = wchan,
+					.module = "[kernel.kallsyms]",
+					.kind = FRAME_KERNEL };
+
+		err = push_frame(pl, &n, &sf);
+	}
+	if (!err && pc)
+		err = push_addr(pl, &n, pid, pc, false, false);
+	if (!err)
+		err = special_frame(pl, &n, BLOCKED_BEFORE_FRAME);
+	for (size_t i = n; i-- > 0 && !err;) {
+		stack = profile__stack(pl->prof, (uint32_t)stack, pl->frames[i]);
+		if (stack < 0)
+			err = (int)stack;
+	}
+	if (err)
+		return err;
+	t->before_stack = (uint32_t)stack;
+	t->has_before_stack = true;
+	return 0;
+}
+
+int pipeline__finish(struct pipeline *pl, uint64_t end_time)
+{
+	int err = 0;
+
+	if (end_time < pl->last_time)
+		end_time = pl->last_time;
+	for (size_t i = 0; i < pl->nr_ot && !err; i++) {
+		struct offcpu_thread *t = &pl->ot[i];
+
+		if (t->out && !t->dead)
+			err = add_block(pl, t->thread, t->stack, t->out_time, end_time, t->preempt);
+		/* sleeping when the attach began, and not one record since: blocked throughout */
+		else if (t->attached && t->blocked_at_start && !t->seen && !t->dead &&
+			 t->has_before_stack && pl->start_time)
+			err = add_block(pl, t->thread, t->before_stack, pl->start_time, end_time,
+					false);
+		t->out = false;
+		t->seen = true;
+	}
+	if (!err && end_time > pl->last_time)
+		pl->last_time = end_time;
+	return err;
+}
+
 static int on_sample(struct pipeline *pl, const struct rec_sample *s)
 {
 	int64_t thread, stack;
 
+	if (s->event == EV_SWITCH)
+		return on_switch_sample(pl, s);
+	if (pl->start_time) {
+		/* attach: a thread seen running was not blocked before the start */
+		struct offcpu_thread *t = ot_of(pl, s->tid);
+
+		if (!t)
+			return -ENOMEM;
+		t->seen = true;
+	}
 	stack = build_stack(pl, s);
 	if (stack < 0)
 		return (int)stack;
@@ -236,12 +503,23 @@ int pipeline__record(void *ctx, const struct rec *r)
 	case REC_SAMPLE:
 		err = on_sample(pl, &r->sample);
 		break;
-	case REC_MMAP2:
-		err = symbolizer__mmap(pl->sym, r->mmap2.pid, r->mmap2.addr, r->mmap2.len,
-				       r->mmap2.pgoff, r->mmap2.prot, r->mmap2.filename);
+	case REC_MMAP2: {
+		struct sym_file_id id = {
+			.maj = r->mmap2.maj,
+			.min = r->mmap2.min,
+			.ino = r->mmap2.ino,
+		};
+
+		if (r->mmap2.has_build_id && r->mmap2.build_id_size <= sizeof(id.build_id)) {
+			id.build_id_size = r->mmap2.build_id_size;
+			memcpy(id.build_id, r->mmap2.build_id, id.build_id_size);
+		}
+		err = symbolizer__mmap_id(pl->sym, r->mmap2.pid, r->mmap2.addr, r->mmap2.len,
+					  r->mmap2.pgoff, r->mmap2.prot, r->mmap2.filename, &id);
 		break;
+	}
 	case REC_COMM:
-		err = set_comm(pl, r->comm.tid, r->comm.comm);
+		err = pipeline__set_comm(pl, r->comm.tid, r->comm.comm);
 		if (!err)
 			err = symbolizer__comm(pl->sym, r->comm.pid, r->comm.tid, r->comm.exec);
 		break;
@@ -251,9 +529,16 @@ int pipeline__record(void *ctx, const struct rec *r)
 			err = u64map_put(&pl->comms, r->fork.tid, comm);
 		if (!err)
 			err = symbolizer__fork(pl->sym, r->fork.pid, r->fork.ppid);
+		if (!err)
+			err = offcpu_task(pl, r->fork.tid, false);
 		break;
 	case REC_EXIT:
 		err = symbolizer__exit(pl->sym, r->fork.pid, r->fork.tid);
+		if (!err)
+			err = offcpu_task(pl, r->fork.tid, true);
+		break;
+	case REC_SWITCH:
+		err = on_switch(pl, &r->sw);
 		break;
 	case REC_LOST:
 		pl->lost += r->lost.lost;

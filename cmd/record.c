@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* dlflame record: launch a command, sample it, symbolize, write dlflame.data. */
+/*
+ * dlflame record: launch a command or attach to running processes, sample
+ * on-CPU stacks and context switches, symbolize, write dlflame.data.
+ */
 #include "cmd.h"
 #include "pipeline.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -18,11 +22,22 @@ extern char **environ;
 
 #define DEFAULT_FREQ 999
 #define DEFAULT_OUTPUT "dlflame.data"
+#define MAX_DURATION 31536000.0 /* -d: a year */
+
+/* oneDNN writes /tmp/perf-PID.map only when one of these says so (notes/onednn-jit.md). */
+static const char *const jit_env[] = { "ONEDNN_JIT_PROFILE", "DNNL_JIT_PROFILE" };
 
 struct record_opts {
 	uint64_t freq;
 	const char *output;
 	bool forward_exit;
+	enum callgraph_mode callgraph;
+	uint32_t stack_size;
+	bool no_offcpu;
+	pid_t *pids; /* -p or -t */
+	size_t nr_pids;
+	bool threads_only; /* -t */
+	uint64_t duration_ns;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -34,18 +49,35 @@ static void on_signal(int sig)
 
 static void record_usage(FILE *f)
 {
-	fputs("Usage: dlflame record [OPTIONS] -- COMMAND [ARGS...]\n\n"
-	      "Run COMMAND, sample its on-CPU stacks (every thread and child process),\n"
+	fputs("Usage: dlflame record [OPTIONS] -- COMMAND [ARGS...]\n"
+	      "       dlflame record [OPTIONS] -p PID[,PID...] | -t TID[,TID...] [-d SECONDS]\n\n"
+	      "Run COMMAND, or attach to running processes, sample their on-CPU stacks and\n"
+	      "the stacks where their threads block (every thread and child process),\n"
 	      "symbolize them and write a self-contained profile.\n\n"
 	      "Options:\n"
-	      "  -F, --freq HZ        samples per second per CPU (default 999)\n"
-	      "  -o, --output FILE    profile to write (default dlflame.data)\n"
-	      "      --forward-exit   exit with COMMAND's exit status (128+N if killed by signal N)\n"
-	      "  -h, --help           show this help\n\n"
-	      "Ctrl-C (or SIGTERM/SIGHUP) stops the recording; the profile is still written.\n\n"
+	      "  -F, --freq HZ            samples per second per CPU (default 999)\n"
+	      "  -g, --call-graph MODE    how user stacks are walked: 'dwarf[,BYTES]' copies\n"
+	      "                           BYTES of stack per sample and unwinds it with the\n"
+	      "                           binaries' CFI (default dwarf,32768; BYTES a multiple\n"
+	      "                           of 8 up to 65528); 'fp' follows frame pointers\n"
+	      "      --no-offcpu          do not record context switches (no blocked time)\n"
+	      "  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
+	      "                           including threads created while recording\n"
+	      "  -t, --tid TID[,TID...]   attach to these threads only\n"
+	      "  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or the\n"
+	      "                           targets exit)\n"
+	      "  -o, --output FILE        profile to write (default dlflame.data)\n"
+	      "      --forward-exit       exit with COMMAND's exit status (128+N if killed by signal N)\n"
+	      "  -h, --help               show this help\n\n"
+	      "A launched COMMAND gets ONEDNN_JIT_PROFILE=2 and DNNL_JIT_PROFILE=2 in its\n"
+	      "environment (unless either is set) so that oneDNN's JIT kernels are named.\n"
+	      "Ctrl-C (or SIGTERM/SIGHUP) stops the recording; the profile is still written.\n"
+	      "An attached process is never stopped or signalled.\n\n"
 	      "Examples:\n"
 	      "  dlflame record -- ./mlp 200\n"
-	      "  OMP_NUM_THREADS=2 dlflame record -F 499 -o mlp.data -- ./mlp 500\n",
+	      "  OMP_NUM_THREADS=2 dlflame record -F 499 -o mlp.data -- ./mlp 500\n"
+	      "  dlflame record -g fp -- ./a.out\n"
+	      "  dlflame record -p 4242 -d 30\n",
 	      f);
 }
 
@@ -70,22 +102,76 @@ static uint64_t max_sample_rate(void)
 	return v;
 }
 
+/* "fp", "dwarf" or "dwarf,BYTES". 0 or -EINVAL; the outputs are untouched on failure. */
+int parse_call_graph(const char *arg, enum callgraph_mode *mode, uint32_t *stack_size)
+{
+	uint64_t v;
+
+	if (!strcmp(arg, "fp")) {
+		*mode = CALLGRAPH_FP;
+		return 0;
+	}
+	if (!strcmp(arg, "dwarf")) {
+		*mode = CALLGRAPH_DWARF;
+		*stack_size = SAMPLER_DEFAULT_STACK_SIZE;
+		return 0;
+	}
+	if (strncmp(arg, "dwarf,", 6) || parse_u64(arg + 6, 10, 8, SAMPLER_MAX_STACK_SIZE, &v) ||
+	    v % 8)
+		return -EINVAL;
+	*mode = CALLGRAPH_DWARF;
+	*stack_size = (uint32_t)v;
+	return 0;
+}
+
+/* "1,2,3": appended to *pids. 0, -EINVAL or -ENOMEM. */
+int parse_pid_list(const char *arg, pid_t **pids, size_t *nr)
+{
+	size_t cap = *nr;
+	char *copy = strdup(arg), *save = NULL, *tok;
+	uint64_t v;
+	int err = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	if (!*arg || arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
+		err = -EINVAL;
+	for (tok = strtok_r(copy, ",", &save); tok && !err; tok = strtok_r(NULL, ",", &save)) {
+		if (parse_u64(tok, 10, 1, 0x7fffffff, &v))
+			err = -EINVAL;
+		else if (grow_array((void **)pids, &cap, *nr + 1, sizeof(**pids)))
+			err = -ENOMEM;
+		else
+			(*pids)[(*nr)++] = (pid_t)v;
+	}
+	free(copy);
+	return err;
+}
+
 static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_index)
 {
+	enum { OPT_FORWARD_EXIT = 256, OPT_NO_OFFCPU };
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
+		{ "call-graph", required_argument, NULL, 'g' },
+		{ "no-offcpu", no_argument, NULL, OPT_NO_OFFCPU },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "tid", required_argument, NULL, 't' },
+		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
-		{ "forward-exit", no_argument, NULL, 'x' },
+		{ "forward-exit", no_argument, NULL, OPT_FORWARD_EXIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	uint64_t max_rate = max_sample_rate();
-	int c;
+	bool have_p = false, have_t = false;
+	double secs;
+	int c, err;
 
 	optind = 1;
 	opterr = 0;
 	/* '+': stop at the first non-option, which starts the command */
-	while ((c = getopt_long(argc, argv, "+:F:o:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:F:g:p:t:d:o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'F':
 			if (parse_u64(optarg, 10, 1, max_rate, &o->freq))
@@ -94,12 +180,49 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 						   "(kernel.perf_event_max_sample_rate), got '%s'",
 						   (unsigned long long)max_rate, optarg);
 			break;
+		case 'g':
+			if (parse_call_graph(optarg, &o->callgraph, &o->stack_size))
+				return usage_error(
+					"record",
+					"--call-graph takes 'fp', 'dwarf' or 'dwarf,BYTES' "
+					"(BYTES a multiple of 8 from 8 to %u), got '%s'",
+					SAMPLER_MAX_STACK_SIZE, optarg);
+			break;
+		case OPT_NO_OFFCPU:
+			o->no_offcpu = true;
+			break;
+		case 'p':
+		case 't':
+			if (c == 'p')
+				have_p = true;
+			else
+				have_t = true;
+			if (have_p && have_t)
+				return usage_error("record", "-p and -t cannot be combined");
+			o->threads_only = c == 't';
+			err = parse_pid_list(optarg, &o->pids, &o->nr_pids);
+			if (err == -ENOMEM)
+				return error("out of memory");
+			if (err)
+				return usage_error(
+					"record",
+					"-%c takes a comma-separated list of %s IDs, got '%s'", c,
+					c == 'p' ? "process" : "thread", optarg);
+			break;
+		case 'd':
+			if (parse_double(optarg, 0.001, MAX_DURATION, &secs))
+				return usage_error(
+					"record",
+					"-d takes a duration in seconds (0.001 to %.0f), got '%s'",
+					MAX_DURATION, optarg);
+			o->duration_ns = (uint64_t)(secs * 1e9);
+			break;
 		case 'o':
 			if (!*optarg)
 				return usage_error("record", "-o needs a file name");
 			o->output = optarg;
 			break;
-		case 'x':
+		case OPT_FORWARD_EXIT:
 			o->forward_exit = true;
 			break;
 		case 'h':
@@ -111,14 +234,21 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			return usage_error("record", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (optind >= argc)
-		return usage_error("record", "no command to record (put it after --)");
+	if (o->nr_pids && optind < argc)
+		return usage_error("record", "give either a command or -p/-t, not both ('%s')",
+				   argv[optind]);
+	if (!o->nr_pids && optind >= argc)
+		return usage_error(
+			"record",
+			"no command to record (put it after --) and no -p PID to attach to");
+	if (o->nr_pids && o->forward_exit)
+		return usage_error("record", "--forward-exit needs a launched command");
 	*cmd_index = optind;
 	return 0;
 }
 
 /* Fail before launching anything if the profile could not be written. */
-static int check_output_dir(const char *path)
+int check_output_dir(const char *path)
 {
 	char *copy = strdup(path);
 	const char *dir;
@@ -151,7 +281,32 @@ static char *join_args(char **argv)
 	return s;
 }
 
-static void install_handlers(void)
+/*
+ * The launched command's environment: ours, plus the oneDNN perf-map
+ * switches unless the user set either. NULL when out of memory.
+ */
+static char **child_env(void)
+{
+	size_t n = 0;
+	char **env;
+	bool user_set = false;
+
+	for (size_t i = 0; i < ARRAY_SIZE(jit_env); i++)
+		user_set |= getenv(jit_env[i]) != NULL;
+	while (environ[n])
+		n++;
+	env = calloc(n + ARRAY_SIZE(jit_env) + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	memcpy(env, environ, n * sizeof(*env));
+	if (!user_set) {
+		env[n++] = "ONEDNN_JIT_PROFILE=2";
+		env[n++] = "DNNL_JIT_PROFILE=2";
+	}
+	return env;
+}
+
+void session__handle_signals(void)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
 
@@ -162,31 +317,342 @@ static void install_handlers(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-static void fill_meta(struct profile *prof, const struct pipeline *pl, const struct sampler *s,
-		      const struct record_opts *o, char **cmd)
+/* ---- the recording session, shared with `dlflame offcpu` ---------------- */
+
+int session__open(struct session *ss, const struct sampler_opts *so)
 {
-	struct pf_meta *m = profile__meta(prof);
+	int err;
+
+	memset(ss, 0, sizeof(*ss));
+	ss->prof = profile__new();
+	ss->sym = symbolizer__new();
+	if (!ss->prof || !ss->sym)
+		return error("out of memory");
+	err = symbolizer__load_kallsyms(ss->sym, "/proc/kallsyms");
+	if (err == -EPERM)
+		warning("kernel symbols are hidden (kernel.kptr_restrict); kernel frames will be "
+			"named [kernel]; run as root or 'sysctl kernel.kptr_restrict=0'");
+	else if (err)
+		warning("cannot read /proc/kallsyms (%s); kernel frames will be named [kernel]",
+			strerror(-err));
+	pipeline__init(&ss->pl, ss->prof, ss->sym);
+	ss->pipeline_ready = true;
+	ss->s = sampler__new(so);
+	if (!ss->s)
+		return error("out of memory");
+	return EXIT_OK;
+}
+
+void session__close(struct session *ss)
+{
+	sampler__free(ss->s);
+	if (ss->pipeline_ready)
+		pipeline__exit(&ss->pl);
+	symbolizer__free(ss->sym);
+	profile__free(ss->prof);
+	free(ss->command);
+	memset(ss, 0, sizeof(*ss));
+}
+
+/* A small /proc file's first line, without its newline. */
+static bool read_line(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "re");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = fgets(buf, (int)size, f) != NULL;
+	fclose(f);
+	if (ok)
+		buf[strcspn(buf, "\n")] = '\0';
+	return ok;
+}
+
+/* The process a thread belongs to, from /proc/TID/status; 0 if it is gone. */
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], line[256];
+	FILE *f;
+	long v = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %ld", &v) == 1)
+			break;
+	fclose(f);
+	return (pid_t)v;
+}
+
+/*
+ * Name a thread that existed before the recording, and tell the pipeline
+ * whether it is asleep and where: its state from /proc/.../stat, its user
+ * PC from .../syscall ("NR args... SP PC" while in a syscall), its wait
+ * channel from .../wchan. None of these reads stops the thread.
+ */
+static void note_thread(struct session *ss, pid_t pid, pid_t tid)
+{
+	char path[80], line[512], wchan[128] = "", *p, *tok, *save = NULL;
+	unsigned long long pc = 0;
+	bool blocked = false;
+	int field = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	if (read_line(path, line, 64))
+		pipeline__set_comm(&ss->pl, (uint32_t)tid, line);
+	/* a thread not followed (out of fds) must not be charged as blocked */
+	if (!ss->offcpu || !sampler__follows(ss->s, tid))
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	/* "tid (comm) S ...": the comm may hold spaces and parentheses */
+	if (read_line(path, line, sizeof(line)) && (p = strrchr(line, ')')) && p[1] == ' ')
+		blocked = p[2] == 'S' || p[2] == 'D';
+	if (!blocked)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	if (read_line(path, line, sizeof(line)) && line[0] >= '0' && line[0] <= '9') {
+		for (tok = strtok_r(line, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+			if (++field == 9)
+				pc = strtoull(tok, NULL, 16);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", (int)pid, (int)tid);
+	read_line(path, wchan, sizeof(wchan));
+	pipeline__attached_thread(&ss->pl, (uint32_t)pid, (uint32_t)tid, true, pc, wchan);
+}
+
+/* "/proc/PID/cmdline" with spaces for NULs, for the profile's command. */
+static char *proc_cmdline(pid_t pid)
+{
+	char path[64], buf[4096];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	while (n && buf[n - 1] == '\0')
+		n--;
+	if (!n)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
+/* Attached, not launched: oneDNN's JIT kernels stay nameless unless it was started so. */
+static void check_jit_profile(pid_t pid)
+{
+	char path[64], *buf = NULL, line[4096];
+	bool dnnl = false, set = false;
+	size_t cap = 0, n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (!dnnl && fgets(line, sizeof(line), f))
+		dnnl = strstr(line, "libdnnl.so") || strstr(line, "libmkldnn.so");
+	fclose(f);
+	if (!dnnl)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	n = getdelim(&buf, &cap, '\0', f);
+	for (; n != (size_t)-1 && !set; n = getdelim(&buf, &cap, '\0', f))
+		for (size_t i = 0; i < ARRAY_SIZE(jit_env); i++)
+			set |= !strncmp(buf, jit_env[i], strlen(jit_env[i])) &&
+			       buf[strlen(jit_env[i])] == '=';
+	free(buf);
+	fclose(f);
+	if (!set)
+		warning("process %d uses oneDNN but was started without ONEDNN_JIT_PROFILE=2: its "
+			"JIT kernels will be nameless; start it with ONEDNN_JIT_PROFILE=2 to name them",
+			(int)pid);
+}
+
+/* What the kernel calls the attach errors, in one line with the remedy. */
+static void attach_error(int err, const pid_t *pids, size_t n, bool threads_only)
+{
+	char msg[512], list[64] = "";
+	int len = 0;
+
+	for (size_t i = 0; i < n && len < (int)sizeof(list) - 16; i++)
+		len += snprintf(list + len, sizeof(list) - (size_t)len, "%s%d", i ? "," : "",
+				(int)pids[i]);
+	error("cannot attach to %s %s: %s", threads_only ? "thread" : "process", list,
+	      sampler__attach_strerror(err, msg, sizeof(msg)));
+}
+
+int session__attach(struct session *ss, const pid_t *pids, size_t n, bool threads_only)
+{
+	const struct sampler_stats *st;
+	char path[64];
+	struct dirent *de;
+	uint64_t tid;
+	DIR *d;
+	int err;
+
+	err = sampler__attach(ss->s, pids, n, threads_only);
+	if (err) {
+		attach_error(err, pids, n, threads_only);
+		return EXIT_BAD;
+	}
+	st = sampler__stats(ss->s);
+	ss->pl.start_time = st->start_time;
+	ss->attached = true;
+	ss->command = proc_cmdline(threads_only ? tgid_of(pids[0]) : pids[0]);
+
+	/* what was mapped and named before the first record */
+	for (size_t i = 0; i < n; i++) {
+		pid_t pid = threads_only ? tgid_of(pids[i]) : pids[i];
+
+		if (!pid)
+			continue;
+		err = symbolizer__load_proc_maps(ss->sym, (uint32_t)pid);
+		if (err && err != -ENOENT && err != -ESRCH)
+			warning("cannot read /proc/%d/maps (%s); code mapped before the attach will "
+				"be [unknown]",
+				(int)pid, strerror(-err));
+		if (i == 0)
+			check_jit_profile(pid);
+		if (threads_only) {
+			note_thread(ss, pid, pids[i]);
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+		d = opendir(path);
+		while (d && (de = readdir(d)))
+			if (!parse_u64(de->d_name, 10, 1, 0x7fffffff, &tid))
+				note_thread(ss, pid, (pid_t)tid);
+		if (d)
+			closedir(d);
+	}
+	if (st->kernel_excluded)
+		warning("kernel frames are not recorded: kernel.perf_event_paranoid forbids kernel "
+			"sampling for this user%s; run as root or 'sysctl kernel.perf_event_paranoid=1'",
+			ss->offcpu ? ", and without it blocked threads have no stacks" : "");
+	if (st->threads_missed)
+		warning("%llu of %llu threads are not followed: out of file descriptors (each "
+			"thread needs one per event per CPU); raise the hard limit (`ulimit -Hn`, "
+			"LimitNOFILE=) and record again",
+			(unsigned long long)st->threads_missed,
+			(unsigned long long)(st->threads_missed + st->threads_followed));
+	return EXIT_OK;
+}
+
+/*
+ * Record until the child exits (launch), the targets exit (attach), the
+ * duration runs out or a signal comes; then drain and charge the threads
+ * still blocked. Returns 0 or the negative errno that stopped the recording.
+ */
+int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *status,
+		 bool *child_done)
+{
+	/* attached: the duration counts from when the events were opened */
+	uint64_t start = ss->pl.start_time ? ss->pl.start_time : now_ns();
+	uint64_t deadline = 0, end_at = duration_ns ? start + duration_ns : 0;
+	int signalled = 0, err;
+
+	*child_done = false;
+	for (;;) {
+		if (stop_signal && !signalled) {
+			signalled = stop_signal;
+			if (child <= 0)
+				break; /* attached: stop now, never touch the target */
+			/* Ctrl-C reached the whole process group; give the target a moment */
+			if (signalled != SIGINT)
+				kill(child, SIGTERM);
+			deadline = now_ns() + 3000000000ULL;
+		} else if (signalled && stop_signal != signalled) {
+			break; /* a second, different signal: stop now */
+		}
+		err = sampler__poll(ss->s, 100, pipeline__record, &ss->pl);
+		if (err)
+			break;
+		if (end_at && now_ns() >= end_at)
+			break;
+		if (child > 0 && waitpid(child, status, WNOHANG) == child) {
+			*child_done = true;
+			break;
+		}
+		if (child <= 0 && sampler__targets_gone(ss->s)) {
+			ss->targets_gone = true;
+			break;
+		}
+		if (signalled && now_ns() > deadline) {
+			if (signalled == SIGINT) {
+				/* the target ignored Ctrl-C; ask it to terminate as perf does */
+				kill(child, SIGTERM);
+				signalled = SIGTERM;
+				deadline = now_ns() + 2000000000ULL;
+				continue;
+			}
+			break;
+		}
+	}
+	ss->end_time = now_ns();
+	if (!err)
+		err = sampler__drain(ss->s, pipeline__record, &ss->pl);
+	if (!err)
+		err = pipeline__finish(&ss->pl, ss->end_time);
+	return err;
+}
+
+void session__fill_meta(struct session *ss, uint64_t freq, const char *command)
+{
+	struct pf_meta *m = profile__meta(ss->prof);
+	const char *event = sampler__stats(ss->s)->event;
 	char host[256] = "";
-	char *command = join_args(cmd);
-	const char *event = sampler__stats(s)->event;
 	int64_t id;
 
-	m->start_time = pl->first_time;
-	m->end_time = pl->last_time;
-	m->lost = sampler__stats(s)->lost;
-	m->freq = o->freq;
-	id = profile__string(prof, event ? event : "", event ? strlen(event) : 0);
+	m->start_time = ss->pl.first_time;
+	if (ss->pl.start_time && (ss->pl.start_time < m->start_time || !m->start_time))
+		m->start_time = ss->pl.start_time;
+	m->end_time = ss->pl.last_time;
+	if (!m->start_time)
+		m->start_time = m->end_time;
+	m->lost = sampler__stats(ss->s)->lost;
+	m->freq = freq;
+	id = profile__string(ss->prof, event ? event : "", event ? strlen(event) : 0);
 	m->event = id > 0 ? (uint32_t)id : 0;
 	if (command) {
-		id = profile__string(prof, command, strlen(command));
+		id = profile__string(ss->prof, command, strlen(command));
 		m->command = id > 0 ? (uint32_t)id : 0;
-		free(command);
 	}
 	gethostname(host, sizeof(host) - 1);
-	id = profile__string(prof, host, strlen(host));
+	id = profile__string(ss->prof, host, strlen(host));
 	m->hostname = id > 0 ? (uint32_t)id : 0;
 	m->finalized = true;
 }
+
+/* Warnings every recording may end with, after its summary line. */
+void session__warnings(struct session *ss)
+{
+	const struct sampler_stats *st = sampler__stats(ss->s);
+
+	if (st->lost)
+		warning("%llu records were lost (ring buffer overflow); lower -F%s to lose fewer",
+			(unsigned long long)st->lost,
+			ss->pl.offcpu_samples ? " or use --call-graph fp" : "");
+	if (st->bad_records)
+		warning("%llu malformed kernel records were skipped",
+			(unsigned long long)st->bad_records);
+	if (ss->targets_gone)
+		info("the target exited; the recording ends there");
+}
+
+/* ---- record ------------------------------------------------------------- */
 
 static void describe_exit(int status, const char *cmd)
 {
@@ -208,132 +674,109 @@ static int exit_code_of(int status)
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_opts o = { .freq = DEFAULT_FREQ, .output = DEFAULT_OUTPUT };
+	struct record_opts o = { .freq = DEFAULT_FREQ,
+				 .output = DEFAULT_OUTPUT,
+				 .callgraph = CALLGRAPH_DWARF,
+				 .stack_size = SAMPLER_DEFAULT_STACK_SIZE };
 	struct sampler_opts so = { 0 };
-	struct sampler *s = NULL;
-	struct symbolizer *sym = NULL;
-	struct profile *prof = NULL;
-	struct pipeline pl;
-	char msg[512];
-	char **cmd;
+	struct session ss = { 0 };
+	const struct sampler_stats *st;
+	char msg[512], offcpu[64] = "", **env = NULL, **cmd = NULL;
+	char *command = NULL;
 	pid_t child = -1;
 	int status = 0, cmd_index = 0, err, ret = EXIT_BAD;
-	bool child_done = false, pipeline_ready = false;
-	uint64_t t0, deadline = 0;
-	int signalled = 0;
+	bool child_done = false;
+	uint64_t t0;
 
 	err = parse_args(argc, argv, &o, &cmd_index);
-	if (err)
+	if (err) {
+		free(o.pids);
 		return err < 0 ? EXIT_OK : err;
-	cmd = argv + cmd_index;
+	}
+	if (!o.nr_pids)
+		cmd = argv + cmd_index;
 
 	err = check_output_dir(o.output);
-	if (err)
+	if (err) {
+		free(o.pids);
 		return error("cannot write %s: %s; choose another path with -o", o.output,
 			     strerror(-err));
-
-	prof = profile__new();
-	sym = symbolizer__new();
-	if (!prof || !sym) {
-		error("out of memory");
-		goto out;
 	}
-	err = symbolizer__load_kallsyms(sym, "/proc/kallsyms");
-	if (err == -EPERM)
-		warning("kernel symbols are hidden (kernel.kptr_restrict); kernel frames will be "
-			"named [kernel]; run as root or 'sysctl kernel.kptr_restrict=0'");
-	else if (err)
-		warning("cannot read /proc/kallsyms (%s); kernel frames will be named [kernel]",
-			strerror(-err));
-	pipeline__init(&pl, prof, sym);
-	pipeline_ready = true;
 
 	so.freq = o.freq;
-	s = sampler__new(&so);
-	if (!s) {
-		error("out of memory");
+	so.callgraph = o.callgraph;
+	so.stack_size = o.stack_size;
+	so.offcpu = !o.no_offcpu;
+	if (session__open(&ss, &so))
 		goto out;
-	}
-	err = sampler__launch(s, cmd, environ, &child);
-	if (err) {
-		error("cannot record '%s': %s", cmd[0], sampler__open_strerror(err, msg, sizeof(msg)));
-		goto out;
-	}
-	if (sampler__stats(s)->kernel_excluded)
-		warning("kernel frames are not recorded: kernel.perf_event_paranoid forbids kernel "
-			"sampling for this user; run as root or 'sysctl kernel.perf_event_paranoid=1'");
-	install_handlers();
+	ss.offcpu = so.offcpu;
+
 	t0 = now_ns();
-	err = sampler__start(s);
-	if (err) {
-		error("cannot start '%s': %s", cmd[0], sampler__open_strerror(err, msg, sizeof(msg)));
-		goto out;
+	if (o.nr_pids) {
+		if (session__attach(&ss, o.pids, o.nr_pids, o.threads_only))
+			goto out;
+		session__handle_signals();
+	} else {
+		env = child_env();
+		if (!env) {
+			error("out of memory");
+			goto out;
+		}
+		err = sampler__launch(ss.s, cmd, env, &child);
+		if (err) {
+			error("cannot record '%s': %s", cmd[0],
+			      sampler__open_strerror(err, msg, sizeof(msg)));
+			goto out;
+		}
+		if (sampler__stats(ss.s)->kernel_excluded)
+			warning("kernel frames are not recorded: kernel.perf_event_paranoid forbids "
+				"kernel sampling for this user%s; run as root or "
+				"'sysctl kernel.perf_event_paranoid=1'",
+				ss.offcpu ? ", and without it blocked threads have no stacks" : "");
+		session__handle_signals();
+		t0 = now_ns();
+		err = sampler__start(ss.s);
+		if (err) {
+			error("cannot start '%s': %s", cmd[0],
+			      sampler__open_strerror(err, msg, sizeof(msg)));
+			goto out;
+		}
 	}
 
-	for (;;) {
-		if (stop_signal && !signalled) {
-			signalled = stop_signal;
-			/* Ctrl-C reached the whole process group; give the target a moment */
-			if (signalled != SIGINT)
-				kill(child, SIGTERM);
-			deadline = now_ns() + 3000000000ULL;
-		} else if (signalled && stop_signal != signalled) {
-			break; /* a second, different signal: stop now */
-		}
-		err = sampler__poll(s, 100, pipeline__record, &pl);
-		if (err)
-			break;
-		pid_t r = waitpid(child, &status, WNOHANG);
-		if (r == child) {
-			child_done = true;
-			break;
-		}
-		if (signalled && now_ns() > deadline) {
-			if (signalled == SIGINT) {
-				/* the target ignored Ctrl-C; ask it to terminate as perf does */
-				kill(child, SIGTERM);
-				signalled = SIGTERM;
-				deadline = now_ns() + 2000000000ULL;
-				continue;
-			}
-			break;
-		}
-	}
-	if (!err)
-		err = sampler__drain(s, pipeline__record, &pl);
+	err = session__run(&ss, child, o.duration_ns, &status, &child_done);
 	if (err) {
 		/* keep what was recorded: write it, then report the failure */
 		error("recording stopped early: %s", strerror(-err));
 	}
-	if (!child_done && waitpid(child, &status, WNOHANG) == child)
-		child_done = true;
-	if (child_done)
-		describe_exit(status, cmd[0]);
-	else
-		warning("%s (pid %d) is still running; it is no longer recorded", cmd[0], child);
+	if (cmd) {
+		if (!child_done && waitpid(child, &status, WNOHANG) == child)
+			child_done = true;
+		if (child_done)
+			describe_exit(status, cmd[0]);
+		else
+			warning("%s (pid %d) is still running; it is no longer recorded", cmd[0],
+				child);
+	}
 
-	fill_meta(prof, &pl, s, &o, cmd);
-	if (!profile__meta(prof)->start_time)
-		profile__meta(prof)->start_time = profile__meta(prof)->end_time;
-	int werr = profile__write(prof, o.output);
+	command = cmd ? join_args(cmd) : NULL;
+	session__fill_meta(&ss, o.freq, cmd ? command : ss.command);
+	int werr = profile__write(ss.prof, o.output);
 	if (werr) {
 		error("cannot write %s: %s", o.output, strerror(-werr));
 		goto out;
 	}
 	double secs = (double)(now_ns() - t0) / 1e9;
-	const struct sampler_stats *st = sampler__stats(s);
-	info("%.2f s, %llu samples, %llu lost, %zu threads -> %s; next: dlflame report%s%s --svg",
-	     secs, (unsigned long long)pl.samples, (unsigned long long)st->lost,
-	     profile__nr_threads(prof), o.output, strcmp(o.output, DEFAULT_OUTPUT) ? " -i " : "",
+	st = sampler__stats(ss.s);
+	if (ss.offcpu)
+		snprintf(offcpu, sizeof(offcpu), ", %.2f s blocked", (double)ss.pl.offcpu_ns / 1e9);
+	info("%.2f s, %llu samples%s, %llu lost, %zu threads -> %s; next: dlflame report%s%s --svg",
+	     secs, (unsigned long long)ss.pl.samples, offcpu, (unsigned long long)st->lost,
+	     profile__nr_threads(ss.prof), o.output, strcmp(o.output, DEFAULT_OUTPUT) ? " -i " : "",
 	     strcmp(o.output, DEFAULT_OUTPUT) ? o.output : "");
-	if (st->lost)
-		warning("%llu samples were lost (ring buffer overflow); lower -F to lose fewer",
-			(unsigned long long)st->lost);
-	if (st->bad_records)
-		warning("%llu malformed kernel records were skipped",
-			(unsigned long long)st->bad_records);
-	if (pl.samples == 0)
-		warning("no samples were recorded: %s ran for too short a time or slept", cmd[0]);
+	session__warnings(&ss);
+	if (ss.pl.samples == 0 && !ss.pl.offcpu_samples)
+		warning("no samples were recorded: %s ran for too short a time",
+			cmd ? cmd[0] : "the target");
 	if (err)
 		ret = EXIT_BAD;
 	else if (o.forward_exit && child_done)
@@ -341,10 +784,9 @@ int cmd_record(int argc, char **argv)
 	else
 		ret = EXIT_OK;
 out:
-	sampler__free(s);
-	if (pipeline_ready)
-		pipeline__exit(&pl);
-	symbolizer__free(sym);
-	profile__free(prof);
+	session__close(&ss);
+	free(command);
+	free(env);
+	free(o.pids);
 	return ret;
 }

@@ -77,6 +77,7 @@ static size_t sample_id_size(uint64_t st)
 
 struct sample_id {
 	uint64_t time, id;
+	uint32_t pid, tid, cpu;
 	bool has_time, has_id;
 };
 
@@ -84,9 +85,8 @@ struct sample_id {
 static bool parse_sample_id(uint64_t st, struct cur c, struct sample_id *sid)
 {
 	uint64_t skip;
-	uint32_t u, v;
 
-	if ((st & PERF_SAMPLE_TID) && !get_u32x2(&c, &u, &v))
+	if ((st & PERF_SAMPLE_TID) && !get_u32x2(&c, &sid->pid, &sid->tid))
 		return false;
 	if (st & PERF_SAMPLE_TIME) {
 		if (!get_u64(&c, &sid->time))
@@ -100,7 +100,7 @@ static bool parse_sample_id(uint64_t st, struct cur c, struct sample_id *sid)
 	}
 	if ((st & PERF_SAMPLE_STREAM_ID) && !get_u64(&c, &skip))
 		return false;
-	if ((st & PERF_SAMPLE_CPU) && !get_u32x2(&c, &u, NULL))
+	if ((st & PERF_SAMPLE_CPU) && !get_u32x2(&c, &sid->cpu, NULL))
 		return false;
 	if (st & PERF_SAMPLE_IDENTIFIER) {
 		if (!get_u64(&c, &sid->id))
@@ -110,9 +110,60 @@ static bool parse_sample_id(uint64_t st, struct cur c, struct sample_id *sid)
 	return true;
 }
 
-static int decode_sample(uint64_t st, uint16_t misc, struct cur *c, struct rec *r)
+/*
+ * PERF_SAMPLE_REGS_USER: the ABI, then one u64 per bit set in the mask, in
+ * bit order (none at all when the ABI is NONE: a kernel thread). Bits past
+ * REC_REGS_MAX (the XMM registers) are read and dropped.
+ */
+static int decode_regs(uint64_t mask, struct cur *c, struct rec_regs *out)
+{
+	uint64_t n = (uint64_t)__builtin_popcountll(mask), v;
+
+	if (!get_u64(c, &out->abi))
+		return -EINVAL;
+	if (out->abi == PERF_SAMPLE_REGS_ABI_NONE)
+		return 0;
+	if (out->abi != PERF_SAMPLE_REGS_ABI_32 && out->abi != PERF_SAMPLE_REGS_ABI_64)
+		return -EINVAL;
+	if (n > (c->end - c->off) / sizeof(uint64_t))
+		return -EINVAL;
+	for (unsigned bit = 0; bit < 64; bit++) {
+		if (!(mask & (1ull << bit)))
+			continue;
+		if (!get_u64(c, &v))
+			return -EINVAL;
+		if (bit < REC_REGS_MAX)
+			out->regs[bit] = v;
+	}
+	out->mask = mask & ((1ull << REC_REGS_MAX) - 1);
+	return 0;
+}
+
+/*
+ * PERF_SAMPLE_STACK_USER: u64 size, size bytes copied from the user SP up,
+ * then (only when size > 0) u64 dyn_size, the bytes the kernel could
+ * actually copy. Only those are valid.
+ */
+static int decode_stack(struct cur *c, struct rec_sample *s)
+{
+	uint64_t size, dyn;
+	const uint8_t *at;
+
+	if (!get_u64(c, &size))
+		return -EINVAL;
+	if (!size)
+		return 0;
+	if (size > c->end - c->off || !take(c, size, &at) || !get_u64(c, &dyn) || dyn > size)
+		return -EINVAL;
+	s->stack = dyn ? at : NULL;
+	s->stack_size = dyn;
+	return 0;
+}
+
+static int decode_sample(const struct rec_layout *l, uint16_t misc, struct cur *c, struct rec *r)
 {
 	struct rec_sample *s = &r->sample;
+	uint64_t st = l->sample_type;
 	const uint8_t *at;
 	uint64_t skip;
 
@@ -148,7 +199,26 @@ static int decode_sample(uint64_t st, uint16_t misc, struct cur *c, struct rec *
 			return -EINVAL;
 		s->ips = (const uint64_t *)(const void *)at;
 	}
-	/* Fields after the callchain (regs, stack copy, ...) are not decoded. */
+	if (st & (PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)) {
+		uint32_t raw;
+
+		/* RAW is a u32 size and that many bytes (padded by the kernel to 8 with the size). */
+		if (st & PERF_SAMPLE_RAW) {
+			if (!take(c, sizeof(raw), &at))
+				return -EINVAL;
+			memcpy(&raw, at, sizeof(raw));
+			if (!take(c, raw, &at))
+				return -EINVAL;
+		}
+		/* Its size depends on attr.branch_sample_type, which the layout does not carry. */
+		if (st & PERF_SAMPLE_BRANCH_STACK)
+			return -EINVAL;
+	}
+	if (st & PERF_SAMPLE_REGS_USER && decode_regs(l->sample_regs_user, c, &s->uregs))
+		return -EINVAL;
+	if (st & PERF_SAMPLE_STACK_USER && decode_stack(c, s))
+		return -EINVAL;
+	/* Fields after these (weight, data source, ...) are not decoded. */
 	s->user = (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
 	r->time = (st & PERF_SAMPLE_TIME) ? s->time : 0;
 	return 0;
@@ -183,6 +253,7 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 	struct sample_id sid = { 0 };
 	struct cur c = { .p = data, .off = sizeof(h), .end = len };
 	uint64_t st, body_time = 0;
+	uint32_t u32a, u32b;
 	struct rec r;
 	int err = 0;
 
@@ -216,7 +287,7 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 	switch (h.type) {
 	case PERF_RECORD_SAMPLE:
 		r.type = REC_SAMPLE;
-		err = decode_sample(st, h.misc, &c, &r);
+		err = decode_sample(layout, h.misc, &c, &r);
 		break;
 	case PERF_RECORD_MMAP2:
 		r.type = REC_MMAP2;
@@ -246,6 +317,19 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 			err = -EINVAL;
 		r.lost.id = sid.id;
 		break;
+	case PERF_RECORD_SWITCH_CPU_WIDE:
+		/* the next (out) or previous (in) task; we follow the one in the trailer */
+		if (!get_u32x2(&c, &u32a, &u32b))
+			err = -EINVAL;
+		/* fall through */
+	case PERF_RECORD_SWITCH:
+		r.type = REC_SWITCH;
+		r.sw.pid = sid.pid;
+		r.sw.tid = sid.tid;
+		r.sw.cpu = sid.cpu;
+		r.sw.out = h.misc & PERF_RECORD_MISC_SWITCH_OUT;
+		r.sw.preempt = r.sw.out && (h.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT);
+		break;
 	case PERF_RECORD_THROTTLE:
 	case PERF_RECORD_UNTHROTTLE:
 		r.type = REC_THROTTLE;
@@ -259,8 +343,12 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 	if (err)
 		return err;
 
-	if (h.type != PERF_RECORD_SAMPLE)
+	if (h.type != PERF_RECORD_SAMPLE) {
 		r.time = sid.has_time ? sid.time : body_time;
+		r.id = sid.id;
+	} else {
+		r.id = r.sample.id;
+	}
 	switch (r.type) {
 	case REC_MMAP2:
 		r.mmap2.time = r.time;
@@ -274,6 +362,9 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 		break;
 	case REC_LOST:
 		r.lost.time = r.time;
+		break;
+	case REC_SWITCH:
+		r.sw.time = r.time;
 		break;
 	default:
 		break;

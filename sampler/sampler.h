@@ -110,6 +110,7 @@ struct rec {
 	enum rec_type type;
 	uint16_t misc;
 	uint64_t time; /* 0 if the record carries none */
+	uint64_t id;   /* id of the event that wrote it (PERF_SAMPLE_ID/IDENTIFIER), 0 if none */
 	union {
 		struct rec_sample sample;
 		struct rec_mmap2 mmap2;
@@ -156,11 +157,18 @@ enum callgraph_mode {
 	CALLGRAPH_DWARF,  /* kernel callchain for kernel frames + user regs and stack copy */
 };
 
+/*
+ * Bytes of user stack copied per DWARF-mode sample when opts.stack_size is 0.
+ * The one place that sets the default (record's --call-graph dwarf too).
+ */
+#define SAMPLER_DEFAULT_STACK_SIZE 32768
+#define SAMPLER_MAX_STACK_SIZE 65528 /* the kernel's limit: a record's size is a u16 */
+
 struct sampler_opts {
 	uint64_t freq;        /* samples per second; default 999 */
 	uint32_t mmap_pages;  /* data pages per ring buffer, power of two; 0 = default */
 	enum callgraph_mode callgraph;
-	uint32_t stack_size;  /* DWARF: bytes of user stack per sample, multiple of 8, <= 65528 */
+	uint32_t stack_size;  /* DWARF: user stack bytes per sample, multiple of 8, <= 65528; 0: default */
 	bool exclude_kernel;  /* set by the sampler itself if paranoid forbids kernel */
 	bool offcpu;          /* also open context-switches (period 1, callchains) + context_switch */
 	bool offcpu_only;     /* with offcpu: no on-CPU sampling event at all */
@@ -175,6 +183,7 @@ struct sampler_stats {
 	const char *event;    /* "cpu-clock" or "cycles" */
 	uint64_t threads_followed; /* attach mode: threads with events open */
 	uint64_t threads_missed;   /* attach mode: threads that could not be followed (fd limit) */
+	uint64_t start_time;       /* attach mode: CLOCK_MONOTONIC ns before the first event opened */
 };
 
 struct sampler;
@@ -210,6 +219,8 @@ int sampler__start(struct sampler *s);
 int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads_only);
 /* Attach mode: true once every attached process has exited. */
 bool sampler__targets_gone(struct sampler *s);
+/* Attach mode: sampler__attach opened events on this thread (not: missed, gone, or created later). */
+bool sampler__follows(const struct sampler *s, pid_t tid);
 
 /*
  * Wait up to timeout_ms for data, then drain every ring buffer, sort the
@@ -230,5 +241,12 @@ const struct sampler_stats *sampler__stats(const struct sampler *s);
  * kernel.perf_event_paranoid value, RLIMIT_MEMLOCK, etc). Writes into buf.
  */
 const char *sampler__open_strerror(int err, char *buf, size_t size);
+/*
+ * The same for errors from sampler__attach: ESRCH (no such process or
+ * thread), EPERM (perf_event_paranoid, or not allowed to trace the target:
+ * another user's process, kernel.yama.ptrace_scope), EMFILE (no thread
+ * could be followed within the open-file limit); others as above.
+ */
+const char *sampler__attach_strerror(int err, char *buf, size_t size);
 
 #endif

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <asm/perf_regs.h>
 #include <criterion/criterion.h>
 #include <linux/perf_event.h>
 
 #include "sampler/sampler.h"
+#include "util/util.h"
 
 #define ST_DEFAULT                                                                                \
 	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_CPU | \
@@ -364,13 +367,259 @@ Test(decode, throttle_and_other)
 	cr_assert_eq(r.type, REC_THROTTLE);
 	cr_assert_eq(r.time, 4001);
 
-	rb_start(&b, PERF_RECORD_SWITCH, PERF_RECORD_MISC_SWITCH_OUT);
+	rb_start(&b, PERF_RECORD_ITRACE_START, 0);
+	rb_u32x2(&b, 1, 1);
 	rb_trailer(&b, 1, 1, 4002);
 	rb_end(&b);
 	cr_assert_eq(rec_decode(&layout, rb_bytes(&b), b.len, &r), 0);
 	cr_assert_eq(r.type, REC_OTHER);
-	cr_assert_eq(r.misc, PERF_RECORD_MISC_SWITCH_OUT);
 	cr_assert_eq(r.time, 4002);
+}
+
+static void assert_rejected_sw(const void *data, size_t len)
+{
+	struct rec r;
+
+	cr_assert_eq(rec_decode(&layout, data, len, &r), -EINVAL);
+}
+
+Test(decode, switch_records)
+{
+	struct rb b;
+	struct rec r;
+
+	/* out, preempted: the thread comes from the trailer */
+	rb_start(&b, PERF_RECORD_SWITCH,
+		 PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT);
+	rb_trailer(&b, 300, 301, 5000);
+	rb_end(&b);
+	cr_assert_eq(rec_decode(&layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.type, REC_SWITCH);
+	cr_assert_eq(r.sw.pid, 300);
+	cr_assert_eq(r.sw.tid, 301);
+	cr_assert_eq(r.sw.cpu, 1);
+	cr_assert(r.sw.out);
+	cr_assert(r.sw.preempt);
+	cr_assert_eq(r.sw.time, 5000);
+	cr_assert_eq(r.time, 5000);
+	cr_assert_eq(r.id, 77, "the id of a non-sample record comes from its trailer");
+
+	/* out, blocking */
+	rb_start(&b, PERF_RECORD_SWITCH, PERF_RECORD_MISC_SWITCH_OUT);
+	rb_trailer(&b, 300, 302, 5001);
+	rb_end(&b);
+	cr_assert_eq(rec_decode(&layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert(r.sw.out);
+	cr_assert_not(r.sw.preempt);
+	cr_assert_eq(r.sw.tid, 302);
+
+	/* in: PREEMPT means nothing without OUT */
+	rb_start(&b, PERF_RECORD_SWITCH, PERF_RECORD_MISC_SWITCH_OUT_PREEMPT);
+	rb_trailer(&b, 300, 301, 5002);
+	rb_end(&b);
+	cr_assert_eq(rec_decode(&layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_not(r.sw.out);
+	cr_assert_not(r.sw.preempt);
+
+	/* CPU-wide: a body with the other task, then the trailer */
+	rb_start(&b, PERF_RECORD_SWITCH_CPU_WIDE, PERF_RECORD_MISC_SWITCH_OUT);
+	rb_u32x2(&b, 900, 901);
+	rb_trailer(&b, 300, 303, 5003);
+	rb_end(&b);
+	cr_assert_eq(rec_decode(&layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.type, REC_SWITCH);
+	cr_assert_eq(r.sw.tid, 303);
+	cr_assert(r.sw.out);
+
+	/* CPU-wide without its body */
+	rb_start(&b, PERF_RECORD_SWITCH_CPU_WIDE, 0);
+	rb_trailer(&b, 300, 303, 5004);
+	rb_end(&b);
+	assert_rejected_sw(rb_bytes(&b), b.len);
+}
+
+/* ---- DWARF-mode samples: user registers and stack copy ----------------- */
+
+#define ST_DWARF (ST_DEFAULT | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)
+/* BX, SP, IP, R15 and XMM0 (bit 32: read, then dropped) */
+#define DW_MASK                                                                              \
+	((1ull << PERF_REG_X86_BX) | (1ull << PERF_REG_X86_SP) | (1ull << PERF_REG_X86_IP) | \
+	 (1ull << PERF_REG_X86_R15) | (1ull << PERF_REG_X86_XMM0))
+
+static const struct rec_layout dwarf_layout = { .sample_type = ST_DWARF,
+						.sample_regs_user = DW_MASK,
+						.sample_id_all = true };
+
+/* A kernel-side callchain of two addresses, the registers, `size` stack bytes and dyn_size. */
+static void build_dwarf_sample(struct rb *b, uint64_t abi, uint64_t size, uint64_t dyn)
+{
+	rb_start(b, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+	rb_u64(b, 0x401234); /* ip */
+	rb_u32x2(b, 100, 101);
+	rb_u64(b, 5555); /* time */
+	rb_u64(b, 42);
+	rb_u32x2(b, 0, 0);
+	rb_u64(b, 1000000);
+	rb_u64(b, 2);
+	rb_u64(b, PERF_CONTEXT_KERNEL);
+	rb_u64(b, 0xffffffff81000010ull);
+	rb_u64(b, abi);
+	if (abi) {
+		rb_u64(b, 0xb0b0); /* BX */
+		rb_u64(b, 0x7ffc00001000ull); /* SP */
+		rb_u64(b, 0x401234); /* IP */
+		rb_u64(b, 0xf15f15); /* R15 */
+		rb_u64(b, 0x5555aaaa); /* XMM0 */
+	}
+	rb_u64(b, size);
+	for (uint64_t i = 0; i < size; i++)
+		rb_bytes(b)[b->len + i] = (uint8_t)(i * 7);
+	b->len += size;
+	if (size)
+		rb_u64(b, dyn);
+	rb_end(b);
+}
+
+static void assert_dwarf_rejected(const struct rb *b)
+{
+	struct rec r, before;
+
+	memset(&r, 0xa5, sizeof(r));
+	before = r;
+	cr_assert_eq(rec_decode(&dwarf_layout, b->words, b->len, &r), -EINVAL);
+	cr_assert_eq(memcmp(&r, &before, sizeof(r)), 0, "output clobbered on failure");
+}
+
+Test(decode_dwarf, regs_scattered_by_bit_and_stack_copy)
+{
+	struct rb b;
+	struct rec r;
+
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 64, 64);
+	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.type, REC_SAMPLE);
+	cr_assert_eq(r.sample.nr, 2);
+	cr_assert_eq(r.sample.ips[1], 0xffffffff81000010ull);
+	cr_assert_eq(r.sample.uregs.abi, PERF_SAMPLE_REGS_ABI_64);
+	cr_assert_eq(r.sample.uregs.regs[PERF_REG_X86_BX], 0xb0b0);
+	cr_assert_eq(r.sample.uregs.regs[PERF_REG_X86_SP], 0x7ffc00001000ull);
+	cr_assert_eq(r.sample.uregs.regs[PERF_REG_X86_IP], 0x401234);
+	cr_assert_eq(r.sample.uregs.regs[PERF_REG_X86_R15], 0xf15f15);
+	cr_assert_eq(r.sample.uregs.regs[PERF_REG_X86_AX], 0, "a register not in the mask");
+	cr_assert_eq(r.sample.uregs.mask, DW_MASK & 0xffffffffull, "XMM bits are dropped");
+	cr_assert_eq(r.sample.stack_size, 64);
+	/* the stack points into the record, right after its size */
+	cr_assert_eq(r.sample.stack, rb_bytes(&b) + 8 + 9 * 8 + 6 * 8 + 8);
+	for (int i = 0; i < 64; i++)
+		cr_assert_eq(r.sample.stack[i], (uint8_t)(i * 7));
+	cr_assert_eq(r.time, 5555);
+}
+
+Test(decode_dwarf, dyn_size_below_size_limits_the_copy)
+{
+	struct rb b;
+	struct rec r;
+
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 40);
+	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.stack_size, 40);
+	cr_assert_eq(r.sample.stack[39], (uint8_t)(39 * 7));
+
+	/* the kernel could copy nothing */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 0);
+	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.stack_size, 0);
+	cr_assert_null(r.sample.stack);
+}
+
+Test(decode_dwarf, kernel_thread_has_no_regs_and_no_stack)
+{
+	struct rb b;
+	struct rec r;
+
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_NONE, 0, 0);
+	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.uregs.abi, 0);
+	cr_assert_eq(r.sample.uregs.mask, 0);
+	cr_assert_eq(r.sample.stack_size, 0);
+	cr_assert_null(r.sample.stack);
+}
+
+Test(decode_dwarf, raw_before_regs_is_skipped)
+{
+	struct rec_layout l = dwarf_layout;
+	struct rb b, c;
+	struct rec r;
+	size_t split = 8 + 9 * 8; /* through the callchain */
+
+	l.sample_type |= PERF_SAMPLE_RAW;
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 16, 16);
+	/* insert RAW: u32 size 12 + 12 bytes = 16 */
+	memset(&c, 0, sizeof(c));
+	memcpy(rb_bytes(&c), rb_bytes(&b), split);
+	c.len = split;
+	rb_u32x2(&c, 12, 0xdddddddd);
+	rb_u64(&c, 0xeeeeeeeeeeeeeeeeull);
+	memcpy(rb_bytes(&c) + c.len, rb_bytes(&b) + split, b.len - split);
+	c.len += b.len - split;
+	rb_end(&c);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&c), c.len, &r), 0);
+	cr_assert_eq(r.sample.uregs.regs[PERF_REG_X86_IP], 0x401234);
+	cr_assert_eq(r.sample.stack_size, 16);
+
+	/* a RAW size past the end */
+	memcpy(rb_bytes(&c) + split, &(uint32_t){ 4000 }, 4);
+	memset(&r, 0, sizeof(r));
+	cr_assert_eq(rec_decode(&l, rb_bytes(&c), c.len, &r), -EINVAL);
+
+	/* BRANCH_STACK before the registers cannot be framed without its attr */
+	l.sample_type = ST_DWARF | PERF_SAMPLE_BRANCH_STACK;
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), -EINVAL);
+}
+
+Test(decode_dwarf, bad_sizes_rejected)
+{
+	struct rb b;
+	size_t size_at = 8 + 9 * 8 + 6 * 8; /* offset of the stack's size */
+	uint64_t v;
+
+	/* dyn_size larger than size */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 64, 72);
+	assert_dwarf_rejected(&b);
+
+	/* size larger than what is left, and sizes that wrap */
+	const uint64_t bad[] = { 72, 4096, 1ull << 63, UINT64_MAX, UINT64_MAX - 7 };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 64, 64);
+		memcpy(rb_bytes(&b) + size_at, &bad[i], 8);
+		assert_dwarf_rejected(&b);
+	}
+
+	/* an ABI the kernel never writes */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 8, 8);
+	v = 3;
+	memcpy(rb_bytes(&b) + 8 + 9 * 8, &v, 8);
+	assert_dwarf_rejected(&b);
+
+	/* registers cut short: the record ends inside them */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 0, 0);
+	b.len -= 16; /* drop the stack size and XMM0 */
+	rb_end(&b);
+	assert_dwarf_rejected(&b);
+
+	/* every truncation of a valid DWARF sample */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 32, 24);
+	for (size_t n = 8; n < b.len; n += 8) {
+		uint64_t *copy = malloc(n);
+		uint16_t size = (uint16_t)n;
+		struct rec r;
+
+		memcpy(copy, rb_bytes(&b), n);
+		memcpy((uint8_t *)copy + 6, &size, 2);
+		cr_assert_eq(rec_decode(&dwarf_layout, copy, n, &r), -EINVAL,
+			     "DWARF sample truncated to %zu decoded", n);
+		free(copy);
+	}
 }
 
 /* ---- malformed records -------------------------------------------------- */
@@ -897,5 +1146,359 @@ Test(record, two_rings_merge_in_time_order, .timeout = 60)
 	cr_assert_gt(seen.samples, 100);
 	cr_assert_eq(seen.order_errors, 0, "records out of time order");
 	cr_assert_eq(seen.records, sampler__stats(s)->records);
+	sampler__free(s);
+}
+
+/* ---- DWARF mode, context switches and attach on real targets ----------- */
+
+struct dwarf_seen {
+	uint64_t samples, with_regs, with_stack, ip_matches, user_chain, max_stack;
+	uint64_t oncpu, switch_samples, outs, ins, preempt_outs, outs_after_sample;
+	uint64_t self_samples;
+	pid_t self;
+	struct u64map last_sample; /* tid -> time of its last context-switch sample */
+	struct u64map in_time; /* tid -> time it last came back */
+	uint32_t want_pid; /* count only this process (0: all) */
+};
+
+static int collect_dwarf(void *ctx, const struct rec *r)
+{
+	struct dwarf_seen *d = ctx;
+	const struct rec_sample *s = &r->sample;
+	const uint64_t need = (1ull << PERF_REG_X86_IP) | (1ull << PERF_REG_X86_SP);
+	uint64_t t;
+
+	if (r->type == REC_SAMPLE) {
+		if (s->pid == (uint32_t)d->self)
+			d->self_samples++;
+		if (d->want_pid && s->pid != d->want_pid)
+			return 0;
+		d->samples++;
+		if (s->event == EV_SWITCH) {
+			d->switch_samples++;
+			u64map_put(&d->last_sample, s->tid, s->time);
+		} else {
+			d->oncpu++;
+		}
+		if (s->uregs.abi == PERF_SAMPLE_REGS_ABI_64 && (s->uregs.mask & need) == need &&
+		    s->uregs.regs[PERF_REG_X86_SP])
+			d->with_regs++;
+		if (s->stack_size && s->stack)
+			d->with_stack++;
+		if (s->stack_size > d->max_stack)
+			d->max_stack = s->stack_size;
+		if (s->user && s->uregs.regs[PERF_REG_X86_IP] == s->ip)
+			d->ip_matches++;
+		for (uint64_t i = 0; i < s->nr; i++)
+			if (s->ips[i] == PERF_CONTEXT_USER)
+				d->user_chain++;
+	} else if (r->type == REC_SWITCH) {
+		if (d->want_pid && r->sw.pid != d->want_pid)
+			return 0;
+		if (!r->sw.out) {
+			d->ins++;
+			u64map_put(&d->in_time, r->sw.tid, r->sw.time);
+			return 0;
+		}
+		d->outs++;
+		d->preempt_outs += r->sw.preempt;
+		/* the stack sample of this switch: after the thread last came back, not after the record */
+		if (u64map_get(&d->last_sample, r->sw.tid, &t) && t <= r->sw.time) {
+			uint64_t in = 0;
+
+			u64map_get(&d->in_time, r->sw.tid, &in);
+			if (t >= in)
+				d->outs_after_sample++;
+		}
+	}
+	return 0;
+}
+
+static void run_until_exit(struct sampler *s, pid_t pid, struct dwarf_seen *d)
+{
+	int status, err;
+
+	for (;;) {
+		err = sampler__poll(s, 100, collect_dwarf, d);
+		cr_assert_eq(err, 0, "poll: %s", strerror(-err));
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+	}
+	cr_assert_eq(sampler__drain(s, collect_dwarf, d), 0);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+Test(dwarf, samples_carry_user_regs_and_stack, .timeout = 60)
+{
+	char *argv[] = { "/bin/sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done",
+			 NULL };
+	struct sampler_opts o = { .callgraph = CALLGRAPH_DWARF };
+	struct dwarf_seen d = { .self = getpid() };
+	struct sampler *s = sampler__new(&o);
+	char msg[512];
+	pid_t pid;
+	int err;
+
+	cr_assert_not_null(s);
+	err = sampler__launch(s, argv, NULL, &pid);
+	cr_assert_eq(err, 0, "launch: %s", sampler__open_strerror(err, msg, sizeof(msg)));
+	cr_assert_eq(sampler__start(s), 0);
+	run_until_exit(s, pid, &d);
+	cr_log_info("DWARF: %llu samples, %llu with regs, %llu with a stack (max %llu bytes), "
+		    "lost %llu",
+		    (unsigned long long)d.samples, (unsigned long long)d.with_regs,
+		    (unsigned long long)d.with_stack, (unsigned long long)d.max_stack,
+		    (unsigned long long)sampler__stats(s)->lost);
+	cr_assert_gt(d.samples, 50);
+	/* a shell loop runs in user space almost all the time */
+	cr_assert_geq(d.with_regs * 10, d.samples * 9, "%llu of %llu samples with IP and SP",
+		      (unsigned long long)d.with_regs, (unsigned long long)d.samples);
+	cr_assert_geq(d.with_stack * 10, d.samples * 9);
+	cr_assert_gt(d.ip_matches, 0, "regs[IP] is the sampled IP in user mode");
+	cr_assert_leq(d.max_stack, SAMPLER_DEFAULT_STACK_SIZE);
+	cr_assert_eq(d.user_chain, 0, "the kernel walked user frames (exclude_callchain_user)");
+	cr_assert_eq(sampler__stats(s)->bad_records, 0);
+	cr_assert_eq(sampler__stats(s)->lost, 0);
+	u64map_free(&d.last_sample);
+	u64map_free(&d.in_time);
+	sampler__free(s);
+}
+
+Test(dwarf, stack_size_validated)
+{
+	struct sampler_opts o = { .callgraph = CALLGRAPH_DWARF, .stack_size = 100 };
+
+	errno = 0;
+	cr_assert_null(sampler__new(&o));
+	cr_assert_eq(errno, EINVAL);
+	o.stack_size = 65536;
+	cr_assert_null(sampler__new(&o));
+	o.callgraph = 7;
+	o.stack_size = 0;
+	cr_assert_null(sampler__new(&o));
+	o.callgraph = CALLGRAPH_DWARF;
+	o.stack_size = SAMPLER_MAX_STACK_SIZE;
+	struct sampler *s = sampler__new(&o);
+	cr_assert_not_null(s);
+	sampler__free(s);
+}
+
+/* Context switches: each switch-out record follows the stack sample of the same switch. */
+static void switch_case(enum callgraph_mode cg, bool only)
+{
+	char *argv[] = { "/bin/sh", "-c",
+			 "for i in 1 2 3 4 5; do sleep 0.05; i=0; while [ $i -lt 2000 ]; do "
+			 "i=$((i+1)); done; done",
+			 NULL };
+	struct sampler_opts o = { .callgraph = cg, .offcpu = true, .offcpu_only = only };
+	struct dwarf_seen d = { .self = getpid() };
+	struct sampler *s = sampler__new(&o);
+	char msg[512];
+	pid_t pid;
+	int err;
+
+	err = sampler__launch(s, argv, NULL, &pid);
+	cr_assert_eq(err, 0, "launch: %s", sampler__open_strerror(err, msg, sizeof(msg)));
+	cr_assert_eq(sampler__start(s), 0);
+	run_until_exit(s, pid, &d);
+	cr_log_info("switches: %llu out (%llu preempted), %llu in, %llu stack samples, %llu on-CPU",
+		    (unsigned long long)d.outs, (unsigned long long)d.preempt_outs,
+		    (unsigned long long)d.ins, (unsigned long long)d.switch_samples,
+		    (unsigned long long)d.oncpu);
+	cr_assert_geq(d.outs, 10, "five sleeps and five sleep(1) processes switch out");
+	cr_assert_geq(d.ins, 10);
+	cr_assert_lt(d.preempt_outs, d.outs);
+	cr_assert_geq(d.switch_samples, d.outs);
+	cr_assert_eq(d.outs_after_sample, d.outs, "a switch-out record without its stack sample");
+	if (only)
+		cr_assert_eq(d.oncpu, 0);
+	else
+		cr_assert_gt(d.oncpu, 0);
+	if (cg == CALLGRAPH_DWARF)
+		cr_assert_geq(d.with_stack * 2, d.samples, "blocked threads have a user stack");
+	cr_assert_eq(d.self_samples, 0);
+	cr_assert_eq(sampler__stats(s)->bad_records, 0);
+	u64map_free(&d.last_sample);
+	u64map_free(&d.in_time);
+	sampler__free(s);
+}
+
+Test(offcpu, switch_records_and_samples_fp, .timeout = 60)
+{
+	switch_case(CALLGRAPH_FP, false);
+}
+
+Test(offcpu, switch_records_and_samples_dwarf_only, .timeout = 60)
+{
+	switch_case(CALLGRAPH_DWARF, true);
+}
+
+/* ---- attach ------------------------------------------------------------- */
+
+static pid_t spawn(char *const argv[])
+{
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+Test(attach, follows_a_running_process_until_it_exits, .timeout = 60)
+{
+	char *argv[] = {
+		"/bin/sh", "-c",
+		"while :; do i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.02; done",
+		NULL
+	};
+	struct sampler_opts o = { .offcpu = true };
+	struct dwarf_seen d = { .self = getpid() };
+	struct sampler *s = sampler__new(&o);
+	const struct sampler_stats *st = sampler__stats(s);
+	char msg[512];
+	uint64_t t0;
+	pid_t pid = spawn(argv);
+	int err;
+
+	usleep(100000);
+	d.want_pid = (uint32_t)pid;
+	err = sampler__attach(s, &pid, 1, false);
+	cr_assert_eq(err, 0, "attach: %s", sampler__open_strerror(err, msg, sizeof(msg)));
+	cr_assert_eq(st->threads_followed, 1);
+	cr_assert_eq(st->threads_missed, 0);
+	cr_assert_gt(st->start_time, 0);
+	cr_assert_eq(sampler__attach(s, &pid, 1, false), -EBUSY);
+	t0 = mono_ms();
+	while (mono_ms() - t0 < 700) {
+		cr_assert_eq(sampler__poll(s, 100, collect_dwarf, &d), 0);
+		cr_assert_not(sampler__targets_gone(s));
+	}
+	cr_assert_eq(kill(pid, 0), 0, "attaching stopped or killed the target");
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, NULL, 0), pid);
+	t0 = mono_ms();
+	while (!sampler__targets_gone(s)) {
+		cr_assert_lt(mono_ms() - t0, 5000, "targets_gone never said so");
+		cr_assert_eq(sampler__poll(s, 50, collect_dwarf, &d), 0);
+	}
+	cr_assert_eq(sampler__drain(s, collect_dwarf, &d), 0);
+	cr_log_info("attach: %llu on-CPU, %llu switch samples, %llu out, %llu in",
+		    (unsigned long long)d.oncpu, (unsigned long long)d.switch_samples,
+		    (unsigned long long)d.outs, (unsigned long long)d.ins);
+	cr_assert_gt(d.oncpu, 20);
+	cr_assert_geq(d.outs, 10, "the sleeps are seen (children of the target, inherited)");
+	cr_assert_geq(d.switch_samples, 10);
+	cr_assert_eq(d.self_samples, 0, "dlflame sampled itself");
+	u64map_free(&d.last_sample);
+	u64map_free(&d.in_time);
+	sampler__free(s);
+}
+
+Test(attach, missing_pid_and_tid)
+{
+	struct sampler *s = sampler__new(NULL);
+	pid_t none = 0x3ffffff0, bad = -1;
+
+	cr_assert_eq(sampler__attach(s, &none, 1, false), -ESRCH);
+	cr_assert_eq(sampler__attach(s, &none, 1, true), -ESRCH);
+	cr_assert_eq(sampler__attach(s, &bad, 1, false), -EINVAL);
+	/* one of several missing */
+	pid_t two[] = { getpid(), none };
+	cr_assert_eq(sampler__attach(s, two, 2, false), -ESRCH);
+	cr_assert_not(sampler__targets_gone(s), "not attached");
+	sampler__free(s);
+}
+
+/* ---- attach: a thread followed twice is reported once ------------------ */
+
+static void *short_lived(void *arg)
+{
+	for (int i = 0; i < 5; i++)
+		usleep(2000);
+	return NULL;
+}
+
+/* In a forked child: create a short-lived thread every 200 us, forever. */
+static void __attribute__((noreturn)) churn_threads(void)
+{
+	pthread_attr_t a;
+	pthread_t t;
+
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	for (;;) {
+		pthread_create(&t, &a, short_lived, NULL);
+		usleep(200);
+	}
+}
+
+struct dup_seen {
+	struct u64map last; /* tid -> 1 + whether its last switch was out */
+	uint64_t switches, dups, forks;
+	uint32_t pid;
+};
+
+/*
+ * A thread's switches alternate out, in, out... A copy of each (from a
+ * second event on the same thread) makes two outs or two ins in a row.
+ */
+static int collect_dups(void *ctx, const struct rec *r)
+{
+	struct dup_seen *d = ctx;
+	uint64_t v;
+
+	if (r->type == REC_FORK && r->fork.pid == d->pid)
+		d->forks++;
+	if (r->type != REC_SWITCH || r->sw.pid != d->pid)
+		return 0;
+	d->switches++;
+	if (u64map_get(&d->last, r->sw.tid, &v) && v == 1u + r->sw.out)
+		d->dups++;
+	u64map_put(&d->last, r->sw.tid, 1u + r->sw.out);
+	return 0;
+}
+
+/*
+ * Threads created while attaching are found by a rescan after they already
+ * inherited their creator's events: their records must not come twice.
+ */
+Test(attach, threads_created_while_attaching_are_not_doubled, .timeout = 60)
+{
+	struct sampler_opts o = { .offcpu = true, .offcpu_only = true };
+	struct dup_seen d = { 0 };
+	struct sampler *s = sampler__new(&o);
+	char msg[512];
+	uint64_t t0;
+	pid_t pid;
+	int err;
+
+	u64map_init(&d.last);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		churn_threads();
+	d.pid = (uint32_t)pid;
+	usleep(100000);
+	err = sampler__attach(s, &pid, 1, false);
+	cr_assert_eq(err, 0, "attach: %s", sampler__attach_strerror(err, msg, sizeof(msg)));
+	t0 = mono_ms();
+	while (mono_ms() - t0 < 400)
+		cr_assert_eq(sampler__poll(s, 50, collect_dups, &d), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_assert_eq(sampler__drain(s, collect_dups, &d), 0);
+	cr_log_info("churn: %llu threads followed at attach, %llu created since, %llu switches, "
+		    "%llu doubled",
+		    (unsigned long long)sampler__stats(s)->threads_followed,
+		    (unsigned long long)d.forks, (unsigned long long)d.switches,
+		    (unsigned long long)d.dups);
+	cr_assert_gt(d.forks, 100, "threads created after the attach are followed (inherit)");
+	cr_assert_gt(d.switches, 1000);
+	cr_assert_eq(sampler__stats(s)->lost, 0);
+	cr_assert_eq(d.dups, 0, "records delivered twice");
+	u64map_free(&d.last);
 	sampler__free(s);
 }

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dlflame offcpu: attach to running processes, record only where and how
+ * long their threads block, and draw it at once.
+ */
+#include "cmd.h"
+#include "pipeline.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "render/render.h"
+
+#define DEFAULT_SVG "offcpu.svg"
+#define MAX_DURATION 31536000.0
+
+struct offcpu_opts {
+	pid_t *pids;
+	size_t nr_pids;
+	bool threads_only;
+	uint64_t duration_ns;
+	const char *output;
+	bool folded;
+	enum callgraph_mode callgraph;
+	uint32_t stack_size;
+};
+
+static void offcpu_usage(FILE *f)
+{
+	fputs("Usage: dlflame offcpu -p PID[,PID...] | -t TID[,TID...] [-d SECONDS] [-o OUT] [--folded]\n\n"
+	      "Attach to running processes, record where their threads block (sleep, locks,\n"
+	      "I/O, futex waits) and for how long, and write an off-CPU flame graph whose\n"
+	      "widths are blocked time. Waiting for a CPU after preemption is not blocking\n"
+	      "and is left out. The targets are never stopped or signalled.\n\n"
+	      "Options:\n"
+	      "  -p, --pid PID[,PID...]   every thread of these processes, new ones included\n"
+	      "  -t, --tid TID[,TID...]   these threads only\n"
+	      "  -d, --duration SECONDS   stop after this long (default: Ctrl-C or target exit)\n"
+	      "  -o, --output OUT         where to write (default offcpu.svg; with --folded\n"
+	      "                           standard output; '-' for standard output)\n"
+	      "      --folded             folded stacks with microsecond counts instead of SVG\n"
+	      "  -g, --call-graph MODE    'dwarf[,BYTES]' (default) or 'fp', as for record\n"
+	      "  -h, --help               show this help\n\n"
+	      "Examples:\n"
+	      "  dlflame offcpu -p 4242 -d 10\n"
+	      "  dlflame offcpu -p $(pgrep -f train.py) --folded | flamegraph.pl --color=io > off.svg\n",
+	      f);
+}
+
+static int parse_args(int argc, char **argv, struct offcpu_opts *o)
+{
+	enum { OPT_FOLDED = 256 };
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "tid", required_argument, NULL, 't' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "folded", no_argument, NULL, OPT_FOLDED },
+		{ "call-graph", required_argument, NULL, 'g' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	bool have_p = false, have_t = false;
+	double secs;
+	int c, err;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":p:t:d:o:g:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+		case 't':
+			if (c == 'p')
+				have_p = true;
+			else
+				have_t = true;
+			if (have_p && have_t)
+				return usage_error("offcpu", "-p and -t cannot be combined");
+			o->threads_only = c == 't';
+			err = parse_pid_list(optarg, &o->pids, &o->nr_pids);
+			if (err == -ENOMEM)
+				return error("out of memory");
+			if (err)
+				return usage_error(
+					"offcpu",
+					"-%c takes a comma-separated list of %s IDs, got '%s'", c,
+					c == 'p' ? "process" : "thread", optarg);
+			break;
+		case 'd':
+			if (parse_double(optarg, 0.001, MAX_DURATION, &secs))
+				return usage_error(
+					"offcpu",
+					"-d takes a duration in seconds (0.001 to %.0f), got '%s'",
+					MAX_DURATION, optarg);
+			o->duration_ns = (uint64_t)(secs * 1e9);
+			break;
+		case 'o':
+			if (!*optarg)
+				return usage_error("offcpu", "-o needs a file name");
+			o->output = optarg;
+			break;
+		case OPT_FOLDED:
+			o->folded = true;
+			break;
+		case 'g':
+			if (parse_call_graph(optarg, &o->callgraph, &o->stack_size))
+				return usage_error(
+					"offcpu",
+					"--call-graph takes 'fp', 'dwarf' or 'dwarf,BYTES' "
+					"(BYTES a multiple of 8 from 8 to %u), got '%s'",
+					SAMPLER_MAX_STACK_SIZE, optarg);
+			break;
+		case 'h':
+			offcpu_usage(stdout);
+			return -1;
+		case ':':
+			return usage_error("offcpu", "option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage_error("offcpu", "unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("offcpu",
+				   "unexpected argument '%s' (to launch a command, use "
+				   "'dlflame record -- COMMAND' and 'dlflame report --offcpu')",
+				   argv[optind]);
+	if (!o->nr_pids)
+		return usage_error("offcpu", "name the processes to attach to with -p PID");
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int draw(struct session *ss, const struct offcpu_opts *o, struct output *out)
+{
+	struct render_select sel = { .kinds = { [SAMPLE_OFFCPU] = true }, .weight_ns = true };
+	struct svg_opts svg = { .title = "Off-CPU Time Flame Graph", .countname = "us" };
+	char subtitle[160];
+	uint64_t lost = sampler__stats(ss->s)->lost;
+	/* frames at different source lines of one function are drawn as one */
+	struct profile *view = profile__relabel(ss->prof, false);
+	int err;
+
+	if (!view)
+		return -ENOMEM;
+	if (o->folded) {
+		err = render_folded(view, &sel, out->f);
+		profile__free(view);
+		return err;
+	}
+	snprintf(subtitle, sizeof(subtitle), "%.2f s blocked%s%s", (double)ss->pl.offcpu_ns / 1e9,
+		 ss->command ? " in " : "", ss->command ? ss->command : "");
+	if (lost)
+		snprintf(subtitle, sizeof(subtitle),
+			 "%.2f s blocked; %llu records lost: it undercounts",
+			 (double)ss->pl.offcpu_ns / 1e9, (unsigned long long)lost);
+	svg.subtitle = subtitle;
+	err = render_svg(view, &sel, &svg, out->f);
+	profile__free(view);
+	return err;
+}
+
+int cmd_offcpu(int argc, char **argv)
+{
+	struct offcpu_opts o = { .callgraph = CALLGRAPH_DWARF,
+				 .stack_size = SAMPLER_DEFAULT_STACK_SIZE };
+	struct sampler_opts so = { .offcpu = true, .offcpu_only = true };
+	struct session ss = { 0 };
+	struct output out;
+	const char *name;
+	int status, err, ret = EXIT_BAD;
+	bool child_done;
+	uint64_t t0;
+
+	err = parse_args(argc, argv, &o);
+	if (err) {
+		free(o.pids);
+		return err < 0 ? EXIT_OK : err;
+	}
+	if (!o.output)
+		o.output = o.folded ? "-" : DEFAULT_SVG;
+	name = strcmp(o.output, "-") ? o.output : "standard output";
+	if (strcmp(o.output, "-") && (err = check_output_dir(o.output))) {
+		free(o.pids);
+		return error("cannot write %s: %s; choose another path with -o", o.output,
+			     strerror(-err));
+	}
+
+	so.callgraph = o.callgraph;
+	so.stack_size = o.stack_size;
+	if (session__open(&ss, &so))
+		goto out;
+	ss.offcpu = true;
+	t0 = now_ns();
+	if (session__attach(&ss, o.pids, o.nr_pids, o.threads_only))
+		goto out;
+	session__handle_signals();
+	err = session__run(&ss, -1, o.duration_ns, &status, &child_done);
+	if (err)
+		error("recording stopped early: %s", strerror(-err));
+	session__fill_meta(&ss, 0, ss.command);
+
+	int oerr = output_open(&out, o.output);
+	if (oerr) {
+		error("cannot create %s: %s", o.output, strerror(-oerr));
+		goto out;
+	}
+	int rerr = draw(&ss, &o, &out);
+	int cerr = output_close(&out, rerr == 0);
+	if (!rerr)
+		rerr = cerr;
+	if (rerr) {
+		error("cannot write %s: %s", name, strerror(-rerr));
+		goto out;
+	}
+	info("%.2f s, %.2f s blocked in %zu threads -> %s", (double)(now_ns() - t0) / 1e9,
+	     (double)ss.pl.offcpu_ns / 1e9, profile__nr_threads(ss.prof), name);
+	session__warnings(&ss);
+	if (!ss.pl.offcpu_samples)
+		warning("no blocking was recorded: the targets ran (or waited for a CPU) the whole "
+			"time; see 'dlflame record -p' for on-CPU time");
+	ret = err ? EXIT_BAD : EXIT_OK;
+out:
+	session__close(&ss);
+	free(o.pids);
+	return ret;
+}
