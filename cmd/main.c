@@ -14,7 +14,9 @@ static const struct command {
 	const char *summary;
 } commands[] = {
 	{ "record", cmd_record, "run a command (or attach) and record its stacks into dlflame.data" },
-	{ "report", cmd_report, "turn dlflame.data into folded stacks or an SVG flame graph" },
+	{ "report", cmd_report, "draw dlflame.data or a perf.data: SVG, folded, top, pprof, trace" },
+	{ "offcpu", cmd_offcpu, "attach to a process and draw where its threads block" },
+	{ "diff", cmd_diff, "compare two profiles: a differential flame graph" },
 	{ "help", cmd_help, "show this help" },
 };
 

@@ -295,3 +295,57 @@ int render_xml_escape(const char *str, size_t len, FILE *out)
 		return render_write_error();
 	return ferror(out) ? render_write_error() : 0;
 }
+
+int sb_add_json(struct strbuf *sb, const char *name, size_t len)
+{
+	const uint8_t *s = (const uint8_t *)name;
+	size_t i = 0;
+	int err;
+
+	if (!len) {
+		s = (const uint8_t *)UNNAMED;
+		len = strlen(UNNAMED);
+	}
+	err = sb_add(sb, "\"", 1);
+	while (!err && i < len) {
+		char o[8];
+		uint32_t cp;
+		size_t n;
+
+		i += utf8_decode(s + i, len - i, &cp);
+		cp = xml_char(cp);
+		switch (cp) {
+		case '"':
+			err = sb_add(sb, "\\\"", 2);
+			continue;
+		case '\\':
+			err = sb_add(sb, "\\\\", 2);
+			continue;
+		/* harmless in JSON, but not where JSON ends up inside HTML or JS */
+		case '<':
+		case '>':
+		case '&':
+		case 0x2028:
+		case 0x2029:
+			n = (size_t)snprintf(o, sizeof(o), "\\u%04x", (unsigned)cp);
+			err = sb_add(sb, o, n);
+			continue;
+		default:
+			err = sb_add(sb, o, utf8_encode(cp, o));
+		}
+	}
+	return err ? err : sb_add(sb, "\"", 1);
+}
+
+int render_json_string(const char *s, size_t len, FILE *out)
+{
+	struct strbuf sb = { 0 };
+	int err = sb_add_json(&sb, s, len);
+
+	if (!err)
+		err = put_buf(out, sb.buf, sb.len);
+	if (!err && ferror(out))
+		err = render_write_error();
+	sb_free(&sb);
+	return err;
+}

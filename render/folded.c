@@ -18,11 +18,26 @@ void agg_free(struct agg *a)
 	memset(a, 0, sizeof(*a));
 }
 
+void select_kinds(const struct render_select *sel, bool kinds[SAMPLE_KIND_MAX])
+{
+	bool any = false;
+
+	for (int k = 0; sel && k < SAMPLE_KIND_MAX; k++)
+		any |= sel->kinds[k];
+	for (int k = 0; k < SAMPLE_KIND_MAX; k++)
+		kinds[k] = any ? sel->kinds[k] : k == SAMPLE_ONCPU;
+}
+
 int agg_samples(const struct profile *p, const struct render_select *sel, struct agg *out)
 {
-	bool kinds[SAMPLE_KIND_MAX] = { [SAMPLE_ONCPU] = true };
+	return agg_samples_range(p, sel, 0, profile__nr_samples(p), out);
+}
+
+int agg_samples_range(const struct profile *p, const struct render_select *sel, size_t first,
+		      size_t end, struct agg *out)
+{
+	bool kinds[SAMPLE_KIND_MAX];
 	bool by_ns = sel && sel->weight_ns;
-	size_t nr_samples = profile__nr_samples(p);
 	size_t nr_stacks = profile__nr_stacks(p);
 	size_t nr_threads = profile__nr_threads(p);
 	size_t nr_strings = profile__nr_strings(p);
@@ -31,16 +46,11 @@ int agg_samples(const struct profile *p, const struct render_select *sel, struct
 	int err = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (sel) {
-		bool any = false;
-
-		for (int k = 0; k < SAMPLE_KIND_MAX; k++)
-			any |= sel->kinds[k];
-		if (any)
-			memcpy(kinds, sel->kinds, sizeof(kinds));
-	}
+	select_kinds(sel, kinds);
+	if (end > profile__nr_samples(p))
+		end = profile__nr_samples(p);
 	u64map_init(&idx);
-	for (size_t i = 0; i < nr_samples; i++) {
+	for (size_t i = first; i < end; i++) {
 		const struct pf_sample *s = profile__get_sample(p, i);
 		const struct pf_thread *t;
 		uint64_t w, key, v;
@@ -79,6 +89,8 @@ int agg_samples(const struct profile *p, const struct render_select *sel, struct
 		last_key = key;
 		last_idx = v;
 		out->v[v].weight = sat_add(out->v[v].weight, w);
+		if (s->kind != SAMPLE_ONCPU)
+			out->v[v].off = sat_add(out->v[v].off, w);
 		out->total = sat_add(out->total, w);
 	}
 out:
@@ -124,16 +136,9 @@ static const char *const kind_suffix[FRAME_KIND_MAX] = {
 	[FRAME_INLINED] = "_[i]",
 };
 
-struct line {
-	const char *s; /* into a strbuf, filled in once the buffer stops moving */
-	size_t off;
-	size_t len;
-	uint64_t weight;
-};
-
 static int line_cmp(const void *a, const void *b)
 {
-	const struct line *x = a, *y = b;
+	const struct folded_line *x = a, *y = b;
 	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
 
 	if (c)
@@ -141,142 +146,186 @@ static int line_cmp(const void *a, const void *b)
 	return x->len < y->len ? -1 : x->len > y->len;
 }
 
-/* Sanitised name plus kind suffix of each frame, built on first use. */
-struct name_cache {
-	struct strbuf text;
-	size_t *off; /* SIZE_MAX: not built yet */
-	size_t *len;
-};
+int frame_names_init(struct frame_names *nc, const struct profile *p)
+{
+	size_t n = profile__nr_frames(p);
 
-static int frame_text(const struct profile *p, struct name_cache *nc, uint32_t f)
+	memset(nc, 0, sizeof(*nc));
+	nc->off = malloc((n ? n : 1) * sizeof(*nc->off));
+	nc->len = malloc((n ? n : 1) * sizeof(*nc->len));
+	if (!nc->off || !nc->len) {
+		frame_names_free(nc);
+		return -ENOMEM;
+	}
+	memset(nc->off, 0xff, n * sizeof(*nc->off));
+	return 0;
+}
+
+void frame_names_free(struct frame_names *nc)
+{
+	if (!nc)
+		return;
+	sb_free(&nc->text);
+	free(nc->off);
+	free(nc->len);
+	memset(nc, 0, sizeof(*nc));
+}
+
+int frame_name(const struct profile *p, struct frame_names *nc, uint32_t f, const char **s,
+	       size_t *len)
 {
 	const struct pf_frame *fr;
 	const char *suffix;
-	int err;
+	int err = 0;
 
-	if (nc->off[f] != SIZE_MAX)
-		return 0;
-	fr = profile__get_frame(p, f);
-	if (fr->name >= profile__nr_strings(p))
+	if (f >= profile__nr_frames(p))
 		return -EINVAL;
-	nc->off[f] = nc->text.len;
-	err = sb_add_folded_name(&nc->text, profile__str(p, fr->name),
-				 profile__str_len(p, fr->name));
-	suffix = fr->kind < FRAME_KIND_MAX ? kind_suffix[fr->kind] : NULL;
-	if (!err && suffix)
-		err = sb_add(&nc->text, suffix, strlen(suffix));
-	nc->len[f] = nc->text.len - nc->off[f];
-	return err;
+	if (nc->off[f] == SIZE_MAX) {
+		fr = profile__get_frame(p, f);
+		if (fr->name >= profile__nr_strings(p))
+			return -EINVAL;
+		nc->off[f] = nc->text.len;
+		err = sb_add_folded_name(&nc->text, profile__str(p, fr->name),
+					 profile__str_len(p, fr->name));
+		suffix = fr->kind < FRAME_KIND_MAX ? kind_suffix[fr->kind] : NULL;
+		if (!err && suffix)
+			err = sb_add(&nc->text, suffix, strlen(suffix));
+		nc->len[f] = nc->text.len - nc->off[f];
+		if (err) {
+			nc->off[f] = SIZE_MAX;
+			return err;
+		}
+	}
+	*s = nc->text.buf + nc->off[f];
+	*len = nc->len[f];
+	return 0;
 }
 
-/* Count as printed: microseconds (rounded) when weighing by ns. */
-static uint64_t folded_count(uint64_t w, bool by_ns)
+int folded_lines(const struct profile *p, const struct agg *agg, struct strbuf *keys,
+		 struct folded_line **out, size_t *nr)
 {
-	return by_ns ? w / 1000 + (w % 1000 >= 500) : w;
-}
-
-int render_folded(const struct profile *p, const struct render_select *sel, FILE *out)
-{
-	bool by_ns = sel && sel->weight_ns;
-	size_t nr_frames = profile__nr_frames(p);
-	struct name_cache nc = { 0 };
-	struct strbuf keys = { 0 }, text = { 0 };
-	struct line *lines = NULL;
+	struct frame_names nc;
+	struct folded_line *lines;
 	uint32_t *frames = NULL;
-	size_t frames_cap = 0, n = 0, kept = 0;
-	struct agg agg;
+	size_t frames_cap = 0, n = 0;
 	int err;
 
-	err = agg_samples(p, sel, &agg);
+	*out = NULL;
+	*nr = 0;
+	err = frame_names_init(&nc, p);
 	if (err)
 		return err;
-	err = -ENOMEM;
-	nc.off = malloc((nr_frames ? nr_frames : 1) * sizeof(*nc.off));
-	nc.len = malloc((nr_frames ? nr_frames : 1) * sizeof(*nc.len));
-	lines = calloc(agg.len ? agg.len : 1, sizeof(*lines));
-	if (!nc.off || !nc.len || !lines)
+	lines = calloc(agg->len ? agg->len : 1, sizeof(*lines));
+	if (!lines) {
+		err = -ENOMEM;
 		goto out;
-	memset(nc.off, 0xff, nr_frames * sizeof(*nc.off));
-
+	}
 	/* one key "comm;root;...;leaf" per distinct (comm, stack) */
-	for (size_t i = 0; i < agg.len; i++) {
-		const struct agg_entry *e = &agg.v[i];
+	for (size_t i = 0; i < agg->len; i++) {
+		const struct agg_entry *e = &agg->v[i];
 		int64_t depth = stack_frames(p, e->stack, &frames, &frames_cap);
 
 		if (depth < 0) {
 			err = (int)depth;
 			goto out;
 		}
-		lines[i].off = keys.len;
+		lines[i].off = keys->len;
 		lines[i].weight = e->weight;
-		err = sb_add_folded_name(&keys, profile__str(p, e->comm),
+		err = sb_add_folded_name(keys, profile__str(p, e->comm),
 					 profile__str_len(p, e->comm));
 		for (int64_t d = 0; !err && d < depth; d++) {
-			uint32_t f = frames[d];
+			const char *s;
+			size_t len;
 
-			err = frame_text(p, &nc, f);
+			err = frame_name(p, &nc, frames[d], &s, &len);
 			if (!err)
-				err = sb_add(&keys, ";", 1);
+				err = sb_add(keys, ";", 1);
 			if (!err)
-				err = sb_add(&keys, nc.text.buf + nc.off[f], nc.len[f]);
+				err = sb_add(keys, s, len);
 		}
 		if (err)
 			goto out;
-		lines[i].len = keys.len - lines[i].off;
+		lines[i].len = keys->len - lines[i].off;
 	}
-	for (size_t i = 0; i < agg.len; i++)
-		lines[i].s = keys.buf + lines[i].off;
+	for (size_t i = 0; i < agg->len; i++)
+		lines[i].s = keys->buf + lines[i].off;
 
 	/* different stacks can print alike once sanitised: merge them */
-	qsort(lines, agg.len, sizeof(*lines), line_cmp);
-	for (size_t i = 0; i < agg.len; i++) {
+	qsort(lines, agg->len, sizeof(*lines), line_cmp);
+	for (size_t i = 0; i < agg->len; i++) {
 		if (n && !line_cmp(&lines[n - 1], &lines[i]))
 			lines[n - 1].weight = sat_add(lines[n - 1].weight, lines[i].weight);
 		else
 			lines[n++] = lines[i];
 	}
+	*out = lines;
+	*nr = n;
+	lines = NULL;
+out:
+	free(lines);
+	free(frames);
+	frame_names_free(&nc);
+	return err;
+}
 
-	/* sort whole lines, count included, as `LC_ALL=C sort` would */
+/*
+ * Order of whole output lines, "text count\n", as `LC_ALL=C sort` would
+ * sort them, without building them: texts differ before either ends
+ * except when one is a prefix of the other, and then the tails decide.
+ */
+static int whole_line_cmp(const void *a, const void *b)
+{
+	const struct folded_line *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len, xl, yl;
+	char xt[32], yt[32];
+	int c = memcmp(x->s, y->s, n);
+
+	if (c)
+		return c;
+	xl = (size_t)snprintf(xt, sizeof(xt), " %llu\n", (unsigned long long)x->weight);
+	yl = (size_t)snprintf(yt, sizeof(yt), " %llu\n", (unsigned long long)y->weight);
+	for (size_t i = n;; i++) {
+		int xc = i < x->len ? (uint8_t)x->s[i] : i - x->len < xl ? xt[i - x->len] : -1;
+		int yc = i < y->len ? (uint8_t)y->s[i] : i - y->len < yl ? yt[i - y->len] : -1;
+
+		if (xc != yc || xc < 0)
+			return xc < yc ? -1 : xc > yc;
+	}
+}
+
+int render_folded(const struct profile *p, const struct render_select *sel, FILE *out)
+{
+	bool by_ns = sel && sel->weight_ns;
+	struct strbuf keys = { 0 };
+	struct folded_line *lines = NULL;
+	size_t n = 0, kept = 0;
+	struct agg agg;
+	int err;
+
+	err = agg_samples(p, sel, &agg);
+	if (err)
+		return err;
+	err = folded_lines(p, &agg, &keys, &lines, &n);
+	if (err)
+		goto out;
+	/* from here on, weight is the count as printed */
 	for (size_t i = 0; i < n; i++) {
-		struct line l = lines[i];
-		uint64_t count = folded_count(l.weight, by_ns);
-		char num[24];
-		int len;
-
-		if (!count)
-			continue; /* under half a microsecond */
-		len = snprintf(num, sizeof(num), " %llu\n", (unsigned long long)count);
-		l.off = text.len;
-		err = sb_add(&text, l.s, l.len);
-		if (!err)
-			err = sb_add(&text, num, (size_t)len);
-		if (err)
-			goto out;
-		l.len = text.len - l.off;
-		lines[kept++] = l;
+		lines[i].weight = print_count(lines[i].weight, by_ns);
+		if (lines[i].weight) /* else under half a microsecond */
+			lines[kept++] = lines[i];
 	}
 	n = kept;
-	for (size_t i = 0; i < n; i++)
-		lines[i].s = text.buf + lines[i].off;
-	qsort(lines, n, sizeof(*lines), line_cmp);
-
-	err = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (fwrite(lines[i].s, 1, lines[i].len, out) != lines[i].len) {
+	qsort(lines, n, sizeof(*lines), whole_line_cmp);
+	for (size_t i = 0; !err && i < n; i++) {
+		err = put_buf(out, lines[i].s, lines[i].len);
+		if (!err && fprintf(out, " %llu\n", (unsigned long long)lines[i].weight) < 0)
 			err = render_write_error();
-			goto out;
-		}
 	}
-	if (fflush(out) == EOF || ferror(out))
+	if (!err && (fflush(out) == EOF || ferror(out)))
 		err = render_write_error();
 out:
 	agg_free(&agg);
-	sb_free(&nc.text);
-	free(nc.off);
-	free(nc.len);
 	sb_free(&keys);
-	sb_free(&text);
 	free(lines);
-	free(frames);
 	return err;
 }

@@ -48,6 +48,7 @@ struct agg_entry {
 	uint32_t comm;
 	uint32_t stack;
 	uint64_t weight;
+	uint64_t off; /* the part of weight from off-CPU and runqueue samples */
 };
 
 struct agg {
@@ -62,7 +63,76 @@ struct agg {
  * the samples reference; -EINVAL for a profile that breaks its invariants.
  */
 int agg_samples(const struct profile *p, const struct render_select *sel, struct agg *out);
+/* The same over samples [first, end) only. */
+int agg_samples_range(const struct profile *p, const struct render_select *sel, size_t first,
+		      size_t end, struct agg *out);
 void agg_free(struct agg *a);
+
+/* The kinds sel chooses, with its default (on-CPU only) applied. */
+void select_kinds(const struct render_select *sel, bool kinds[SAMPLE_KIND_MAX]);
+
+/* Weight as printed: microseconds (rounded) when weighing by ns. */
+static inline uint64_t print_count(uint64_t w, bool by_ns)
+{
+	return by_ns ? w / 1000 + (w % 1000 >= 500) : w;
+}
+
+/*
+ * Display names of frames as folded output prints them (sanitised, with
+ * the kind suffix), built on first use.
+ */
+struct frame_names {
+	struct strbuf text;
+	size_t *off; /* SIZE_MAX: not built yet */
+	size_t *len;
+};
+
+int frame_names_init(struct frame_names *nc, const struct profile *p);
+void frame_names_free(struct frame_names *nc);
+int frame_name(const struct profile *p, struct frame_names *nc, uint32_t f, const char **s,
+	       size_t *len);
+
+/* One folded line: text (without the count) and weight. */
+struct folded_line {
+	const char *s; /* into the caller's strbuf, set once it stops moving */
+	size_t off;
+	size_t len;
+	uint64_t weight;
+};
+
+/*
+ * The folded lines of agg, texts in *keys, sorted bytewise by text, lines
+ * that print alike merged. *lines is malloc'ed.
+ */
+int folded_lines(const struct profile *p, const struct agg *agg, struct strbuf *keys,
+		 struct folded_line **lines, size_t *nr);
+
+/* Append s as a JSON string with its quotes, XML-clean and escaped. */
+int sb_add_json(struct strbuf *sb, const char *s, size_t len);
+
+/*
+ * Append the samples of src chosen by sel and f to dst, interning src's
+ * names, frames, stacks and threads into dst as needed (see render_filter);
+ * with rq_frames, runqueue samples get a RUNQUEUE_FRAME leaf.
+ */
+int profile_copy(struct profile *dst, const struct profile *src, const struct render_select *sel,
+		 const struct render_filter *f, bool rq_frames);
+
+/*
+ * The SVG of agg cur over p; with base (an aggregate over the same
+ * profile's ids), a differential graph.
+ */
+int svg_render(const struct profile *p, const struct render_select *sel, const struct agg *cur,
+	       const struct agg *base, bool normalize, const struct svg_opts *opts, FILE *out);
+
+/* Where sample times count from: the recorded start, or the first sample. */
+uint64_t profile_time_base(const struct profile *p);
+
+/* Write a whole buffer; 0 or the write error. */
+static inline int put_buf(FILE *out, const void *buf, size_t len)
+{
+	return len && fwrite(buf, 1, len, out) != len ? (errno > 0 ? -errno : -EIO) : 0;
+}
 
 /*
  * The frames of stack, root first, into *frames (grown as needed). Checks

@@ -1,15 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Turning a profile into outputs: FlameGraph folded text and a
- * self-contained interactive SVG flame graph.
+ * Turning a profile into outputs: FlameGraph folded text, a self-contained
+ * interactive SVG flame graph (or flame chart, icicle, differential graph),
+ * a top table, pprof's profile.proto and Chrome Trace Event JSON.
  *
  * Library code: returns 0 or a negative errno (write errors included: the
  * caller checks), never prints to the user.
+ *
+ * Sample times: an on-CPU sample at time t stands for the period that ends
+ * at t; an off-CPU or runqueue sample at time t stands for [t, t + weight),
+ * t being the switch-out.
  */
 #ifndef DLFLAME_RENDER_H
 #define DLFLAME_RENDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,38 +24,139 @@
 /* Which samples to draw and how to weigh them. */
 struct render_select {
 	bool kinds[SAMPLE_KIND_MAX]; /* sample kinds included; all false = on-CPU only */
-	bool weight_ns;              /* weigh by ns (else count samples) */
+	bool weight_ns; /* weigh by ns (else count samples) */
 };
+
+/* The frame that render_filter() puts on top of runqueue samples. */
+#define RUNQUEUE_FRAME "[runqueue]"
+
+/*
+ * Filters and transforms that every report takes. Thread filters of
+ * different kinds combine with AND, the values of one kind with OR.
+ */
+struct render_filter {
+	const uint32_t *pids; /* keep only these processes (nr_pids 0: all) */
+	size_t nr_pids;
+	const uint32_t *tids; /* keep only these threads */
+	size_t nr_tids;
+	const char *const *comms; /* keep only threads with one of these names */
+	size_t nr_comms;
+	bool has_time; /* keep [time_start, time_end) only */
+	uint64_t time_start; /* ns from the profile's start */
+	uint64_t time_end; /* ns from the profile's start; UINT64_MAX: to the end */
+	uint64_t min_block; /* ns: off-CPU and runqueue samples shorter are dropped */
+	bool per_thread; /* root each thread's stacks under "comm-PID/TID" */
+	bool reverse; /* stacks leaf first: the callers of each leaf */
+};
+
+/*
+ * A new profile with only the samples chosen by sel and f, transformed as f
+ * says; runqueue samples (when sel includes them) get a RUNQUEUE_FRAME leaf.
+ * Off-CPU blocks that straddle the time range are clipped to it. *out is
+ * NULL when nothing needs to change: then use p as it is. Frees nothing of
+ * p; the caller frees *out with profile__free().
+ */
+int render_filter(const struct profile *p, const struct render_select *sel,
+		  const struct render_filter *f, struct profile **out);
+
+/*
+ * "START,END" in seconds from the profile's start (either may be empty,
+ * "START" alone runs to the end) -> [start, end) in ns. 0 or -EINVAL.
+ */
+int render_parse_time_range(const char *s, uint64_t *start, uint64_t *end);
+/* "1,2,3" -> a malloc'ed array appended to *ids. 0, -EINVAL or -ENOMEM. */
+int render_parse_ids(const char *s, uint32_t **ids, size_t *nr);
 
 /*
  * Folded stacks, FlameGraph's format: `comm;root;...;leaf count\n`, one line
  * per distinct (comm, stack), lines sorted bytewise. Kernel frames get the
  * suffix `_[k]`, JIT `_[j]`, inlined `_[i]`. Names are sanitised so that they
  * can never add a frame or a line: `;` becomes `:`, control bytes (and DEL)
- * become `?`, invalid UTF-8 becomes U+FFFD.
+ * become `?`, invalid UTF-8 becomes U+FFFD. Weighed by ns, counts are
+ * microseconds.
  */
 int render_folded(const struct profile *p, const struct render_select *sel, FILE *out);
 
 struct svg_opts {
-	const char *title;     /* default "Flame Graph" */
-	const char *subtitle;  /* may be NULL */
-	const char *countname; /* default "samples" */
-	unsigned width;        /* default 1200 */
-	double minwidth;       /* pixels; frames narrower are pruned; default 0.1 */
+	const char *title; /* default "Flame Graph" (or Icicle, Flame Chart, ...) */
+	const char *subtitle; /* may be NULL */
+	const char *countname; /* default "samples", or "us" when weighed by ns */
+	unsigned width; /* default 1200 */
+	double minwidth; /* pixels; frames narrower are pruned; default 0.1 */
+	bool minwidth_pct; /* minwidth is a percentage of the total instead */
+	bool inverted; /* icicle: the root at the top */
+	bool flamechart; /* x is time: samples in time order per comm, not merged */
+	size_t max_frames; /* cap on drawn frames, narrowest pruned first; 0: 100000 */
 };
 
 /*
  * Self-contained SVG like flamegraph.pl's: one rect+text per frame, widths
  * proportional to weight, tooltip "name (N samples, P%)", click to zoom with
- * ancestors kept, reset zoom, regex search with "Matched: X%". Every name
- * is XML-escaped so the file is well-formed for any byte sequence.
+ * ancestors kept, reset zoom, regex search with "Matched: X%", zoom and
+ * search kept in the URL fragment. Palettes by frame kind; frames whose
+ * time is mostly off-CPU are blue. Every name is XML-escaped so the file is
+ * well-formed for any byte sequence.
  */
 int render_svg(const struct profile *p, const struct render_select *sel,
 	       const struct svg_opts *opts, FILE *out);
+
+enum top_by {
+	TOP_BY_FUNCTION,
+	TOP_BY_MODULE, /* JIT frames form one module, "[jit]" */
+	TOP_BY_KIND,
+};
+
+struct top_opts {
+	enum top_by by;
+	bool by_total; /* sort by total, else by self */
+	size_t rows; /* 0: all */
+};
+
+/*
+ * A table of self and total weight per function (or module, or frame kind):
+ * a header line, then `SELF SELF% TOTAL TOTAL% NAME` rows, sorted. Total
+ * counts a function once per stack however often it recurses. Names are
+ * printed as in folded output.
+ */
+int render_top(const struct profile *p, const struct render_select *sel,
+	       const struct top_opts *opts, FILE *out);
+
+/*
+ * gzip-compressed pprof profile.proto. Sample types: samples/count and
+ * cpu/nanoseconds for on-CPU samples, offcpu/nanoseconds and
+ * runqueue/nanoseconds when those kinds are selected. sel->weight_ns is
+ * ignored: every type is there. One Function per frame, one Location per
+ * physical frame with the frames inlined into it as further Lines; labels
+ * comm, pid and tid.
+ */
+int render_pprof(const struct profile *p, const struct render_select *sel, FILE *out);
+
+/*
+ * Chrome Trace Event JSON: a track per thread (pid, tid, named by comm),
+ * consecutive samples of a thread that share a frame merged into one "X"
+ * span per frame, nested as the stack; ts and dur in microseconds from the
+ * profile's start. The category says what the span's samples were:
+ * "oncpu", "offcpu", "runqueue" or a comma list of those.
+ */
+int render_trace(const struct profile *p, const struct render_select *sel, FILE *out);
+
+/*
+ * Differential outputs of two profiles. Folded: FlameGraph's difffolded
+ * format, `stack count_base count_new`. SVG: the shape of new, red where a
+ * frame grew, blue where it shrank. With normalize, base weights are scaled
+ * to new's total first.
+ */
+int render_diff_folded(const struct profile *base, const struct profile *cur,
+		       const struct render_select *sel, bool normalize, FILE *out);
+int render_diff_svg(const struct profile *base, const struct profile *cur,
+		    const struct render_select *sel, bool normalize, const struct svg_opts *opts,
+		    FILE *out);
 
 /* Exposed for tests: sanitize a frame name for folded output into buf. */
 size_t render_folded_name(const char *name, size_t len, char *buf, size_t size);
 /* Exposed for tests: write `s` XML-escaped (text or attribute) to out. */
 int render_xml_escape(const char *s, size_t len, FILE *out);
+/* Exposed for tests: write `s` as a JSON string, quotes included. */
+int render_json_string(const char *s, size_t len, FILE *out);
 
 #endif

@@ -11,6 +11,7 @@ packages=(
   libdnnl-dev                                   # examples/mlp, the oneDNN trainer
   libcriterion-dev libxml2-utils linux-perf     # tests: unit framework, XML check, the peer
   g++ binutils                                  # tests: C++ fixtures, objcopy/strip/readelf
+  chromium golang-go golang-github-google-pprof-dev time # tests: browser, real pprof, bench
 )
 
 missing=()
@@ -31,4 +32,18 @@ else
   meson setup build >/dev/null
 fi
 ninja -C build >/dev/null
+
+# --- output tests (render/): the browser test's node packages and the real pprof ---
+if ! command -v npm >/dev/null; then
+  root=""; [ "$(id -u)" -eq 0 ] || root="sudo"
+  DEBIAN_FRONTEND=noninteractive $root apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+if [ ! -x build/tools/pprof ]; then
+  # offline, from Debian's Go sources of pprof
+  mkdir -p build/tools
+  GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$PWD/build/tools/go-cache" \
+    go build -o build/tools/pprof github.com/google/pprof
+fi
+# --- end of output tests ---
 echo "setup: built build/cmd/dlflame" >&2

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The filters and transforms every report takes (--pid, --tid, --comm,
+ * --time, --min-block, --per-thread, --reverse, runqueue frames), applied
+ * once by copying the chosen samples into a new profile, so that each
+ * renderer only ever sees a plain profile. Names, frames and stacks are
+ * copied lazily, as the samples reach them: a filtered view of a long
+ * recording copies only the part it shows.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render/internal.h"
+
+#define UNSET UINT32_MAX
+
+struct copier {
+	const struct profile *src;
+	struct profile *dst;
+	const struct render_filter *f;
+	bool kinds[SAMPLE_KIND_MAX];
+	uint32_t *strings; /* src id -> dst id, UNSET until copied */
+	uint32_t *frames;
+	uint32_t *threads;
+	uint8_t *keep_thread; /* 0: unknown, 1: kept, 2: filtered out */
+	struct u64map stacks; /* src stack << 1 | runqueue -> dst stack */
+	uint32_t *path;
+	size_t path_cap;
+	int64_t rq_frame; /* dst id of RUNQUEUE_FRAME, -1 until needed */
+};
+
+static void copier_free(struct copier *c)
+{
+	free(c->strings);
+	free(c->frames);
+	free(c->threads);
+	free(c->keep_thread);
+	free(c->path);
+	u64map_free(&c->stacks);
+}
+
+static uint32_t *unset_array(size_t n)
+{
+	uint32_t *a = malloc((n ? n : 1) * sizeof(*a));
+
+	if (a)
+		memset(a, 0xff, n * sizeof(*a));
+	return a;
+}
+
+static int copier_init(struct copier *c, struct profile *dst, const struct profile *src,
+		       const struct render_select *sel, const struct render_filter *f)
+{
+	memset(c, 0, sizeof(*c));
+	c->src = src;
+	c->dst = dst;
+	c->f = f;
+	c->rq_frame = -1;
+	select_kinds(sel, c->kinds);
+	u64map_init(&c->stacks);
+	c->strings = unset_array(profile__nr_strings(src));
+	c->frames = unset_array(profile__nr_frames(src));
+	c->threads = unset_array(profile__nr_threads(src));
+	c->keep_thread = calloc(profile__nr_threads(src) + 1, 1);
+	if (!c->strings || !c->frames || !c->threads || !c->keep_thread) {
+		copier_free(c);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int64_t copy_string(struct copier *c, uint32_t id)
+{
+	int64_t r;
+
+	if (id >= profile__nr_strings(c->src))
+		return -EINVAL;
+	if (c->strings[id] != UNSET)
+		return c->strings[id];
+	r = profile__string(c->dst, profile__str(c->src, id), profile__str_len(c->src, id));
+	if (r >= 0)
+		c->strings[id] = (uint32_t)r;
+	return r;
+}
+
+static int64_t copy_frame(struct copier *c, uint32_t id)
+{
+	const struct pf_frame *fr;
+	struct pf_frame f;
+	int64_t name, module, file, build_id, r;
+
+	if (c->frames[id] != UNSET)
+		return c->frames[id];
+	fr = profile__get_frame(c->src, id);
+	if (fr->kind >= FRAME_KIND_MAX)
+		return -EINVAL;
+	name = copy_string(c, fr->name);
+	module = name < 0 ? name : copy_string(c, fr->module);
+	file = module < 0 ? module : copy_string(c, fr->file);
+	build_id = file < 0 ? file : copy_string(c, fr->build_id);
+	if (build_id < 0)
+		return build_id;
+	f = (struct pf_frame){ .name = (uint32_t)name,
+			       .module = (uint32_t)module,
+			       .kind = fr->kind,
+			       .file = (uint32_t)file,
+			       .line = fr->line,
+			       .build_id = (uint32_t)build_id };
+	r = profile__frame_full(c->dst, &f);
+	if (r >= 0)
+		c->frames[id] = (uint32_t)r;
+	return r;
+}
+
+static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (ids[i] == id)
+			return true;
+	}
+	return false;
+}
+
+static bool thread_wanted(const struct copier *c, const struct pf_thread *t)
+{
+	const struct render_filter *f = c->f;
+	const char *comm = profile__str(c->src, t->comm);
+	size_t len = profile__str_len(c->src, t->comm);
+	bool ok;
+
+	if (!f)
+		return true;
+	if (f->nr_pids && !has_id(f->pids, f->nr_pids, t->pid))
+		return false;
+	if (f->nr_tids && !has_id(f->tids, f->nr_tids, t->tid))
+		return false;
+	ok = !f->nr_comms;
+	for (size_t i = 0; !ok && i < f->nr_comms; i++)
+		ok = strlen(f->comms[i]) == len && !memcmp(f->comms[i], comm, len);
+	return ok;
+}
+
+/* The dst thread of src thread id, or UNSET when the filters drop it. */
+static int64_t copy_thread(struct copier *c, uint32_t id)
+{
+	const struct pf_thread *t;
+	int64_t comm, r;
+
+	if (c->keep_thread[id] == 2)
+		return UNSET;
+	if (c->threads[id] != UNSET)
+		return c->threads[id];
+	t = profile__get_thread(c->src, id);
+	if (t->comm >= profile__nr_strings(c->src))
+		return -EINVAL;
+	if (!thread_wanted(c, t)) {
+		c->keep_thread[id] = 2;
+		return UNSET;
+	}
+	if (c->f && c->f->per_thread) {
+		size_t len = profile__str_len(c->src, t->comm);
+		char *label;
+		int n;
+
+		label = malloc(len + 32);
+		if (!label)
+			return -ENOMEM;
+		memcpy(label, profile__str(c->src, t->comm), len);
+		n = snprintf(label + len, 32, "-%u/%u", t->pid, t->tid);
+		comm = profile__string(c->dst, label, len + (size_t)n);
+		free(label);
+	} else {
+		comm = copy_string(c, t->comm);
+	}
+	if (comm < 0)
+		return comm;
+	r = profile__thread(c->dst, t->pid, t->tid, (uint32_t)comm);
+	if (r < 0)
+		return r;
+	c->threads[id] = (uint32_t)r;
+	c->keep_thread[id] = 1;
+	return r;
+}
+
+static int64_t rq_frame(struct copier *c)
+{
+	if (c->rq_frame < 0)
+		c->rq_frame = profile__frame_str(c->dst, RUNQUEUE_FRAME, NULL, FRAME_SPECIAL);
+	return c->rq_frame;
+}
+
+static int64_t copy_stack(struct copier *c, uint32_t id, bool runqueue)
+{
+	uint64_t key = (uint64_t)id << 1 | runqueue, v;
+	bool reverse = c->f && c->f->reverse;
+	int64_t depth, parent = 0;
+
+	if (u64map_get(&c->stacks, key, &v))
+		return (int64_t)v;
+	depth = stack_frames(c->src, id, &c->path, &c->path_cap);
+	if (depth < 0)
+		return depth;
+	for (int64_t d = 0; d < depth; d++) {
+		int64_t fr = copy_frame(c, c->path[d]);
+
+		if (fr < 0)
+			return fr;
+		c->path[d] = (uint32_t)fr;
+	}
+	if (runqueue) {
+		int64_t fr = rq_frame(c);
+		int err;
+
+		if (fr < 0)
+			return fr;
+		err = grow_array((void **)&c->path, &c->path_cap, (size_t)depth + 1,
+				 sizeof(*c->path));
+		if (err)
+			return err;
+		c->path[depth++] = (uint32_t)fr;
+	}
+	for (int64_t d = 0; d < depth; d++) {
+		uint32_t fr = c->path[reverse ? depth - 1 - d : d];
+
+		parent = profile__stack(c->dst, (uint32_t)parent, fr);
+		if (parent < 0)
+			return parent;
+	}
+	if (u64map_put(&c->stacks, key, (uint64_t)parent))
+		return -ENOMEM;
+	return parent;
+}
+
+/*
+ * The part of a sample inside the time range, or 0 to drop it. On-CPU
+ * samples are points; off-CPU blocks are intervals, clipped.
+ */
+static uint64_t clip(const struct copier *c, const struct pf_sample *s, uint64_t base)
+{
+	const struct render_filter *f = c->f;
+	uint64_t t, end;
+
+	if (!f || !f->has_time)
+		return s->weight;
+	t = s->time > base ? s->time - base : 0;
+	if (s->kind == SAMPLE_ONCPU)
+		return t >= f->time_start && t < f->time_end ? s->weight : 0;
+	end = sat_add(t, s->weight);
+	if (t < f->time_start)
+		t = f->time_start;
+	if (end > f->time_end)
+		end = f->time_end;
+	return end > t ? end - t : 0;
+}
+
+int profile_copy(struct profile *dst, const struct profile *src, const struct render_select *sel,
+		 const struct render_filter *f, bool rq_frames)
+{
+	size_t nr_samples = profile__nr_samples(src);
+	size_t nr_stacks = profile__nr_stacks(src);
+	size_t nr_threads = profile__nr_threads(src);
+	uint64_t base = profile_time_base(src);
+	struct copier c;
+	int err;
+
+	err = copier_init(&c, dst, src, sel, f);
+	if (err)
+		return err;
+	for (size_t i = 0; i < nr_samples; i++) {
+		const struct pf_sample *s = profile__get_sample(src, i);
+		struct pf_sample o = *s;
+		int64_t thr, stk;
+
+		if (s->kind >= SAMPLE_KIND_MAX || !c.kinds[s->kind])
+			continue;
+		if (s->stack >= nr_stacks || s->thread >= nr_threads) {
+			err = -EINVAL;
+			break;
+		}
+		if (f && s->kind != SAMPLE_ONCPU && s->weight < f->min_block)
+			continue;
+		o.weight = clip(&c, s, base);
+		if (!o.weight && s->weight)
+			continue;
+		thr = copy_thread(&c, s->thread);
+		if (thr == UNSET)
+			continue;
+		stk = thr < 0 ? thr
+			      : copy_stack(&c, s->stack, rq_frames && s->kind == SAMPLE_RUNQUEUE);
+		if (stk < 0) {
+			err = (int)stk;
+			break;
+		}
+		o.thread = (uint32_t)thr;
+		o.stack = (uint32_t)stk;
+		err = profile__add_sample(dst, &o);
+		if (err)
+			break;
+	}
+	copier_free(&c);
+	return err;
+}
+
+uint64_t profile_time_base(const struct profile *p)
+{
+	uint64_t base = profile__cmeta(p)->start_time;
+	size_t n = profile__nr_samples(p);
+
+	if (base)
+		return base;
+	base = UINT64_MAX;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t t = profile__get_sample(p, i)->time;
+
+		if (t < base)
+			base = t;
+	}
+	return n ? base : 0;
+}
+
+static bool needs_copy(const struct render_select *sel, const struct render_filter *f)
+{
+	bool kinds[SAMPLE_KIND_MAX];
+
+	select_kinds(sel, kinds);
+	if (kinds[SAMPLE_RUNQUEUE])
+		return true;
+	return f && (f->nr_pids || f->nr_tids || f->nr_comms || f->has_time || f->min_block ||
+		     f->per_thread || f->reverse);
+}
+
+static int copy_meta(struct profile *dst, const struct profile *src)
+{
+	const struct pf_meta *m = profile__cmeta(src);
+	struct pf_meta *d = profile__meta(dst);
+	const uint32_t ids[3] = { m->event, m->command, m->hostname };
+	int64_t out[3];
+
+	for (int i = 0; i < 3; i++) {
+		if (ids[i] >= profile__nr_strings(src))
+			return -EINVAL;
+		out[i] = profile__string(dst, profile__str(src, ids[i]),
+					 profile__str_len(src, ids[i]));
+		if (out[i] < 0)
+			return (int)out[i];
+	}
+	*d = *m;
+	/* the time base stays that of the source, so --time means the same */
+	d->start_time = profile_time_base(src);
+	d->event = (uint32_t)out[0];
+	d->command = (uint32_t)out[1];
+	d->hostname = (uint32_t)out[2];
+	return 0;
+}
+
+int render_filter(const struct profile *p, const struct render_select *sel,
+		  const struct render_filter *f, struct profile **out)
+{
+	struct profile *q;
+	int err;
+
+	*out = NULL;
+	if (f && f->has_time && f->time_start >= f->time_end)
+		return -EINVAL;
+	if (!needs_copy(sel, f))
+		return 0;
+	q = profile__new();
+	if (!q)
+		return -ENOMEM;
+	err = copy_meta(q, p);
+	if (!err)
+		err = profile_copy(q, p, sel, f, true);
+	if (err) {
+		profile__free(q);
+		return err;
+	}
+	*out = q;
+	return 0;
+}
+
+static int parse_seconds(const char *s, size_t len, uint64_t *ns)
+{
+	char buf[64];
+	double v;
+
+	if (!len || len >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	/* a year is more than any recording; keeps the product in range */
+	if (parse_double(buf, 0, 366.0 * 86400, &v))
+		return -EINVAL;
+	*ns = (uint64_t)llround(v * 1e9);
+	return 0;
+}
+
+int render_parse_time_range(const char *s, uint64_t *start, uint64_t *end)
+{
+	const char *comma = strchr(s, ',');
+	uint64_t a = 0, b = UINT64_MAX;
+
+	if (!*s)
+		return -EINVAL;
+	if (!comma)
+		comma = s + strlen(s);
+	if (comma > s && parse_seconds(s, (size_t)(comma - s), &a))
+		return -EINVAL;
+	if (*comma && comma[1] && parse_seconds(comma + 1, strlen(comma + 1), &b))
+		return -EINVAL;
+	if (*comma && !comma[1] && comma == s)
+		return -EINVAL; /* "," alone */
+	if (a >= b)
+		return -EINVAL;
+	*start = a;
+	*end = b;
+	return 0;
+}
+
+int render_parse_ids(const char *s, uint32_t **ids, size_t *nr)
+{
+	size_t cap = *nr, n = *nr;
+	uint32_t *v = *ids;
+	const char *p = s;
+
+	if (!*s)
+		return -EINVAL;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char buf[16];
+		uint64_t id;
+
+		if (!len || len >= sizeof(buf))
+			return -EINVAL;
+		memcpy(buf, p, len);
+		buf[len] = '\0';
+		if (parse_u64(buf, 10, 0, UINT32_MAX, &id))
+			return -EINVAL;
+		if (grow_array((void **)&v, &cap, n + 1, sizeof(*v)))
+			return -ENOMEM;
+		*ids = v;
+		v[n++] = (uint32_t)id;
+		*nr = n;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Chrome Trace Event JSON, for chrome://tracing and Perfetto: each thread's
+ * samples in time order become nested "X" spans, one per frame, a frame's
+ * span lasting while consecutive samples keep it on the stack. A sample
+ * covers its own interval (see render.h); a gap longer than a sample
+ * between two samples ends every span, so that the timeline does not claim
+ * time nobody observed. Spans are written per thread in (start, depth)
+ * order, parents before their children: viewers nest by that order when
+ * two spans start together.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "render/internal.h"
+
+struct tsample {
+	uint32_t pid;
+	uint32_t tid;
+	uint64_t time;
+	uint32_t idx;
+};
+
+struct span {
+	uint64_t start; /* ns from the profile's start */
+	uint64_t end;
+	uint32_t frame;
+	uint32_t depth;
+	uint32_t kinds; /* bit per enum sample_kind */
+};
+
+struct trace {
+	const struct profile *p;
+	FILE *out;
+	uint64_t base;
+	struct span *open;
+	size_t nr_open;
+	size_t cap_open;
+	struct span *done;
+	size_t nr_done;
+	size_t cap_done;
+	struct strbuf line;
+	struct strbuf names; /* JSON strings of frame names, built on first use */
+	size_t *name_off; /* SIZE_MAX: not built yet */
+	size_t *name_len;
+	bool first;
+};
+
+static int ts_cmp(const void *a, const void *b)
+{
+	const struct tsample *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+
+static int close_spans(struct trace *t, size_t keep)
+{
+	int err;
+
+	if (t->nr_open <= keep)
+		return 0;
+	err = grow_array((void **)&t->done, &t->cap_done, t->nr_done + t->nr_open - keep,
+			 sizeof(*t->done));
+	if (err)
+		return err;
+	while (t->nr_open > keep)
+		t->done[t->nr_done++] = t->open[--t->nr_open];
+	return 0;
+}
+
+static int frame_json(struct trace *t, uint32_t f, const char **s, size_t *len)
+{
+	if (t->name_off[f] == SIZE_MAX) {
+		const struct pf_frame *fr = profile__get_frame(t->p, f);
+		size_t off = t->names.len;
+		int err;
+
+		if (fr->name >= profile__nr_strings(t->p))
+			return -EINVAL;
+		err = sb_add_json(&t->names, profile__str(t->p, fr->name),
+				  profile__str_len(t->p, fr->name));
+		if (err)
+			return err;
+		t->name_off[f] = off;
+		t->name_len[f] = t->names.len - off;
+	}
+	*s = t->names.buf + t->name_off[f];
+	*len = t->name_len[f];
+	return 0;
+}
+
+/* "12.345" microseconds from ns, exactly: nesting survives the unit change. */
+static int add_us(struct strbuf *sb, uint64_t ns)
+{
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%llu.%03llu", (unsigned long long)(ns / 1000),
+			 (unsigned long long)(ns % 1000));
+
+	return sb_add(sb, buf, (size_t)n);
+}
+
+static int add_str(struct strbuf *sb, const char *s)
+{
+	return sb_add(sb, s, strlen(s));
+}
+
+static int put_event(struct trace *t)
+{
+	int err = put_buf(t->out, t->first ? "\n" : ",\n", t->first ? 1 : 2);
+
+	t->first = false;
+	if (!err)
+		err = put_buf(t->out, t->line.buf, t->line.len);
+	t->line.len = 0;
+	return err;
+}
+
+static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_t tid)
+{
+	static const char *const cats[8] = {
+		"",	    "oncpu",	      "offcpu",		 "oncpu,offcpu",
+		"runqueue", "oncpu,runqueue", "offcpu,runqueue", "oncpu,offcpu,runqueue",
+	};
+	const char *name;
+	char ids[48];
+	size_t len;
+	int err;
+
+	err = frame_json(t, s->frame, &name, &len);
+	if (!err)
+		err = add_str(&t->line, "{\"name\":");
+	if (!err)
+		err = sb_add(&t->line, name, len);
+	if (!err)
+		err = add_str(&t->line, ",\"cat\":\"");
+	if (!err)
+		err = add_str(&t->line, cats[s->kinds & 7]);
+	if (!err)
+		err = add_str(&t->line, "\",\"ph\":\"X\",\"ts\":");
+	if (!err)
+		err = add_us(&t->line, s->start);
+	if (!err)
+		err = add_str(&t->line, ",\"dur\":");
+	if (!err)
+		err = add_us(&t->line, s->end - s->start);
+	snprintf(ids, sizeof(ids), ",\"pid\":%u,\"tid\":%u}", pid, tid);
+	if (!err)
+		err = add_str(&t->line, ids);
+	return err ? err : put_event(t);
+}
+
+static int put_name(struct trace *t, const char *what, uint32_t pid, uint32_t tid, uint32_t comm)
+{
+	char head[96];
+	int err;
+
+	snprintf(head, sizeof(head), "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%u,\"tid\":%u,", what,
+		 pid, tid);
+	err = add_str(&t->line, head);
+	if (!err)
+		err = add_str(&t->line, "\"args\":{\"name\":");
+	if (!err)
+		err = sb_add_json(&t->line, profile__str(t->p, comm), profile__str_len(t->p, comm));
+	if (!err)
+		err = add_str(&t->line, "}}");
+	return err ? err : put_event(t);
+}
+
+/* The interval a sample stands for, in ns from the profile's start. */
+static void sample_span(const struct trace *t, const struct pf_sample *s, uint64_t *start,
+			uint64_t *end)
+{
+	uint64_t at = s->time > t->base ? s->time - t->base : 0;
+
+	if (s->kind == SAMPLE_ONCPU) {
+		*end = at;
+		*start = at > s->weight ? at - s->weight : 0;
+	} else {
+		*start = at;
+		*end = sat_add(at, s->weight);
+	}
+}
+
+/* Samples [first, end) of v, all of one thread, in time order. */
+static int thread_spans(struct trace *t, const struct tsample *v, size_t first, size_t end,
+			uint32_t **frames, size_t *cap)
+{
+	uint64_t last_end = 0;
+	int err;
+
+	t->nr_open = 0;
+	t->nr_done = 0;
+	for (size_t i = first; i < end; i++) {
+		const struct pf_sample *s = profile__get_sample(t->p, v[i].idx);
+		int64_t depth = stack_frames(t->p, s->stack, frames, cap);
+		uint64_t start, stop;
+		size_t common = 0;
+
+		if (depth < 0)
+			return (int)depth;
+		sample_span(t, s, &start, &stop);
+		if (t->nr_open && start > last_end && start - last_end > stop - start)
+			err = close_spans(t, 0); /* nobody saw the thread in between */
+		else
+			err = 0;
+		if (err)
+			return err;
+		/* overlapping samples (timer jitter) must not overlap as spans */
+		if (t->nr_open && start < last_end)
+			start = last_end;
+		if (stop < start)
+			stop = start;
+		while (common < t->nr_open && common < (size_t)depth &&
+		       t->open[common].frame == (*frames)[common])
+			common++;
+		if (t->nr_open > common) {
+			for (size_t d = common; d < t->nr_open; d++)
+				t->open[d].end = last_end;
+			err = close_spans(t, common);
+			if (err)
+				return err;
+		}
+		err = grow_array((void **)&t->open, &t->cap_open, (size_t)depth + 1,
+				 sizeof(*t->open));
+		if (err)
+			return err;
+		for (size_t d = common; d < (size_t)depth; d++)
+			t->open[d] = (struct span){ .start = start,
+						    .frame = (*frames)[d],
+						    .depth = (uint32_t)d };
+		t->nr_open = (size_t)depth;
+		for (size_t d = 0; d < t->nr_open; d++) {
+			t->open[d].end = stop;
+			t->open[d].kinds |= 1u << s->kind;
+		}
+		last_end = stop;
+	}
+	err = close_spans(t, 0);
+	if (!err)
+		qsort(t->done, t->nr_done, sizeof(*t->done), span_cmp);
+	return err;
+}
+
+int render_trace(const struct profile *p, const struct render_select *sel, FILE *out)
+{
+	const struct pf_meta *m = profile__cmeta(p);
+	size_t n = profile__nr_samples(p), nr = 0, nr_frames = profile__nr_frames(p);
+	struct trace t = { .p = p, .out = out, .base = profile_time_base(p), .first = true };
+	bool kinds[SAMPLE_KIND_MAX];
+	struct tsample *v = NULL;
+	uint32_t *frames = NULL;
+	size_t frames_cap = 0;
+	char tail[160];
+	int err = -ENOMEM;
+
+	select_kinds(sel, kinds);
+	v = malloc((n ? n : 1) * sizeof(*v));
+	t.name_off = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_off));
+	t.name_len = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_len));
+	if (!v || !t.name_off || !t.name_len)
+		goto out;
+	memset(t.name_off, 0xff, nr_frames * sizeof(*t.name_off));
+	err = -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_sample *s = profile__get_sample(p, i);
+		const struct pf_thread *th;
+
+		if (s->kind >= SAMPLE_KIND_MAX || !kinds[s->kind])
+			continue;
+		if (s->thread >= profile__nr_threads(p) || s->stack >= profile__nr_stacks(p) ||
+		    i >= UINT32_MAX)
+			goto out;
+		th = profile__get_thread(p, s->thread);
+		if (th->comm >= profile__nr_strings(p))
+			goto out;
+		v[nr++] = (struct tsample){ th->pid, th->tid, s->time, (uint32_t)i };
+	}
+	qsort(v, nr, sizeof(*v), ts_cmp);
+
+	err = put_buf(out, "{\"traceEvents\":[", 16);
+	for (size_t i = 0, j; !err && i < nr; i = j) {
+		const struct pf_thread *th;
+
+		for (j = i + 1; j < nr && v[j].pid == v[i].pid && v[j].tid == v[i].tid; j++)
+			;
+		/* a renamed thread keeps its track; the track shows its last name */
+		th = profile__get_thread(p, profile__get_sample(p, v[j - 1].idx)->thread);
+		if (v[i].pid == v[i].tid)
+			err = put_name(&t, "process_name", th->pid, th->pid, th->comm);
+		if (!err)
+			err = put_name(&t, "thread_name", th->pid, th->tid, th->comm);
+		if (!err)
+			err = thread_spans(&t, v, i, j, &frames, &frames_cap);
+		for (size_t k = 0; !err && k < t.nr_done; k++)
+			err = put_span(&t, &t.done[k], v[i].pid, v[i].tid);
+	}
+	snprintf(tail, sizeof(tail),
+		 "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"dlflame\","
+		 "\"lost_samples\":%llu,\"command\":",
+		 (unsigned long long)m->lost);
+	if (!err)
+		err = put_buf(out, tail, strlen(tail));
+	if (!err) {
+		t.line.len = 0;
+		err = m->command < profile__nr_strings(p)
+			      ? sb_add_json(&t.line, profile__str(p, m->command),
+					    profile__str_len(p, m->command))
+			      : -EINVAL;
+	}
+	if (!err)
+		err = put_buf(out, t.line.buf, t.line.len);
+	if (!err)
+		err = put_buf(out, "}}\n", 3);
+	if (!err && (fflush(out) == EOF || ferror(out)))
+		err = render_write_error();
+out:
+	free(v);
+	free(frames);
+	free(t.open);
+	free(t.done);
+	free(t.name_off);
+	free(t.name_len);
+	sb_free(&t.line);
+	sb_free(&t.names);
+	return err;
+}
