@@ -1,0 +1,1076 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbolize/: DWARF unwinding, JIT caller recovery and perf-map files.
+ *
+ * The unwinder runs on real stacks: capture_regs() below stores the
+ * registers as perf would (IP = its return address, SP = the caller's SP)
+ * and copies this thread's stack from there while the frames are live. The
+ * copy is then unwound "remotely" for getpid(), with the maps read from
+ * /proc/self/maps, and the chain of names is checked. JIT code is written
+ * into anonymous executable memory and named through /tmp/perf-PID.map.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include <asm/perf_regs.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "symbolize/internal.h"
+#include "symbolize/symbolize.h"
+
+/* ---- capturing our own stack ---- */
+
+#define COPY_MAX (64u << 10)
+
+struct sample {
+	uint64_t regs[PERF_REG_X86_64_MAX]; /* offset 0: capture_regs() writes here */
+	uint8_t *stack;
+	size_t size;
+	size_t cap;
+};
+
+static const uint64_t regs_mask = (1ull << PERF_REG_X86_AX) | (1ull << PERF_REG_X86_BX) |
+				  (1ull << PERF_REG_X86_CX) | (1ull << PERF_REG_X86_DX) |
+				  (1ull << PERF_REG_X86_SI) | (1ull << PERF_REG_X86_DI) |
+				  (1ull << PERF_REG_X86_BP) | (1ull << PERF_REG_X86_SP) |
+				  (1ull << PERF_REG_X86_IP) | (0xffull << PERF_REG_X86_R8);
+
+static uint64_t stack_top; /* end of the mapping that holds this thread's stack */
+
+void capture_regs(struct sample *smp);
+void copy_stack_c(struct sample *smp);
+
+/*
+ * The registers at the moment capture_regs returns: IP = the return
+ * address, SP = the caller's SP; then the stack copy, made by a tail call so
+ * that no frame of ours lies above SP.
+ */
+__asm__(".text\n"
+	".globl capture_regs\n"
+	".type capture_regs, @function\n"
+	"capture_regs:\n"
+	".cfi_startproc\n"
+	"	movq %rax, 0(%rdi)\n"
+	"	movq %rbx, 8(%rdi)\n"
+	"	movq %rcx, 16(%rdi)\n"
+	"	movq %rdx, 24(%rdi)\n"
+	"	movq %rsi, 32(%rdi)\n"
+	"	movq %rdi, 40(%rdi)\n"
+	"	movq %rbp, 48(%rdi)\n"
+	"	leaq 8(%rsp), %rax\n"
+	"	movq %rax, 56(%rdi)\n"
+	"	movq (%rsp), %rax\n"
+	"	movq %rax, 64(%rdi)\n"
+	"	movq %r8, 128(%rdi)\n"
+	"	movq %r9, 136(%rdi)\n"
+	"	movq %r10, 144(%rdi)\n"
+	"	movq %r11, 152(%rdi)\n"
+	"	movq %r12, 160(%rdi)\n"
+	"	movq %r13, 168(%rdi)\n"
+	"	movq %r14, 176(%rdi)\n"
+	"	movq %r15, 184(%rdi)\n"
+	"	jmp copy_stack_c\n"
+	".cfi_endproc\n"
+	".size capture_regs, .-capture_regs\n");
+
+/* Reads the stack as perf does, redzones included: not for AddressSanitizer's eyes. */
+__attribute__((no_sanitize_address)) void copy_stack_c(struct sample *smp)
+{
+	uint64_t sp = smp->regs[PERF_REG_X86_SP];
+	const volatile uint8_t *src = (const volatile uint8_t *)(uintptr_t)sp;
+	size_t n = smp->cap;
+
+	if (stack_top > sp && stack_top - sp < n)
+		n = (size_t)(stack_top - sp);
+	for (size_t i = 0; i < n; i++)
+		smp->stack[i] = src[i];
+	smp->size = n;
+}
+
+static void find_stack_top(void)
+{
+	char line[512];
+	uint64_t here = (uint64_t)(uintptr_t)&line, lo, hi;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64, &lo, &hi) == 2 && lo <= here && here < hi)
+			stack_top = hi;
+	}
+	fclose(f);
+	cr_assert_neq(stack_top, 0);
+}
+
+static struct sample *sample_new(void)
+{
+	struct sample *smp = calloc(1, sizeof(*smp));
+
+	cr_assert_not_null(smp);
+	smp->cap = COPY_MAX;
+	smp->stack = malloc(COPY_MAX);
+	cr_assert_not_null(smp->stack);
+	return smp;
+}
+
+static void sample_free(struct sample *smp)
+{
+	free(smp->stack);
+	free(smp);
+}
+
+/* A chain of calls that the compiler may neither inline nor turn into jumps. */
+__attribute__((noipa)) static size_t uw_c(struct sample *smp)
+{
+	capture_regs(smp);
+	__asm__ volatile("" ::: "memory");
+	return smp->size + 1;
+}
+
+__attribute__((noipa)) static size_t uw_b(struct sample *smp)
+{
+	size_t r = uw_c(smp);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+__attribute__((noipa)) static size_t uw_a(struct sample *smp)
+{
+	size_t r = uw_b(smp);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+/* ---- unwinding and naming ---- */
+
+struct unwound {
+	uint64_t ips[256];
+	const char *names[256];
+	enum frame_kind kinds[256];
+	int n;
+	enum unwind_end end;
+};
+
+static struct symbolizer *sym;
+
+static void setup(void)
+{
+	find_stack_top();
+	sym = symbolizer__new();
+	cr_assert_not_null(sym);
+}
+
+static void teardown(void)
+{
+	symbolizer__free(sym);
+}
+
+TestSuite(unwind, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(perfmap, .timeout = 60);
+TestSuite(insn, .timeout = 10);
+
+static void unwind_sample(const struct sample *smp, const uint8_t *stack, size_t size,
+			  struct unwound *u)
+{
+	struct sym_frame f;
+
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	u->end = UNWIND_END_ROOT + 100;
+	u->n = symbolizer__unwind(sym, (uint32_t)getpid(), smp->regs, regs_mask, stack, size,
+				  u->ips, ARRAY_SIZE(u->ips), &u->end);
+	cr_assert_geq(u->n, 1, "unwind failed: %d", u->n);
+	for (int i = 0; i < u->n; i++) {
+		symbolizer__resolve(sym, (uint32_t)getpid(), u->ips[i], false, i > 0, &f);
+		u->names[i] = f.name;
+		u->kinds[i] = f.kind;
+	}
+}
+
+static void log_chain(const struct unwound *u)
+{
+	for (int i = 0; i < u->n; i++)
+		cr_log_info("#%d %#" PRIx64 " %s", i, u->ips[i], u->names[i]);
+	cr_log_info("end %d", u->end);
+}
+
+/* name, or name@VERSION (a versioned .dynsym name) */
+static int find_name(const struct unwound *u, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (int i = 0; i < u->n; i++) {
+		if (u->names[i] && !strncmp(u->names[i], name, len) &&
+		    (u->names[i][len] == '\0' || u->names[i][len] == '@'))
+			return i;
+	}
+	return -1;
+}
+
+/* The stack ends in __libc_start_main -> _start, cleanly (Criterion's main is in its library). */
+static void assert_reaches_root(const struct unwound *u)
+{
+	cr_assert_eq(u->end, UNWIND_END_ROOT, "unwind ended with %d", u->end);
+	cr_assert_geq(find_name(u, "__libc_start_main"), 0,
+		      "__libc_start_main is not on the stack");
+	cr_assert_str_eq(u->names[u->n - 1], "_start");
+}
+
+Test(unwind, own_stack_through_a_chain)
+{
+	struct sample *smp = sample_new();
+	struct unwound u;
+
+	uw_a(smp);
+	cr_assert_gt(smp->size, 64);
+	unwind_sample(smp, smp->stack, smp->size, &u);
+	log_chain(&u);
+	cr_assert_geq(u.n, 4);
+	cr_assert_str_eq(u.names[0], "uw_c");
+	cr_assert_str_eq(u.names[1], "uw_b");
+	cr_assert_str_eq(u.names[2], "uw_a");
+	cr_assert_str_eq(u.names[3], "unwind_own_stack_through_a_chain_impl");
+	assert_reaches_root(&u);
+	cr_assert_geq(symbolizer__stats(sym)->unwinds, 1);
+	sample_free(smp);
+}
+
+Test(unwind, depth_limit_truncates)
+{
+	struct sample *smp = sample_new();
+	uint64_t ips[3];
+	enum unwind_end end = UNWIND_END_ROOT;
+	int n;
+
+	uw_a(smp);
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	n = symbolizer__unwind(sym, (uint32_t)getpid(), smp->regs, regs_mask, smp->stack, smp->size,
+			       ips, 3, &end);
+	cr_assert_eq(n, 3);
+	cr_assert_eq(end, UNWIND_END_TRUNCATED);
+	sample_free(smp);
+}
+
+Test(unwind, bad_arguments)
+{
+	struct sample *smp = sample_new();
+	uint64_t ips[4];
+	enum unwind_end end;
+
+	uw_a(smp);
+	cr_assert_eq(symbolizer__unwind(NULL, 1, smp->regs, regs_mask, smp->stack, smp->size, ips,
+					4, &end),
+		     -EINVAL);
+	/* no IP/SP in the mask */
+	cr_assert_eq(symbolizer__unwind(sym, (uint32_t)getpid(), smp->regs, 1, smp->stack,
+					smp->size, ips, 4, &end),
+		     -EINVAL);
+	/* a process we know nothing about */
+	cr_assert_lt(symbolizer__unwind(sym, 0x7ffffff0u, smp->regs, regs_mask, smp->stack,
+					smp->size, ips, 4, &end),
+		     0);
+	sample_free(smp);
+}
+
+/*
+ * A copy placed right before a PROT_NONE page: any read past its end
+ * crashes the test. Cut copies and garbage end TRUNCATED, never at a
+ * made-up root.
+ */
+static uint8_t *guarded_copy(const uint8_t *src, size_t n, void **map, size_t *maplen)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t body = (n + page - 1) / page * page;
+	uint8_t *m;
+
+	*maplen = body + 2 * page;
+	m = mmap(NULL, *maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(m, MAP_FAILED);
+	cr_assert_eq(mprotect(m, page, PROT_NONE), 0);
+	cr_assert_eq(mprotect(m + page + body, page, PROT_NONE), 0);
+	*map = m;
+	memcpy(m + page + body - n, src, n);
+	return m + page + body - n;
+}
+
+Test(unwind, cut_copy_is_truncated_and_read_in_bounds)
+{
+	struct sample *smp = sample_new();
+	struct unwound full, u;
+	size_t maplen;
+	void *map;
+
+	uw_a(smp);
+	unwind_sample(smp, smp->stack, smp->size, &full);
+	cr_assert_eq(full.end, UNWIND_END_ROOT);
+	/* every cut short of the whole copy ends TRUNCATED, and never reads past it */
+	for (size_t cut = 0; cut < smp->size; cut += cut < 256 ? 8 : 1024) {
+		uint8_t *copy = guarded_copy(smp->stack, cut, &map, &maplen);
+
+		unwind_sample(smp, copy, cut, &u);
+		/* above _start's frame lie only argv and the environment */
+		if (u.end == UNWIND_END_ROOT)
+			cr_assert_eq(u.n, full.n, "cut %zu: a root, but not the whole stack", cut);
+		else
+			cr_assert_eq(u.end, UNWIND_END_TRUNCATED, "cut %zu: ended %d", cut, u.end);
+		if (cut < 256)
+			cr_assert_eq(u.end, UNWIND_END_TRUNCATED, "cut %zu reached the root", cut);
+		cr_assert_leq(u.n, full.n);
+		for (int i = 0; i < u.n; i++)
+			cr_assert_eq(u.ips[i], full.ips[i], "cut %zu: frame %d differs", cut, i);
+		munmap(map, maplen);
+	}
+	sample_free(smp);
+}
+
+Test(unwind, garbage_stack_ends_truncated)
+{
+	struct sample *smp = sample_new();
+	uint64_t words[2048], code = (uint64_t)(uintptr_t)&uw_b;
+	struct unwound u;
+	unsigned seed = 12345;
+	size_t maplen;
+	void *map;
+	uint8_t *copy;
+
+	uw_a(smp);
+	/* random words, and words that point into code just after calls */
+	for (size_t i = 0; i < ARRAY_SIZE(words); i++) {
+		seed = seed * 1103515245u + 12345u;
+		words[i] = i % 3 ? ((uint64_t)seed << 32 | seed) : code + (seed % 64);
+	}
+	copy = guarded_copy((const uint8_t *)words, sizeof(words), &map, &maplen);
+	unwind_sample(smp, copy, sizeof(words), &u);
+	cr_assert_neq(u.end, UNWIND_END_ROOT);
+	cr_assert_lt(u.n, 256);
+	munmap(map, maplen);
+	sample_free(smp);
+}
+
+/*
+ * Our own stack, unwound with the CFI of a corrupted copy of this test
+ * binary: a fake process maps the copy where the binary is mapped. Whatever
+ * the bytes say, the unwind ends, in bounds.
+ */
+static void map_self_as(struct symbolizer *s, uint32_t pid, const char *self, const char *copy)
+{
+	char line[4096], perms[8], path[4096];
+	uint64_t lo, hi, off;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		uint32_t prot = 0;
+
+		path[0] = '\0';
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %4095s", &lo, &hi,
+			   perms, &off, path) < 4 ||
+		    !strchr(perms, 'x'))
+			continue;
+		prot = PROT_READ | PROT_EXEC;
+		symbolizer__mmap(s, pid, lo, hi - lo, off, prot, strcmp(path, self) ? path : copy);
+	}
+	fclose(f);
+}
+
+Test(unwind, corrupt_cfi_ends_in_bounds)
+{
+	struct sample *smp = sample_new();
+	char self[4096], copy[] = "/tmp/dlflame-unwtest-XXXXXX";
+	uint8_t *bin;
+	size_t len;
+	ssize_t n;
+	int fd, in;
+	unsigned seed = 1;
+	struct stat st;
+
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	cr_assert_gt(n, 0);
+	self[n] = '\0';
+	in = open(self, O_RDONLY);
+	cr_assert_geq(in, 0);
+	cr_assert_eq(fstat(in, &st), 0);
+	len = (size_t)st.st_size;
+	bin = malloc(len);
+	cr_assert_eq(pread(in, bin, len, 0), (ssize_t)len);
+	close(in);
+	uw_a(smp);
+	for (int round = 0; round < 40; round++) {
+		struct symbolizer *s = symbolizer__new();
+		uint64_t ips[256];
+		enum unwind_end end = UNWIND_END_ROOT + 100;
+		uint8_t *b = malloc(len);
+		int k;
+
+		memcpy(b, bin, len);
+		/* flip bytes all over the file: headers, .eh_frame_hdr, .eh_frame, code */
+		for (int i = 0; i < 64 + round * 64; i++) {
+			seed = seed * 1103515245u + 12345u;
+			b[(seed >> 4) % len] ^= (uint8_t)(seed >> 24 | 1);
+		}
+		fd = mkstemp(copy);
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(write(fd, b, len), (ssize_t)len);
+		close(fd);
+		map_self_as(s, 0x7ffffff0u, self, copy);
+		k = symbolizer__unwind(s, 0x7ffffff0u, smp->regs, regs_mask, smp->stack, smp->size,
+				       ips, ARRAY_SIZE(ips), &end);
+		cr_assert_geq(k, 1, "round %d: %d", round, k);
+		cr_assert_leq(k, (int)ARRAY_SIZE(ips));
+		cr_assert(end == UNWIND_END_ROOT || end == UNWIND_END_TRUNCATED ||
+			  end == UNWIND_END_JIT_NO_CALLER);
+		unlink(copy);
+		strcpy(copy, "/tmp/dlflame-unwtest-XXXXXX");
+		symbolizer__free(s);
+		free(b);
+	}
+	free(bin);
+	sample_free(smp);
+}
+
+/* ---- JIT code ---- */
+
+typedef void (*jit_fn)(struct sample *);
+
+/* The caller of the JIT code keeps a frame pointer: its CFA is rbp + 16, so
+ * unwinding it needs the rbp that the preamble saved, not the one in the
+ * registers (the JIT code loaded a constant into it). */
+__attribute__((noipa, optimize("no-omit-frame-pointer"))) static size_t call_jit(jit_fn fn,
+										 struct sample *smp)
+{
+	fn(smp);
+	__asm__ volatile("" ::: "memory");
+	return smp->size + 1;
+}
+
+__attribute__((noipa)) static size_t jit_outer(jit_fn fn, struct sample *smp)
+{
+	size_t r = call_jit(fn, smp);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+struct jit_code {
+	uint8_t *mem;
+	size_t len;
+	jit_fn plain, preamble;
+	size_t plain_len, preamble_len;
+};
+
+static size_t emit(uint8_t *p, const uint8_t *bytes, size_t n)
+{
+	memcpy(p, bytes, n);
+	return n;
+}
+
+static size_t emit_call_capture(uint8_t *p)
+{
+	uint64_t target = (uint64_t)(uintptr_t)&capture_regs;
+	size_t n = 0;
+
+	n += emit(p + n, (const uint8_t[]){ 0x48, 0x83, 0xec, 0x08 }, 4); /* sub $8, %rsp */
+	n += emit(p + n, (const uint8_t[]){ 0x48, 0xb8 }, 2); /* movabs $target, %rax */
+	memcpy(p + n, &target, 8);
+	n += 8;
+	n += emit(p + n, (const uint8_t[]){ 0xff, 0xd0 }, 2); /* call *%rax */
+	n += emit(p + n, (const uint8_t[]){ 0x48, 0x83, 0xc4, 0x08 }, 4); /* add $8, %rsp */
+	return n;
+}
+
+/*
+ * Two functions in one RWX anonymous page: a plain one that saves nothing,
+ * and one with oneDNN's preamble (push rbx, rbp, r12-r15; a constant in rbp).
+ */
+static void jit_build(struct jit_code *j)
+{
+	static const uint8_t pushes[] = {
+		0x53, 0x55, 0x41, 0x54, 0x41, 0x55, 0x41, 0x56, 0x41, 0x57
+	};
+	static const uint8_t pops[] = {
+		0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c, 0x5d, 0x5b
+	};
+	uint64_t junk = 0x4141414141414141ull;
+	uint8_t *p;
+	size_t n = 0, start;
+
+	j->len = 4096;
+	j->mem = mmap(NULL, j->len, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+		      -1, 0);
+	cr_assert_neq(j->mem, MAP_FAILED);
+	p = j->mem;
+	memset(p, 0xcc, j->len);
+
+	j->plain = (jit_fn)(uintptr_t)p;
+	n += emit_call_capture(p + n);
+	n += emit(p + n, (const uint8_t[]){ 0xc3 }, 1);
+	j->plain_len = n;
+
+	n = start = 256;
+	j->preamble = (jit_fn)(uintptr_t)(p + n);
+	n += emit(p + n, pushes, sizeof(pushes));
+	n += emit(p + n, (const uint8_t[]){ 0x48, 0xbd }, 2); /* movabs $junk, %rbp */
+	memcpy(p + n, &junk, 8);
+	n += 8;
+	n += emit_call_capture(p + n);
+	n += emit(p + n, pops, sizeof(pops));
+	n += emit(p + n, (const uint8_t[]){ 0xc3 }, 1);
+	j->preamble_len = n - start;
+	__builtin___clear_cache((char *)p, (char *)p + j->len);
+}
+
+static char map_path[64];
+
+static void write_perf_map(const struct jit_code *j)
+{
+	FILE *f;
+
+	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
+	f = fopen(map_path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "%" PRIx64 " %zx jit_plain_kernel\n", (uint64_t)(uintptr_t)j->plain,
+		j->plain_len);
+	fprintf(f, "%" PRIx64 " %zx jit_avx512_core_preamble_kernel\n",
+		(uint64_t)(uintptr_t)j->preamble, j->preamble_len);
+	fclose(f);
+}
+
+static void jit_case(bool preamble)
+{
+	struct sample *smp = sample_new();
+	struct jit_code j;
+	struct unwound u;
+	const struct symbolizer_stats *st;
+
+	jit_build(&j);
+	write_perf_map(&j);
+	jit_outer(preamble ? j.preamble : j.plain, smp);
+	unwind_sample(smp, smp->stack, smp->size, &u);
+	log_chain(&u);
+	unlink(map_path);
+	cr_assert_geq(u.n, 4);
+	cr_assert_str_eq(u.names[0],
+			 preamble ? "jit_avx512_core_preamble_kernel" : "jit_plain_kernel");
+	cr_assert_eq(u.kinds[0], FRAME_JIT);
+	cr_assert_str_eq(u.names[1], "call_jit");
+	cr_assert_str_eq(u.names[2], "jit_outer");
+	assert_reaches_root(&u);
+	st = symbolizer__stats(sym);
+	cr_assert_eq(st->jit_callers_recovered, 1);
+	cr_assert_eq(st->perfmap.entries, 2);
+	munmap(j.mem, j.len);
+	sample_free(smp);
+}
+
+Test(unwind, jit_plain_caller_recovered)
+{
+	jit_case(false);
+}
+
+Test(unwind, jit_preamble_caller_recovered_with_saved_registers)
+{
+	jit_case(true);
+}
+
+Test(unwind, jit_without_caller_on_the_stack)
+{
+	struct sample *smp = sample_new();
+	struct jit_code j;
+	struct unwound u;
+	size_t keep;
+
+	jit_build(&j);
+	write_perf_map(&j);
+	jit_outer(j.preamble, smp);
+	/* the copy ends before the return address: the caller cannot be found */
+	keep = 8 * 7;
+	unwind_sample(smp, smp->stack, keep, &u);
+	unlink(map_path);
+	cr_assert_eq(u.n, 1);
+	cr_assert_eq(u.end, UNWIND_END_JIT_NO_CALLER);
+	cr_assert_str_eq(u.names[0], "jit_avx512_core_preamble_kernel");
+	cr_assert_eq(symbolizer__stats(sym)->jit_callers_missed, 1);
+	munmap(j.mem, j.len);
+	sample_free(smp);
+}
+
+/*
+ * A kernel that, like oneDNN's GEMM kernel for large K, moves rsp to a heap
+ * workspace after its preamble and keeps the original rsp at [rsp + 120]:
+ * then its callers are not in the stack copy at all.
+ */
+typedef void (*ws_fn)(struct sample *, uint8_t *ws_top);
+
+static ws_fn ws_build(void **mem)
+{
+	static const uint8_t pushes[] = {
+		0x53, 0x55, 0x41, 0x54, 0x41, 0x55, 0x41, 0x56, 0x41, 0x57
+	};
+	static const uint8_t pops[] = {
+		0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c, 0x5d, 0x5b
+	};
+	static const uint8_t head[] = {
+		0x48, 0x89, 0xe5, /* mov %rsp, %rbp */
+		0x48, 0x85, 0xf6, /* test %rsi, %rsi */
+		0x74, 0x05, /* jz 1f */
+		0x48, 0x89, 0xf4, /* mov %rsi, %rsp */
+		0xeb, 0x0b, /* jmp 2f */
+		0x48, 0x81, 0xec, 0x00, 0x02, 0x00, 0x00, /* 1: sub $0x200, %rsp */
+		0x48, 0x83, 0xe4, 0xf0, /* and $-16, %rsp */
+		0x48, 0x89, 0x6c, 0x24, 0x78, /* 2: mov %rbp, 120(%rsp) */
+		0x48, 0xb8, /* movabs $capture_regs, %rax */
+	};
+	static const uint8_t tail[] = {
+		0xff, 0xd0, /* call *%rax */
+		0x48, 0x89, 0xec, /* mov %rbp, %rsp */
+	};
+	uint64_t target = (uint64_t)(uintptr_t)&capture_regs;
+	uint8_t *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t n = 0;
+
+	cr_assert_neq(p, MAP_FAILED);
+	n += emit(p + n, pushes, sizeof(pushes));
+	n += emit(p + n, head, sizeof(head));
+	memcpy(p + n, &target, 8);
+	n += 8;
+	n += emit(p + n, tail, sizeof(tail));
+	n += emit(p + n, pops, sizeof(pops));
+	p[n++] = 0xc3;
+	__builtin___clear_cache((char *)p, (char *)p + n);
+	*mem = p;
+	return (ws_fn)(uintptr_t)p;
+}
+
+__attribute__((noipa, optimize("no-omit-frame-pointer"))) static size_t
+call_ws(ws_fn fn, struct sample *smp, uint8_t *ws_top)
+{
+	fn(smp, ws_top);
+	__asm__ volatile("" ::: "memory");
+	return smp->size + 1;
+}
+
+__attribute__((noipa)) static size_t ws_outer(ws_fn fn, struct sample *smp, uint8_t *ws_top)
+{
+	size_t r = call_ws(fn, smp, ws_top);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
+{
+	struct sample *on_stack = sample_new(), *on_heap = sample_new();
+	/* the copy from the workspace's SP stays inside this buffer */
+	size_t wslen = 2 * COPY_MAX;
+	uint8_t *ws = mmap(NULL, wslen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct unwound u;
+	void *code;
+	ws_fn fn = ws_build(&code);
+
+	cr_assert_neq(ws, MAP_FAILED);
+	/* one call site, at the same depth, first with the kernel on the stack, then on the heap */
+	for (int i = 0; i < 2; i++)
+		ws_outer(fn, i ? on_heap : on_stack, i ? ws + COPY_MAX / 2 : NULL);
+	cr_assert_lt((uint64_t)(uintptr_t)on_heap->regs[PERF_REG_X86_SP] - (uint64_t)(uintptr_t)ws,
+		     wslen, "the heap call ran on the workspace");
+
+	/* nothing seen before: no caller */
+	unwind_sample(on_heap, on_heap->stack, on_heap->size, &u);
+	cr_assert_eq(u.end, UNWIND_END_JIT_NO_CALLER);
+	cr_assert_eq(u.n, 1);
+
+	unwind_sample(on_stack, on_stack->stack, on_stack->size, &u);
+	log_chain(&u);
+	cr_assert_str_eq(u.names[1], "call_ws");
+	assert_reaches_root(&u);
+
+	unwind_sample(on_heap, on_heap->stack, on_heap->size, &u);
+	log_chain(&u);
+	cr_assert_eq(u.end, UNWIND_END_ROOT);
+	cr_assert_str_eq(u.names[1], "call_ws");
+	cr_assert_str_eq(u.names[2], "ws_outer");
+	assert_reaches_root(&u);
+	cr_assert_eq(symbolizer__stats(sym)->jit_callers_recovered, 2);
+	cr_assert_eq(symbolizer__stats(sym)->jit_callers_missed, 1);
+	munmap(code, 4096);
+	munmap(ws, wslen);
+	sample_free(on_stack);
+	sample_free(on_heap);
+}
+
+/* ---- call instructions ---- */
+
+struct insn_case {
+	uint8_t bytes[8];
+	size_t len;
+	bool indirect, call;
+};
+
+static bool check(bool (*fn)(const uint8_t *, size_t), const uint8_t *b, size_t len)
+{
+	uint8_t buf[8];
+
+	/* int3 before the instruction: no call ends in it */
+	memset(buf, 0xcc, sizeof(buf));
+	memcpy(buf + sizeof(buf) - len, b, len);
+	return fn(buf, sizeof(buf));
+}
+
+Test(insn, call_forms)
+{
+	static const struct insn_case cases[] = {
+		{ { 0xff, 0xd0 }, 2, true, true }, /* call *%rax */
+		{ { 0x41, 0xff, 0xd3 }, 3, true, true }, /* call *%r11 */
+		{ { 0xff, 0x10 }, 2, true, true }, /* call *(%rax) */
+		{ { 0xff, 0x50, 0x08 }, 3, true, true }, /* call *8(%rax) */
+		{ { 0x41, 0xff, 0x57, 0x10 }, 4, true, true }, /* call *16(%r15) */
+		{ { 0xff, 0x90, 0x00, 0x01, 0x00, 0x00 }, 6, true, true }, /* call *0x100(%rax) */
+		{ { 0xff, 0x14, 0x24 }, 3, true, true }, /* call *(%rsp) */
+		{ { 0x41, 0xff, 0x54, 0x24, 0x08 }, 5, true, true }, /* call *8(%r12) */
+		{ { 0xff, 0x14, 0xc5, 0, 0x10, 0, 0 }, 7, true, true }, /* call *0x1000(,%rax,8) */
+		{ { 0x42, 0xff, 0x94, 0xc0, 0, 1, 0, 0 },
+		  8,
+		  true,
+		  true }, /* call *0x100(%rax,%r8,8) */
+		{ { 0xff, 0x15, 0x10, 0x20, 0, 0 }, 6, false, true }, /* call *x(%rip): GOT */
+		{ { 0xe8, 0x10, 0x20, 0, 0 }, 5, false, true }, /* call rel32 */
+		{ { 0xff, 0xe0 }, 2, false, false }, /* jmp *%rax */
+		{ { 0xff, 0x20 }, 2, false, false }, /* jmp *(%rax) */
+		{ { 0xff, 0x30 }, 2, false, false }, /* push (%rax) */
+		{ { 0xff, 0x18 }, 2, false, false }, /* lcall *(%rax) */
+		{ { 0x90, 0x90 }, 2, false, false },
+		{ { 0x48, 0x89, 0xc7 }, 3, false, false }, /* mov %rax, %rdi */
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const struct insn_case *c = &cases[i];
+
+		cr_expect_eq(check(insn_is_indirect_call, c->bytes, c->len), c->indirect,
+			     "case %zu: indirect", i);
+		cr_expect_eq(check(insn_is_call, c->bytes, c->len), c->call, "case %zu: call", i);
+	}
+	cr_assert_not(insn_is_call(NULL, 8));
+	cr_assert_not(insn_is_indirect_call((const uint8_t[]){ 0xd0 }, 1));
+}
+
+/* ---- perf-map files ---- */
+
+static char pm_dir[64];
+
+static void pm_setup(void)
+{
+	strcpy(pm_dir, "/tmp/dlflame-pmtest-XXXXXX");
+	cr_assert_not_null(mkdtemp(pm_dir));
+}
+
+static void pm_teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", pm_dir);
+	if (system(cmd))
+		cr_log_warn("cannot remove %s", pm_dir);
+}
+
+static char *pm_file(const char *name, const char *text)
+{
+	static char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", pm_dir, name);
+	if (text) {
+		f = fopen(path, "w");
+		cr_assert_not_null(f);
+		fputs(text, f);
+		fclose(f);
+		chmod(path, 0644);
+	}
+	return path;
+}
+
+struct pm_fixture {
+	struct perfmap pm;
+	struct strpool pool;
+	struct perfmap_stats st;
+};
+
+static void pmf_init(struct pm_fixture *f)
+{
+	memset(f, 0, sizeof(*f));
+	strpool__init(&f->pool);
+}
+
+static void pmf_fini(struct pm_fixture *f)
+{
+	free(f->pm.ents);
+	free(f->pm.segs);
+	strpool__free(&f->pool);
+}
+
+static const char *name_at(const struct perfmap *pm, uint64_t addr)
+{
+	const struct perfmap_entry *e = perfmap__find(pm, addr);
+
+	return e ? e->name : NULL;
+}
+
+Test(perfmap, malformed_lines_are_counted_and_skipped, .init = pm_setup, .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	const char *text = "1000 10 good_one\n"
+			   "zz 10 not_hex\n"
+			   "2000 nothing\n"
+			   "3000 10\n"
+			   "4000 0 zero_size\n"
+			   "ffffffffffffff00 1000 wraps\n"
+			   "12345678901234567 10 too_many_digits\n"
+			   "5000 80000000 far_too_large\n"
+			   "\n"
+			   "0x6000 0x20 with 0x prefix and spaces\n"
+			   "7000 10 crlf_name\r\n"
+			   "8000 10 last_without_newline";
+
+	pmf_init(&f);
+	cr_assert_eq(perfmap__read(&f.pm, pm_file("m.map", text), getuid(), &f.pool, &f.st), 0);
+	cr_assert_eq(f.st.entries, 3);
+	cr_assert_eq(f.st.malformed_lines, 7);
+	cr_assert_eq(f.st.reads, 1);
+	cr_assert_str_eq(name_at(&f.pm, 0x1000), "good_one");
+	cr_assert_str_eq(name_at(&f.pm, 0x100f), "good_one");
+	cr_assert_null(name_at(&f.pm, 0x1010));
+	cr_assert_str_eq(name_at(&f.pm, 0x601f), "with 0x prefix and spaces");
+	cr_assert_str_eq(name_at(&f.pm, 0x7000), "crlf_name");
+	/* a last line without its newline may be half-written: it waits for the next read */
+	cr_assert_null(name_at(&f.pm, 0x8000));
+	cr_assert_null(name_at(&f.pm, 0x2000));
+	cr_assert_null(name_at(&f.pm, 0x5000));
+	pmf_fini(&f);
+}
+
+Test(perfmap, overlaps_innermost_then_latest, .init = pm_setup, .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	/* a Winograd-style buffer with sub-ranges, a reused range, and names that repeat */
+	const char *text = "10000 1000 wino_buffer\n"
+			   "10100 100 wino_sub_a\n"
+			   "10180 10 wino_tiny\n"
+			   "10400 100 wino_sub_b\n"
+			   "20000 100 old_kernel\n"
+			   "20000 100 new_kernel\n"
+			   "30000 40 jit_uni_kernel\n"
+			   "30040 40 jit_uni_kernel\n";
+
+	pmf_init(&f);
+	cr_assert_eq(perfmap__read(&f.pm, pm_file("o.map", text), getuid(), &f.pool, &f.st), 0);
+	cr_assert_str_eq(name_at(&f.pm, 0x10000), "wino_buffer");
+	cr_assert_str_eq(name_at(&f.pm, 0x100ff), "wino_buffer");
+	cr_assert_str_eq(name_at(&f.pm, 0x10100), "wino_sub_a");
+	cr_assert_str_eq(name_at(&f.pm, 0x10185), "wino_tiny");
+	cr_assert_str_eq(name_at(&f.pm, 0x10190), "wino_sub_a");
+	cr_assert_str_eq(name_at(&f.pm, 0x10200), "wino_buffer");
+	cr_assert_str_eq(name_at(&f.pm, 0x104ff), "wino_sub_b");
+	cr_assert_str_eq(name_at(&f.pm, 0x10fff), "wino_buffer");
+	cr_assert_null(name_at(&f.pm, 0x11000));
+	cr_assert_str_eq(name_at(&f.pm, 0x20050), "new_kernel");
+	cr_assert_str_eq(name_at(&f.pm, 0x3007f), "jit_uni_kernel");
+	/* the same answers whatever the order of the lines */
+	pmf_fini(&f);
+	pmf_init(&f);
+	text = "10400 100 wino_sub_b\n"
+	       "10180 10 wino_tiny\n"
+	       "10100 100 wino_sub_a\n"
+	       "10000 1000 wino_buffer\n";
+	cr_assert_eq(perfmap__read(&f.pm, pm_file("p.map", text), getuid(), &f.pool, &f.st), 0);
+	cr_assert_str_eq(name_at(&f.pm, 0x10185), "wino_tiny");
+	cr_assert_str_eq(name_at(&f.pm, 0x10190), "wino_sub_a");
+	cr_assert_str_eq(name_at(&f.pm, 0x10200), "wino_buffer");
+	pmf_fini(&f);
+}
+
+Test(perfmap, grows_and_is_read_from_where_it_stopped, .init = pm_setup, .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	char *path = pm_file("g.map", "1000 10 first\n2000 10 sec");
+	FILE *fp;
+
+	pmf_init(&f);
+	cr_assert_eq(perfmap__read(&f.pm, path, getuid(), &f.pool, &f.st), 0);
+	cr_assert_eq(f.st.entries, 1);
+	fp = fopen(path, "a");
+	fputs("ond\n3000 10 third\n", fp);
+	fclose(fp);
+	cr_assert_eq(perfmap__read(&f.pm, path, getuid(), &f.pool, &f.st), 0);
+	cr_assert_eq(f.st.entries, 3, "the file was read again from the start");
+	cr_assert_str_eq(name_at(&f.pm, 0x2000), "second");
+	cr_assert_str_eq(name_at(&f.pm, 0x3000), "third");
+	/* gone: what was read stays */
+	unlink(path);
+	cr_assert_eq(perfmap__read(&f.pm, path, getuid(), &f.pool, &f.st), -ENOENT);
+	cr_assert_str_eq(name_at(&f.pm, 0x1000), "first");
+	pmf_fini(&f);
+}
+
+Test(perfmap, overlong_lines_are_skipped, .init = pm_setup, .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	size_t len = 100000;
+	char *text = malloc(len + 64);
+
+	memset(text, 'a', len);
+	memcpy(text, "1000 10 ", 8);
+	strcpy(text + len, "\n2000 10 after\n");
+	pmf_init(&f);
+	cr_assert_eq(perfmap__read(&f.pm, pm_file("l.map", text), getuid(), &f.pool, &f.st), 0);
+	cr_assert_eq(f.st.malformed_lines, 1);
+	cr_assert_null(name_at(&f.pm, 0x1000));
+	cr_assert_str_eq(name_at(&f.pm, 0x2000), "after");
+	free(text);
+	pmf_fini(&f);
+}
+
+static void expect_rejected(const char *path, uid_t uid)
+{
+	struct pm_fixture f;
+	time_t t0 = time(NULL);
+
+	pmf_init(&f);
+	cr_assert_eq(perfmap__read(&f.pm, path, uid, &f.pool, &f.st), -EPERM, "%s", path);
+	cr_assert_eq(f.st.rejected_files, 1);
+	cr_assert_eq(f.st.entries, 0);
+	cr_assert(f.pm.rejected);
+	cr_assert_leq(time(NULL) - t0, 2, "reading %s took too long", path);
+	pmf_fini(&f);
+}
+
+Test(perfmap, hostile_files_are_rejected, .init = pm_setup, .fini = pm_teardown)
+{
+	char target[128], path[128];
+	struct stat st;
+	int fd;
+
+	/* a FIFO with no writer would block a plain open() or read() forever */
+	snprintf(path, sizeof(path), "%s/fifo.map", pm_dir);
+	cr_assert_eq(mkfifo(path, 0644), 0);
+	expect_rejected(path, getuid());
+
+	snprintf(target, sizeof(target), "%s", pm_file("real.map", "1000 10 x\n"));
+	snprintf(path, sizeof(path), "%s/link.map", pm_dir);
+	cr_assert_eq(symlink(target, path), 0);
+	expect_rejected(path, getuid());
+	snprintf(path, sizeof(path), "%s/zero.map", pm_dir);
+	cr_assert_eq(symlink("/dev/zero", path), 0);
+	expect_rejected(path, getuid());
+	if (!stat("/dev/null", &st) && S_ISCHR(st.st_mode))
+		expect_rejected("/dev/null", getuid());
+
+	snprintf(path, sizeof(path), "%s", pm_file("ww.map", "1000 10 x\n"));
+	cr_assert_eq(chmod(path, 0666), 0);
+	expect_rejected(path, getuid());
+
+	/* larger than the cap: never read (sparse, so the test stays cheap) */
+	snprintf(path, sizeof(path), "%s", pm_file("huge.map", "1000 10 x\n"));
+	fd = open(path, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)PERFMAP_MAX_FILE + 1), 0);
+	close(fd);
+	expect_rejected(path, getuid());
+
+	/* owned by someone who is neither the target's user nor root */
+	snprintf(path, sizeof(path), "%s", pm_file("other.map", "1000 10 x\n"));
+	if (getuid() == 0) {
+		cr_assert_eq(chown(path, 12345, 12345), 0);
+		expect_rejected(path, 0 + 4242);
+	} else {
+		expect_rejected(path, getuid() + 1);
+	}
+}
+
+Test(perfmap, root_owned_file_is_accepted, .init = pm_setup, .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	char *path = pm_file("r.map", "1000 10 x\n");
+	struct stat st;
+
+	cr_assert_eq(stat(path, &st), 0);
+	pmf_init(&f);
+	/* the file's owner is us; a target of another user accepts it only if we are root */
+	cr_assert_eq(perfmap__read(&f.pm, path, st.st_uid == 0 ? 4242 : st.st_uid, &f.pool, &f.st),
+		     0);
+	cr_assert_eq(f.st.entries, 1);
+	pmf_fini(&f);
+}
+
+/* Through the public API: an anonymous executable mapping of our own pid. */
+Test(perfmap, resolve_names_jit_frames_and_keeps_them, .init = setup, .fini = teardown)
+{
+	uint32_t pid = (uint32_t)getpid();
+	uint64_t base = 0x7e0000000000ull;
+	struct sym_frame f;
+	char path[64];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
+	fp = fopen(path, "w");
+	cr_assert_not_null(fp);
+	fprintf(fp, "%" PRIx64 " 100 jit_avx512_common_gemm_f32_xbyak_gemm\n", base);
+	fclose(fp);
+	cr_assert_eq(symbolizer__mmap(sym, pid, base, 0x10000, 0, PROT_READ | PROT_EXEC, "//anon"),
+		     0);
+	symbolizer__resolve(sym, pid, base + 0x10, false, false, &f);
+	cr_assert_str_eq(f.name, "jit_avx512_common_gemm_f32_xbyak_gemm");
+	cr_assert_str_eq(f.module, "[JIT]");
+	cr_assert_eq(f.kind, FRAME_JIT);
+	/* anonymous executable memory the map does not cover */
+	symbolizer__resolve(sym, pid, base + 0x1000, false, false, &f);
+	cr_assert_str_eq(f.name, "[JIT]");
+	cr_assert_eq(f.kind, FRAME_JIT);
+
+	/* a kernel appended later is found after the rate limit */
+	fp = fopen(path, "a");
+	fprintf(fp, "%" PRIx64 " 100 jit_uni_eltwise_kernel\n", base + 0x2000);
+	fclose(fp);
+	usleep(2 * PERFMAP_REREAD_MS * 1000);
+	symbolizer__resolve(sym, pid, base + 0x2010, false, false, &f);
+	cr_assert_str_eq(f.name, "jit_uni_eltwise_kernel");
+
+	/* deleted: still named */
+	unlink(path);
+	usleep(2 * PERFMAP_REREAD_MS * 1000);
+	symbolizer__resolve(sym, pid, base + 0x20, false, false, &f);
+	cr_assert_str_eq(f.name, "jit_avx512_common_gemm_f32_xbyak_gemm");
+	cr_assert_eq(symbolizer__stats(sym)->perfmap.entries, 2);
+	cr_assert_eq(symbolizer__stats(sym)->perfmap.rejected_files, 0);
+}
+
+Test(perfmap, unsafe_map_of_a_process_is_ignored, .init = setup, .fini = teardown)
+{
+	uint32_t pid = (uint32_t)getpid();
+	uint64_t base = 0x7e0000000000ull;
+	struct sym_frame f;
+	char path[64];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
+	fp = fopen(path, "w");
+	cr_assert_not_null(fp);
+	fprintf(fp, "%" PRIx64 " 100 injected\n", base);
+	fclose(fp);
+	chmod(path, 0666);
+	cr_assert_eq(symbolizer__mmap(sym, pid, base, 0x10000, 0, PROT_READ | PROT_EXEC, "//anon"),
+		     0);
+	symbolizer__resolve(sym, pid, base + 0x10, false, false, &f);
+	unlink(path);
+	cr_assert_str_eq(f.name, "[JIT]");
+	cr_assert_eq(symbolizer__stats(sym)->perfmap.rejected_files, 1);
+}
