@@ -34,6 +34,7 @@ struct output {
 	FILE *f;
 	char *path; /* NULL for stdout */
 	char *tmp;
+	bool in_place; /* a device or FIFO, written directly (see open_output_in_place) */
 };
 
 int output_open(struct output *o, const char *path); /* path NULL or "-": stdout */

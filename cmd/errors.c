@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "cmd.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +65,19 @@ int output_open(struct output *o, const char *path)
 		o->f = stdout;
 		return 0;
 	}
+	int err = open_output_in_place(path, &fd);
+	if (err)
+		return err;
+	if (fd >= 0) {
+		o->f = fdopen(fd, "w");
+		if (!o->f) {
+			err = -errno;
+			close(fd);
+			return err;
+		}
+		o->in_place = true;
+		return 0;
+	}
 	o->path = strdup(path);
 	if (!o->path || asprintf(&o->tmp, "%s.tmp.XXXXXX", path) < 0) {
 		free(o->path);
@@ -73,7 +87,7 @@ int output_open(struct output *o, const char *path)
 	}
 	fd = mkstemp(o->tmp);
 	if (fd < 0) {
-		int err = -errno;
+		err = -errno;
 		free(o->path);
 		free(o->tmp);
 		memset(o, 0, sizeof(*o));
@@ -82,7 +96,7 @@ int output_open(struct output *o, const char *path)
 	fchmod(fd, 0644);
 	o->f = fdopen(fd, "w");
 	if (!o->f) {
-		int err = -errno;
+		err = -errno;
 		close(fd);
 		unlink(o->tmp);
 		free(o->path);
@@ -101,6 +115,12 @@ int output_close(struct output *o, bool ok)
 		return 0;
 	if (fflush(o->f) || ferror(o->f))
 		err = errno ? -errno : -EIO;
+	if (o->in_place) {
+		if (fclose(o->f) && !err)
+			err = -errno;
+		memset(o, 0, sizeof(*o));
+		return err;
+	}
 	if (!o->path) {
 		/* stdout stays open for the final check in main() */
 		o->f = NULL;

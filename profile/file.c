@@ -223,6 +223,19 @@ int profile__write(const struct profile *p, const char *path)
 	put_le64(hdr + 24, zlen);
 	put_le32(hdr + 32, (uint32_t)crc32(0, z, zlen));
 
+	err = open_output_in_place(path, &fd);
+	if (err)
+		goto out;
+	if (fd >= 0) {
+		err = write_all(fd, hdr, sizeof(hdr));
+		if (!err)
+			err = write_all(fd, z, zlen);
+		if (close(fd) && !err)
+			err = -errno;
+		fd = -1;
+		goto out;
+	}
+	err = -ENOMEM;
 	if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0) {
 		tmp = NULL;
 		goto out;

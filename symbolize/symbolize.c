@@ -985,6 +985,9 @@ int symbolizer__comm(struct symbolizer *s, uint32_t pid, uint32_t tid, bool exec
 		return 0;
 	p = proc_find(s, pid);
 	if (p) {
+		/* a new image: the old one's JIT names and unwinding state no longer apply */
+		perfmap__free(p->perfmap);
+		p->perfmap = NULL;
 		p->n = 0;
 		p->last = 0;
 		p->misses = 0;

@@ -2,9 +2,12 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define EMPTY_KEY UINT64_MAX
 
@@ -219,5 +222,24 @@ int parse_double(const char *s, double min, double max, double *out)
 	if (v < min || v > max)
 		return -ERANGE;
 	*out = v;
+	return 0;
+}
+
+int open_output_in_place(const char *path, int *fd)
+{
+	struct stat st;
+
+	*fd = -1;
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	/* O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of hanging */
+	*fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (*fd < 0)
+		return -errno;
+	fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
 	return 0;
 }

@@ -49,6 +49,17 @@ int parse_u64(const char *s, int base, uint64_t min, uint64_t max, uint64_t *out
 int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int parse_double(const char *s, double min, double max, double *out);
 
+/*
+ * Outputs are written to a temporary file and renamed over their path, so a
+ * reader never sees half a file. That is wrong for what exists and is not a
+ * file: renaming over /dev/null would replace the device, and a FIFO's reader
+ * would never see the data. For those (character or block device, FIFO,
+ * socket) *fd is an open O_WRONLY descriptor to write in place; for a
+ * regular file, a symlink (replaced, not followed) or nothing, *fd is -1.
+ * A directory is -EISDIR. 0 or a negative errno.
+ */
+int open_output_in_place(const char *path, int *fd);
+
 /* a + b and a * b that report overflow (true) instead of wrapping. */
 static inline bool add_overflows(size_t a, size_t b, size_t *res)
 {

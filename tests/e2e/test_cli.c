@@ -380,3 +380,73 @@ Test(report, full_stdout_is_an_error)
 	profile__free(p);
 	free(data);
 }
+
+static void expect_char_device(const char *path)
+{
+	struct stat st;
+
+	cr_assert_eq(stat(path, &st), 0);
+	cr_assert(S_ISCHR(st.st_mode), "%s is still a character device", path);
+}
+
+Test(report, devices_and_fifos_are_written_in_place_not_replaced)
+{
+	char *data = path_in(dir, "good.data");
+	char *fifo = path_in(dir, "out.fifo");
+	char *got = path_in(dir, "got.svg");
+	struct profile *p = profile__new();
+	int64_t f = profile__frame_str(p, "main", "app", FRAME_USER);
+	int64_t s = profile__stack(p, 0, f);
+	int64_t t = profile__thread(p, 1, 1, profile__string(p, "app", 3));
+	struct pf_sample smp = { .time = 1, .weight = 1, .stack = s, .thread = t };
+	profile__add_sample(p, &smp);
+	profile__meta(p)->finalized = true;
+	cr_assert_eq(profile__write(p, data), 0);
+
+	/* the recorder's own writer: /dev/null stays /dev/null */
+	cr_assert_eq(profile__write(p, "/dev/null"), 0);
+	expect_char_device("/dev/null");
+
+	const char *folded[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", "-o",
+				 "/dev/null", NULL };
+	struct run_result r = run(dir, NULL, NULL, folded);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	expect_char_device("/dev/null");
+	run_free(&r);
+
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "cat '%s' > '%s' &", fifo, got);
+	cr_assert_eq(system(cmd), 0);
+	usleep(200 * 1000);
+	const char *svg[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", fifo, NULL };
+	r = run(dir, NULL, NULL, svg);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	struct stat st;
+	cr_assert_eq(lstat(fifo, &st), 0);
+	cr_assert(S_ISFIFO(st.st_mode), "the FIFO is still a FIFO");
+	for (int i = 0; i < 50 && (stat(got, &st) || st.st_size == 0); i++)
+		usleep(100 * 1000);
+	cr_assert_gt(st.st_size, 500, "the FIFO's reader got the SVG");
+
+	const char *todir[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", dir, NULL };
+	r = run(dir, NULL, NULL, todir);
+	cr_assert_eq(r.status, 1, "a directory is not an output: %s", r.err);
+	run_free(&r);
+	profile__free(p);
+	free(data);
+	free(fifo);
+	free(got);
+}
+
+Test(record, output_to_dev_null_keeps_the_device)
+{
+	const char *argv[] = { need_env("DLFLAME"), "record", "-o", "/dev/null", "--",
+			       need_env("FIXTURE_SPLIT"), "5", NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	expect_char_device("/dev/null");
+	run_free(&r);
+}
