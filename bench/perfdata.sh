@@ -5,6 +5,7 @@
 #
 #   bench/perfdata.sh                       # mlp, 1500 iterations
 #   ITER=3000 FLAMEGRAPH_DIR=~/FlameGraph bench/perfdata.sh
+#   ITER=6000 OMP_NUM_THREADS=2 PERF_STACK=32768 bench/perfdata.sh   # a ~600 MB perf.data
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITER=${ITER:-1500}
@@ -16,7 +17,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 
-perf record -q --call-graph dwarf -F 999 -o perf.data -- "$MLP" "$ITER" >/dev/null 2>&1
+perf record -q --call-graph "dwarf,${PERF_STACK:-8192}" -F 999 -o perf.data -- "$MLP" "$ITER" >/dev/null 2>&1
 "$DL" record -o dlflame.data -- "$MLP" "$ITER" >/dev/null 2>&1
 samples=$(perf script -i perf.data -F tid -G 2>/dev/null | wc -l)
 
@@ -32,7 +33,7 @@ samples=$(perf script -i perf.data -F tid -G 2>/dev/null | wc -l)
   $M "dlflame report --svg (own profile)" -- "$DL" report -i dlflame.data --svg -o c.svg
 } > times.tsv
 
-echo "perf.data of mlp $ITER iterations, --call-graph dwarf (8 KiB copies), $samples samples"
+echo "perf.data of mlp $ITER iterations, OMP_NUM_THREADS=$OMP_NUM_THREADS, --call-graph dwarf,${PERF_STACK:-8192}, $samples samples"
 printf '  %-52s %9s %10s\n' "command" "seconds" "peak MiB"
 awk -F'\t' '{printf "  %-52s %9.2f %10.1f\n", $1, $2, $3}' times.tsv
 dl=$(awk -F'\t' 'NR==1 {print $2}' times.tsv)

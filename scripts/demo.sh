@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-ITERATIONS=${ITERATIONS:-300}
+ITERATIONS=${ITERATIONS:-1500}
 build/cmd/dlflame record -o dlflame.data -- build/examples/mlp "$ITERATIONS"
 build/cmd/dlflame report -i dlflame.data --svg -o flame.svg
 echo "open $(pwd)/flame.svg in a browser"
