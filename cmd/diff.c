@@ -2,6 +2,7 @@
 /* dlflame diff: two profiles -> a differential flame graph or difffolded text. */
 #include "cmd.h"
 #include "import.h"
+#include "options.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -19,12 +20,7 @@ struct diff_opts {
 	const char *output;
 	bool svg, folded;
 	bool no_normalize;
-	bool offcpu, wall, runqueue;
-	const char *svg_only;
-	struct svg_opts svg_opts;
-	struct render_filter filter;
-	const char **comms;
-	size_t nr_comms;
+	struct select_opts sel;
 };
 
 static void diff_usage(FILE *f)
@@ -58,21 +54,9 @@ static void diff_usage(FILE *f)
 static int parse_args(int argc, char **argv, struct diff_opts *o)
 {
 	enum {
-		OPT_SVG = 256,
+		OPT_SVG = OPT_CMD_BASE,
 		OPT_FOLDED,
 		OPT_NO_NORMALIZE,
-		OPT_OFFCPU,
-		OPT_WALL,
-		OPT_RUNQUEUE,
-		OPT_MIN_BLOCK,
-		OPT_COMM,
-		OPT_TIME,
-		OPT_TITLE,
-		OPT_SUBTITLE,
-		OPT_WIDTH,
-		OPT_MINWIDTH,
-		OPT_COUNTNAME,
-		OPT_INVERTED,
 	};
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
@@ -94,10 +78,8 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct render_filter *f = &o->filter;
 	size_t nr_paths = 0;
-	uint64_t u;
-	int c;
+	int c, err;
 
 	optind = 1;
 	opterr = 0;
@@ -123,109 +105,27 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 		case OPT_NO_NORMALIZE:
 			o->no_normalize = true;
 			break;
-		case OPT_OFFCPU:
-			o->offcpu = true;
-			break;
-		case OPT_WALL:
-			o->wall = true;
-			break;
-		case OPT_RUNQUEUE:
-			o->runqueue = true;
-			break;
-		case OPT_MIN_BLOCK:
-			if (parse_u64(optarg, 10, 0, UINT64_MAX / 1000, &u))
-				return usage_error(
-					"diff", "--min-block takes microseconds, got '%s'", optarg);
-			f->min_block = u * 1000;
-			break;
-		case OPT_COMM: {
-			const char **v = realloc(o->comms, (o->nr_comms + 1) * sizeof(*v));
-
-			if (!v)
-				return error("out of memory");
-			v[o->nr_comms++] = optarg;
-			o->comms = v;
-			f->comms = v;
-			f->nr_comms = o->nr_comms;
-			break;
-		}
-		case OPT_TIME:
-			if (render_parse_time_range(optarg, &f->time_start, &f->time_end))
-				return usage_error(
-					"diff",
-					"--time takes START,END in seconds from the start, "
-					"START < END (either may be empty), got '%s'",
-					optarg);
-			f->has_time = true;
-			break;
-		case OPT_TITLE:
-			o->svg_opts.title = optarg;
-			o->svg_only = "--title";
-			break;
-		case OPT_SUBTITLE:
-			o->svg_opts.subtitle = optarg;
-			o->svg_only = "--subtitle";
-			break;
-		case OPT_WIDTH:
-			if (parse_u64(optarg, 10, 100, 100000, &u))
-				return usage_error("diff",
-						   "--width takes 100 to 100000 pixels, got '%s'",
-						   optarg);
-			o->svg_opts.width = (unsigned)u;
-			o->svg_only = "--width";
-			break;
-		case OPT_MINWIDTH: {
-			size_t len = strlen(optarg);
-			char buf[64];
-			int err;
-
-			o->svg_opts.minwidth_pct = len && optarg[len - 1] == '%';
-			if (o->svg_opts.minwidth_pct && len < sizeof(buf)) {
-				memcpy(buf, optarg, len - 1);
-				buf[len - 1] = '\0';
-				err = parse_double(buf, 0, 100, &o->svg_opts.minwidth);
-			} else {
-				err = o->svg_opts.minwidth_pct
-					      ? -EINVAL
-					      : parse_double(optarg, 0, 10000,
-							     &o->svg_opts.minwidth);
-			}
-			if (err)
-				return usage_error("diff",
-						   "--minwidth takes pixels (0 to 10000) or a "
-						   "percentage (0%% to 100%%), got '%s'",
-						   optarg);
-			o->svg_only = "--minwidth";
-			break;
-		}
-		case OPT_COUNTNAME:
-			o->svg_opts.countname = optarg;
-			o->svg_only = "--countname";
-			break;
-		case OPT_INVERTED:
-			o->svg_opts.inverted = true;
-			o->svg_only = "--inverted";
-			break;
 		case 'h':
 			diff_usage(stdout);
 			return -1;
 		case ':':
 			return usage_error("diff", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return usage_error("diff", "unknown option '%s'", argv[optind - 1]);
+			if (!select_opts__owns(c))
+				return usage_error("diff", "unknown option '%s'", argv[optind - 1]);
+			err = select_opts__parse(&o->sel, "diff", c, optarg);
+			if (err)
+				return err;
+			break;
 		}
 	}
 	if (nr_paths < 2)
 		return usage_error("diff", "name two profiles: BASE and NEW");
 	if (o->svg == o->folded)
 		return usage_error("diff", "choose one output: --svg or --folded");
-	if (o->offcpu && o->wall)
-		return usage_error("diff", "--wall already includes --offcpu: choose one");
-	if (f->min_block && !o->offcpu && !o->wall && !o->runqueue)
-		return usage_error("diff", "--min-block applies to --offcpu, --wall or --runqueue");
-	if (o->svg_only && !o->svg)
-		return usage_error("diff", "%s applies to --svg only", o->svg_only);
-	return 0;
+	/* unlike report, diff has always let --min-block 0 through on its own */
+	o->sel.min_block_set = o->sel.filter.min_block != 0;
+	return select_opts__check(&o->sel, "diff", o->svg);
 }
 
 /* A profile or perf.data, its per-line frames folded into one per function. */
@@ -244,23 +144,19 @@ static int read_profile(const char *path, struct profile **p)
 int cmd_diff(int argc, char **argv)
 {
 	struct diff_opts o = { 0 };
-	struct render_select sel = { .kinds = { [SAMPLE_ONCPU] = true } };
+	struct render_select sel;
 	struct profile *p[2] = { NULL, NULL }, *view[2] = { NULL, NULL };
 	struct output out;
 	int err, cerr, ret = EXIT_BAD;
 
 	err = parse_args(argc, argv, &o);
 	if (err) {
-		free(o.comms);
+		select_opts__free(&o.sel);
 		return err < 0 ? EXIT_OK : err;
 	}
 	if (!o.output && o.svg)
 		o.output = DEFAULT_DIFF_SVG;
-	if (o.offcpu)
-		sel.kinds[SAMPLE_ONCPU] = false;
-	sel.kinds[SAMPLE_OFFCPU] = o.offcpu || o.wall;
-	sel.kinds[SAMPLE_RUNQUEUE] = o.runqueue;
-	sel.weight_ns = o.offcpu || o.wall || o.runqueue;
+	sel = select_opts__select(&o.sel);
 
 	for (int i = 0; i < 2; i++) {
 		if (read_profile(o.paths[i], &p[i]))
@@ -270,7 +166,7 @@ int cmd_diff(int argc, char **argv)
 		if (profile__cmeta(p[i])->lost)
 			warning("%s: %llu samples were lost while recording", o.paths[i],
 				(unsigned long long)profile__cmeta(p[i])->lost);
-		err = render_filter(p[i], &sel, &o.filter, &view[i]);
+		err = render_filter(p[i], &sel, &o.sel.filter, &view[i]);
 		if (err) {
 			error("cannot filter %s: %s", o.paths[i], strerror(-err));
 			goto out;
@@ -283,7 +179,7 @@ int cmd_diff(int argc, char **argv)
 	}
 	if (o.svg)
 		err = render_diff_svg(view[0] ? view[0] : p[0], view[1] ? view[1] : p[1], &sel,
-				      !o.no_normalize, &o.svg_opts, out.f);
+				      !o.no_normalize, &o.sel.svg, out.f);
 	else
 		err = render_diff_folded(view[0] ? view[0] : p[0], view[1] ? view[1] : p[1], &sel,
 					 !o.no_normalize, out.f);
@@ -304,6 +200,6 @@ out:
 		profile__free(view[i]);
 		profile__free(p[i]);
 	}
-	free(o.comms);
+	select_opts__free(&o.sel);
 	return ret;
 }

@@ -4,6 +4,7 @@
  * long their threads block, and draw it at once.
  */
 #include "cmd.h"
+#include "options.h"
 #include "pipeline.h"
 
 #include <errno.h>
@@ -15,17 +16,11 @@
 #include "render/render.h"
 
 #define DEFAULT_SVG "offcpu.svg"
-#define MAX_DURATION 31536000.0
 
 struct offcpu_opts {
-	pid_t *pids;
-	size_t nr_pids;
-	bool threads_only;
-	uint64_t duration_ns;
+	struct target_opts target;
 	const char *output;
 	bool folded;
-	enum callgraph_mode callgraph;
-	uint32_t stack_size;
 };
 
 static void offcpu_usage(FILE *f)
@@ -63,8 +58,6 @@ static int parse_args(int argc, char **argv, struct offcpu_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	bool have_p = false, have_t = false;
-	double secs;
 	int c, err;
 
 	optind = 1;
@@ -73,29 +66,11 @@ static int parse_args(int argc, char **argv, struct offcpu_opts *o)
 		switch (c) {
 		case 'p':
 		case 't':
-			if (c == 'p')
-				have_p = true;
-			else
-				have_t = true;
-			if (have_p && have_t)
-				return usage_error("offcpu", "-p and -t cannot be combined");
-			o->threads_only = c == 't';
-			err = parse_pid_list(optarg, &o->pids, &o->nr_pids);
-			if (err == -ENOMEM)
-				return error("out of memory");
-			if (err)
-				return usage_error(
-					"offcpu",
-					"-%c takes a comma-separated list of %s IDs, got '%s'", c,
-					c == 'p' ? "process" : "thread", optarg);
-			break;
 		case 'd':
-			if (parse_double(optarg, 0.001, MAX_DURATION, &secs))
-				return usage_error(
-					"offcpu",
-					"-d takes a duration in seconds (0.001 to %.0f), got '%s'",
-					MAX_DURATION, optarg);
-			o->duration_ns = (uint64_t)(secs * 1e9);
+		case 'g':
+			err = target_opts__parse(&o->target, "offcpu", c, optarg);
+			if (err)
+				return err;
 			break;
 		case 'o':
 			if (!*optarg)
@@ -104,14 +79,6 @@ static int parse_args(int argc, char **argv, struct offcpu_opts *o)
 			break;
 		case OPT_FOLDED:
 			o->folded = true;
-			break;
-		case 'g':
-			if (parse_call_graph(optarg, &o->callgraph, &o->stack_size))
-				return usage_error(
-					"offcpu",
-					"--call-graph takes 'fp', 'dwarf' or 'dwarf,BYTES' "
-					"(BYTES a multiple of 8 from 8 to %u), got '%s'",
-					SAMPLER_MAX_STACK_SIZE, optarg);
 			break;
 		case 'h':
 			offcpu_usage(stdout);
@@ -127,7 +94,7 @@ static int parse_args(int argc, char **argv, struct offcpu_opts *o)
 				   "unexpected argument '%s' (to launch a command, use "
 				   "'dlflame record -- COMMAND' and 'dlflame report --offcpu')",
 				   argv[optind]);
-	if (!o->nr_pids)
+	if (!o->target.nr_pids)
 		return usage_error("offcpu", "name the processes to attach to with -p PID");
 	return 0;
 }
@@ -171,8 +138,7 @@ static int draw(struct session *ss, const struct offcpu_opts *o, struct output *
 
 int cmd_offcpu(int argc, char **argv)
 {
-	struct offcpu_opts o = { .callgraph = CALLGRAPH_DWARF,
-				 .stack_size = SAMPLER_DEFAULT_STACK_SIZE };
+	struct offcpu_opts o = { .target = TARGET_OPTS_DEFAULT };
 	struct sampler_opts so = { .offcpu = true, .offcpu_only = true };
 	struct session ss = { 0 };
 	struct output out;
@@ -183,28 +149,28 @@ int cmd_offcpu(int argc, char **argv)
 
 	err = parse_args(argc, argv, &o);
 	if (err) {
-		free(o.pids);
+		free(o.target.pids);
 		return err < 0 ? EXIT_OK : err;
 	}
 	if (!o.output)
 		o.output = o.folded ? "-" : DEFAULT_SVG;
 	name = strcmp(o.output, "-") ? o.output : "standard output";
 	if (strcmp(o.output, "-") && (err = check_output_dir(o.output))) {
-		free(o.pids);
+		free(o.target.pids);
 		return error("cannot write %s: %s; choose another path with -o", o.output,
 			     strerror(-err));
 	}
 
-	so.callgraph = o.callgraph;
-	so.stack_size = o.stack_size;
+	so.callgraph = o.target.callgraph;
+	so.stack_size = o.target.stack_size;
 	if (session__open(&ss, &so))
 		goto out;
 	ss.offcpu = true;
 	t0 = now_ns();
-	if (session__attach(&ss, o.pids, o.nr_pids, o.threads_only))
+	if (session__attach(&ss, o.target.pids, o.target.nr_pids, o.target.threads_only))
 		goto out;
 	session__handle_signals();
-	err = session__run(&ss, -1, o.duration_ns, &status, &child_done);
+	err = session__run(&ss, -1, o.target.duration_ns, &status, &child_done);
 	if (err)
 		error("recording stopped early: %s", strerror(-err));
 	session__fill_meta(&ss, 0, ss.command);
@@ -231,6 +197,6 @@ int cmd_offcpu(int argc, char **argv)
 	ret = err ? EXIT_BAD : EXIT_OK;
 out:
 	session__close(&ss);
-	free(o.pids);
+	free(o.target.pids);
 	return ret;
 }

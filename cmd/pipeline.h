@@ -116,9 +116,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 void session__fill_meta(struct session *ss, uint64_t freq, const char *command);
 void session__warnings(struct session *ss);
 
-/* Option parsers shared by record and offcpu. 0 or -EINVAL (-ENOMEM); outputs untouched on failure. */
-int parse_call_graph(const char *arg, enum callgraph_mode *mode, uint32_t *stack_size);
-int parse_pid_list(const char *arg, pid_t **pids, size_t *nr);
+/* 0 or a negative errno: whether a file could be created at path. */
 int check_output_dir(const char *path);
 
 #endif

@@ -4,6 +4,7 @@
  * on-CPU stacks and context switches, symbolize, write dlflame.data.
  */
 #include "cmd.h"
+#include "options.h"
 #include "pipeline.h"
 
 #include <dirent.h>
@@ -22,7 +23,6 @@ extern char **environ;
 
 #define DEFAULT_FREQ 999
 #define DEFAULT_OUTPUT "dlflame.data"
-#define MAX_DURATION 31536000.0 /* -d: a year */
 
 /* oneDNN writes /tmp/perf-PID.map only when one of these says so (notes/onednn-jit.md). */
 static const char *const jit_env[] = { "ONEDNN_JIT_PROFILE", "DNNL_JIT_PROFILE" };
@@ -31,13 +31,8 @@ struct record_opts {
 	uint64_t freq;
 	const char *output;
 	bool forward_exit;
-	enum callgraph_mode callgraph;
-	uint32_t stack_size;
 	bool no_offcpu;
-	pid_t *pids; /* -p or -t */
-	size_t nr_pids;
-	bool threads_only; /* -t */
-	uint64_t duration_ns;
+	struct target_opts target;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -102,52 +97,6 @@ static uint64_t max_sample_rate(void)
 	return v;
 }
 
-/* "fp", "dwarf" or "dwarf,BYTES". 0 or -EINVAL; the outputs are untouched on failure. */
-int parse_call_graph(const char *arg, enum callgraph_mode *mode, uint32_t *stack_size)
-{
-	uint64_t v;
-
-	if (!strcmp(arg, "fp")) {
-		*mode = CALLGRAPH_FP;
-		return 0;
-	}
-	if (!strcmp(arg, "dwarf")) {
-		*mode = CALLGRAPH_DWARF;
-		*stack_size = SAMPLER_DEFAULT_STACK_SIZE;
-		return 0;
-	}
-	if (strncmp(arg, "dwarf,", 6) || parse_u64(arg + 6, 10, 8, SAMPLER_MAX_STACK_SIZE, &v) ||
-	    v % 8)
-		return -EINVAL;
-	*mode = CALLGRAPH_DWARF;
-	*stack_size = (uint32_t)v;
-	return 0;
-}
-
-/* "1,2,3": appended to *pids. 0, -EINVAL or -ENOMEM. */
-int parse_pid_list(const char *arg, pid_t **pids, size_t *nr)
-{
-	size_t cap = *nr;
-	char *copy = strdup(arg), *save = NULL, *tok;
-	uint64_t v;
-	int err = 0;
-
-	if (!copy)
-		return -ENOMEM;
-	if (!*arg || arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
-		err = -EINVAL;
-	for (tok = strtok_r(copy, ",", &save); tok && !err; tok = strtok_r(NULL, ",", &save)) {
-		if (parse_u64(tok, 10, 1, 0x7fffffff, &v))
-			err = -EINVAL;
-		else if (grow_array((void **)pids, &cap, *nr + 1, sizeof(**pids)))
-			err = -ENOMEM;
-		else
-			(*pids)[(*nr)++] = (pid_t)v;
-	}
-	free(copy);
-	return err;
-}
-
 static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_index)
 {
 	enum { OPT_FORWARD_EXIT = 256, OPT_NO_OFFCPU };
@@ -164,8 +113,6 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		{ 0 },
 	};
 	uint64_t max_rate = max_sample_rate();
-	bool have_p = false, have_t = false;
-	double secs;
 	int c, err;
 
 	optind = 1;
@@ -180,42 +127,16 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 						   "(kernel.perf_event_max_sample_rate), got '%s'",
 						   (unsigned long long)max_rate, optarg);
 			break;
-		case 'g':
-			if (parse_call_graph(optarg, &o->callgraph, &o->stack_size))
-				return usage_error(
-					"record",
-					"--call-graph takes 'fp', 'dwarf' or 'dwarf,BYTES' "
-					"(BYTES a multiple of 8 from 8 to %u), got '%s'",
-					SAMPLER_MAX_STACK_SIZE, optarg);
-			break;
 		case OPT_NO_OFFCPU:
 			o->no_offcpu = true;
 			break;
+		case 'g':
 		case 'p':
 		case 't':
-			if (c == 'p')
-				have_p = true;
-			else
-				have_t = true;
-			if (have_p && have_t)
-				return usage_error("record", "-p and -t cannot be combined");
-			o->threads_only = c == 't';
-			err = parse_pid_list(optarg, &o->pids, &o->nr_pids);
-			if (err == -ENOMEM)
-				return error("out of memory");
-			if (err)
-				return usage_error(
-					"record",
-					"-%c takes a comma-separated list of %s IDs, got '%s'", c,
-					c == 'p' ? "process" : "thread", optarg);
-			break;
 		case 'd':
-			if (parse_double(optarg, 0.001, MAX_DURATION, &secs))
-				return usage_error(
-					"record",
-					"-d takes a duration in seconds (0.001 to %.0f), got '%s'",
-					MAX_DURATION, optarg);
-			o->duration_ns = (uint64_t)(secs * 1e9);
+			err = target_opts__parse(&o->target, "record", c, optarg);
+			if (err)
+				return err;
 			break;
 		case 'o':
 			if (!*optarg)
@@ -234,14 +155,14 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			return usage_error("record", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (o->nr_pids && optind < argc)
+	if (o->target.nr_pids && optind < argc)
 		return usage_error("record", "give either a command or -p/-t, not both ('%s')",
 				   argv[optind]);
-	if (!o->nr_pids && optind >= argc)
+	if (!o->target.nr_pids && optind >= argc)
 		return usage_error(
 			"record",
 			"no command to record (put it after --) and no -p PID to attach to");
-	if (o->nr_pids && o->forward_exit)
+	if (o->target.nr_pids && o->forward_exit)
 		return usage_error("record", "--forward-exit needs a launched command");
 	*cmd_index = optind;
 	return 0;
@@ -676,8 +597,7 @@ int cmd_record(int argc, char **argv)
 {
 	struct record_opts o = { .freq = DEFAULT_FREQ,
 				 .output = DEFAULT_OUTPUT,
-				 .callgraph = CALLGRAPH_DWARF,
-				 .stack_size = SAMPLER_DEFAULT_STACK_SIZE };
+				 .target = TARGET_OPTS_DEFAULT };
 	struct sampler_opts so = { 0 };
 	struct session ss = { 0 };
 	const struct sampler_stats *st;
@@ -690,30 +610,30 @@ int cmd_record(int argc, char **argv)
 
 	err = parse_args(argc, argv, &o, &cmd_index);
 	if (err) {
-		free(o.pids);
+		free(o.target.pids);
 		return err < 0 ? EXIT_OK : err;
 	}
-	if (!o.nr_pids)
+	if (!o.target.nr_pids)
 		cmd = argv + cmd_index;
 
 	err = check_output_dir(o.output);
 	if (err) {
-		free(o.pids);
+		free(o.target.pids);
 		return error("cannot write %s: %s; choose another path with -o", o.output,
 			     strerror(-err));
 	}
 
 	so.freq = o.freq;
-	so.callgraph = o.callgraph;
-	so.stack_size = o.stack_size;
+	so.callgraph = o.target.callgraph;
+	so.stack_size = o.target.stack_size;
 	so.offcpu = !o.no_offcpu;
 	if (session__open(&ss, &so))
 		goto out;
 	ss.offcpu = so.offcpu;
 
 	t0 = now_ns();
-	if (o.nr_pids) {
-		if (session__attach(&ss, o.pids, o.nr_pids, o.threads_only))
+	if (o.target.nr_pids) {
+		if (session__attach(&ss, o.target.pids, o.target.nr_pids, o.target.threads_only))
 			goto out;
 		session__handle_signals();
 	} else {
@@ -743,7 +663,7 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 
-	err = session__run(&ss, child, o.duration_ns, &status, &child_done);
+	err = session__run(&ss, child, o.target.duration_ns, &status, &child_done);
 	if (err) {
 		/* keep what was recorded: write it, then report the failure */
 		error("recording stopped early: %s", strerror(-err));
@@ -787,6 +707,6 @@ out:
 	session__close(&ss);
 	free(command);
 	free(env);
-	free(o.pids);
+	free(o.target.pids);
 	return ret;
 }

@@ -6,6 +6,7 @@
  */
 #include "cmd.h"
 #include "import.h"
+#include "options.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -32,18 +33,10 @@ struct report_opts {
 	const char *input;
 	const char *output;
 	enum report_format format;
-	bool offcpu, wall, runqueue;
 	bool lines;
-	bool min_block_set;
-	const char *svg_only; /* an SVG option given, for the error message */
 	const char *top_only; /* a --top option given */
-	struct svg_opts svg;
+	struct select_opts sel;
 	struct top_opts top;
-	struct render_filter filter;
-	uint32_t *pids, *tids;
-	size_t nr_pids, nr_tids;
-	const char **comms;
-	size_t nr_comms;
 };
 
 static void report_usage(FILE *f)
@@ -109,48 +102,16 @@ static int set_format(struct report_opts *o, enum report_format f)
 	return 0;
 }
 
-static int parse_minwidth(const char *arg, struct svg_opts *svg)
-{
-	size_t len = strlen(arg);
-	char buf[64];
-
-	if (len && arg[len - 1] == '%' && len < sizeof(buf)) {
-		memcpy(buf, arg, len - 1);
-		buf[len - 1] = '\0';
-		svg->minwidth_pct = true;
-		return parse_double(buf, 0, 100, &svg->minwidth);
-	}
-	svg->minwidth_pct = false;
-	return parse_double(arg, 0, 10000, &svg->minwidth);
-}
-
 static int parse_args(int argc, char **argv, struct report_opts *o)
 {
 	enum {
-		OPT_FOLDED = 256,
+		OPT_FOLDED = OPT_CMD_BASE,
 		OPT_SVG,
 		OPT_TOP,
 		OPT_PPROF,
 		OPT_TRACE,
-		OPT_TITLE,
-		OPT_SUBTITLE,
-		OPT_WIDTH,
-		OPT_MINWIDTH,
-		OPT_COUNTNAME,
-		OPT_INVERTED,
-		OPT_REVERSE,
-		OPT_FLAMECHART,
 		OPT_BY,
 		OPT_SORT,
-		OPT_OFFCPU,
-		OPT_WALL,
-		OPT_RUNQUEUE,
-		OPT_MIN_BLOCK,
-		OPT_PID,
-		OPT_TID,
-		OPT_COMM,
-		OPT_TIME,
-		OPT_PER_THREAD,
 		OPT_LINES,
 	};
 	static const struct option longopts[] = {
@@ -185,7 +146,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	struct render_filter *f = &o->filter;
+	const struct render_filter *f = &o->sel.filter;
 	uint64_t u;
 	int c, err;
 
@@ -209,45 +170,6 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
-			break;
-		case OPT_TITLE:
-			o->svg.title = optarg;
-			o->svg_only = "--title";
-			break;
-		case OPT_SUBTITLE:
-			o->svg.subtitle = optarg;
-			o->svg_only = "--subtitle";
-			break;
-		case OPT_WIDTH:
-			if (parse_u64(optarg, 10, 100, 100000, &u))
-				return usage_error("report",
-						   "--width takes 100 to 100000 pixels, got '%s'",
-						   optarg);
-			o->svg.width = (unsigned)u;
-			o->svg_only = "--width";
-			break;
-		case OPT_MINWIDTH:
-			if (parse_minwidth(optarg, &o->svg))
-				return usage_error("report",
-						   "--minwidth takes pixels (0 to 10000) or a "
-						   "percentage (0%% to 100%%), got '%s'",
-						   optarg);
-			o->svg_only = "--minwidth";
-			break;
-		case OPT_COUNTNAME:
-			o->svg.countname = optarg;
-			o->svg_only = "--countname";
-			break;
-		case OPT_INVERTED:
-			o->svg.inverted = true;
-			o->svg_only = "--inverted";
-			break;
-		case OPT_FLAMECHART:
-			o->svg.flamechart = true;
-			o->svg_only = "--flamechart";
-			break;
-		case OPT_REVERSE:
-			f->reverse = true;
 			break;
 		case 'n':
 			if (parse_u64(optarg, 10, 0, SIZE_MAX, &u))
@@ -276,61 +198,6 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 			o->top.by_total = !strcmp(optarg, "total");
 			o->top_only = "--sort";
 			break;
-		case OPT_OFFCPU:
-			o->offcpu = true;
-			break;
-		case OPT_WALL:
-			o->wall = true;
-			break;
-		case OPT_RUNQUEUE:
-			o->runqueue = true;
-			break;
-		case OPT_MIN_BLOCK:
-			if (parse_u64(optarg, 10, 0, UINT64_MAX / 1000, &u))
-				return usage_error("report",
-						   "--min-block takes microseconds, got '%s'",
-						   optarg);
-			f->min_block = u * 1000;
-			o->min_block_set = true;
-			break;
-		case OPT_PID:
-		case OPT_TID:
-			err = c == OPT_PID ? render_parse_ids(optarg, &o->pids, &o->nr_pids)
-					   : render_parse_ids(optarg, &o->tids, &o->nr_tids);
-			f->pids = o->pids;
-			f->nr_pids = o->nr_pids;
-			f->tids = o->tids;
-			f->nr_tids = o->nr_tids;
-			if (err == -ENOMEM)
-				return error("out of memory");
-			if (err)
-				return usage_error("report",
-						   "%s takes ids like 1234 or 1234,1240, got '%s'",
-						   c == OPT_PID ? "--pid" : "--tid", optarg);
-			break;
-		case OPT_COMM: {
-			const char **v = realloc(o->comms, (o->nr_comms + 1) * sizeof(*v));
-
-			if (!v)
-				return error("out of memory");
-			v[o->nr_comms++] = optarg;
-			o->comms = v;
-			f->comms = o->comms;
-			f->nr_comms = o->nr_comms;
-			break;
-		}
-		case OPT_TIME:
-			if (render_parse_time_range(optarg, &f->time_start, &f->time_end))
-				return usage_error(
-					"report",
-					"--time takes START,END in seconds from the start, "
-					"START < END (either may be empty), got '%s'",
-					optarg);
-			f->has_time = true;
-			break;
-		case OPT_PER_THREAD:
-			f->per_thread = true;
-			break;
 		case OPT_LINES:
 			o->lines = true;
 			break;
@@ -340,7 +207,13 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case ':':
 			return usage_error("report", "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return usage_error("report", "unknown option '%s'", argv[optind - 1]);
+			if (!select_opts__owns(c))
+				return usage_error("report", "unknown option '%s'",
+						   argv[optind - 1]);
+			err = select_opts__parse(&o->sel, "report", c, optarg);
+			if (err)
+				return err;
+			break;
 		}
 	}
 	if (optind < argc)
@@ -348,18 +221,14 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	if (o->format == FMT_NONE)
 		return usage_error("report",
 				   "choose an output: --folded, --svg, --top, --pprof or --trace");
-	if (o->offcpu && o->wall)
-		return usage_error("report", "--wall already includes --offcpu: choose one");
-	if (o->min_block_set && !o->offcpu && !o->wall && !o->runqueue)
-		return usage_error("report",
-				   "--min-block applies to --offcpu, --wall or --runqueue");
-	if (o->svg_only && o->format != FMT_SVG)
-		return usage_error("report", "%s applies to --svg only", o->svg_only);
+	err = select_opts__check(&o->sel, "report", o->format == FMT_SVG);
+	if (err)
+		return err;
 	if (o->top_only && o->format != FMT_TOP)
 		return usage_error("report", "%s applies to --top only", o->top_only);
 	if (f->reverse && o->format != FMT_SVG && o->format != FMT_FOLDED)
 		return usage_error("report", "--reverse applies to --svg and --folded only");
-	if (f->reverse && o->svg.flamechart)
+	if (f->reverse && o->sel.svg.flamechart)
 		return usage_error("report", "--reverse and --flamechart do not go together");
 	return 0;
 }
@@ -420,29 +289,23 @@ static void kinds_present(const struct profile *p, bool present[SAMPLE_KIND_MAX]
 /* The sample kinds and weighing the options ask for. */
 static struct render_select selection(const struct report_opts *o, const struct profile *p)
 {
+	const struct select_opts *so = &o->sel;
 	struct render_select sel = { .kinds = { [SAMPLE_ONCPU] = true } };
 	bool present[SAMPLE_KIND_MAX];
 
 	kinds_present(p, present);
-	if (o->format == FMT_PPROF && !o->offcpu && !o->wall && !o->runqueue) {
+	if (o->format == FMT_PPROF && !so->offcpu && !so->wall && !so->runqueue) {
 		/* pprof keeps each kind in its own sample type: export them all */
 		sel.kinds[SAMPLE_OFFCPU] = present[SAMPLE_OFFCPU];
 		sel.kinds[SAMPLE_RUNQUEUE] = present[SAMPLE_RUNQUEUE];
 		return sel;
 	}
-	if (o->offcpu)
-		sel.kinds[SAMPLE_ONCPU] = false;
-	if (o->offcpu || o->wall)
-		sel.kinds[SAMPLE_OFFCPU] = true;
-	if (o->runqueue)
-		sel.kinds[SAMPLE_RUNQUEUE] = true;
-	if ((o->offcpu || o->wall) && !present[SAMPLE_OFFCPU])
+	if ((so->offcpu || so->wall) && !present[SAMPLE_OFFCPU])
 		warning("%s holds no off-CPU samples: it was recorded without context switches",
 			o->input);
-	if (o->runqueue && !present[SAMPLE_RUNQUEUE])
+	if (so->runqueue && !present[SAMPLE_RUNQUEUE])
 		warning("%s holds no runqueue samples", o->input);
-	sel.weight_ns = sel.kinds[SAMPLE_OFFCPU] || sel.kinds[SAMPLE_RUNQUEUE];
-	return sel;
+	return select_opts__select(so);
 }
 
 static int render(const struct report_opts *o, const struct profile *p,
@@ -452,7 +315,7 @@ static int render(const struct report_opts *o, const struct profile *p,
 	case FMT_FOLDED:
 		return render_folded(p, sel, f);
 	case FMT_SVG:
-		return render_svg(p, sel, &o->svg, f);
+		return render_svg(p, sel, &o->sel.svg, f);
 	case FMT_TOP:
 		return render_top(p, sel, &o->top, f);
 	case FMT_PPROF:
@@ -460,13 +323,6 @@ static int render(const struct report_opts *o, const struct profile *p,
 	default:
 		return render_trace(p, sel, f);
 	}
-}
-
-static void free_opts(struct report_opts *o)
-{
-	free(o->pids);
-	free(o->tids);
-	free(o->comms);
 }
 
 int cmd_report(int argc, char **argv)
@@ -480,7 +336,7 @@ int cmd_report(int argc, char **argv)
 
 	err = parse_args(argc, argv, &o);
 	if (err) {
-		free_opts(&o);
+		select_opts__free(&o.sel);
 		return err < 0 ? EXIT_OK : err;
 	}
 	if (!o.output)
@@ -488,7 +344,7 @@ int cmd_report(int argc, char **argv)
 
 	/* a dlflame profile or a perf.data file; load_input says what went wrong */
 	if (load_input(o.input, &p)) {
-		free_opts(&o);
+		select_opts__free(&o.sel);
 		return EXIT_BAD;
 	}
 	report_health(o.input, p);
@@ -500,7 +356,7 @@ int cmd_report(int argc, char **argv)
 		}
 	}
 	sel = selection(&o, p);
-	err = render_filter(p, &sel, &o.filter, &view);
+	err = render_filter(p, &sel, &o.sel.filter, &view);
 	if (err) {
 		error("cannot filter %s: %s", o.input, strerror(-err));
 		goto out;
@@ -513,10 +369,10 @@ int cmd_report(int argc, char **argv)
 		error("cannot create %s: %s", o.output, strerror(-err));
 		goto out;
 	}
-	if (o.format == FMT_SVG && profile__cmeta(p)->lost && !o.svg.subtitle) {
+	if (o.format == FMT_SVG && profile__cmeta(p)->lost && !o.sel.svg.subtitle) {
 		snprintf(subtitle, sizeof(subtitle), "%llu samples lost while recording",
 			 (unsigned long long)profile__cmeta(p)->lost);
-		o.svg.subtitle = subtitle;
+		o.sel.svg.subtitle = subtitle;
 	}
 	err = render(&o, view ? view : p, &sel, out.f);
 	cerr = output_close(&out, err == 0);
@@ -534,6 +390,6 @@ int cmd_report(int argc, char **argv)
 out:
 	profile__free(view);
 	profile__free(p);
-	free_opts(&o);
+	select_opts__free(&o.sel);
 	return ret;
 }
