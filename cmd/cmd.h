@@ -8,7 +8,7 @@
 
 enum {
 	EXIT_OK = 0,
-	EXIT_BAD = 1,   /* runtime error */
+	EXIT_BAD = 1, /* runtime error */
 	EXIT_USAGE = 2, /* bad command line */
 };
 

@@ -13,8 +13,10 @@ static const struct command {
 	int (*fn)(int argc, char **argv);
 	const char *summary;
 } commands[] = {
-	{ "record", cmd_record, "run a command (or attach) and record its stacks into dlflame.data" },
-	{ "report", cmd_report, "draw dlflame.data or a perf.data: SVG, folded, top, pprof, trace" },
+	{ "record", cmd_record,
+	  "run a command (or attach) and record its stacks into dlflame.data" },
+	{ "report", cmd_report,
+	  "draw dlflame.data or a perf.data: SVG, folded, top, pprof, trace" },
 	{ "offcpu", cmd_offcpu, "attach to a process and draw where its threads block" },
 	{ "diff", cmd_diff, "compare two profiles: a differential flame graph" },
 	{ "help", cmd_help, "show this help" },
@@ -48,7 +50,8 @@ static int check_stdout(int status)
 	if (fflush(stdout) || ferror(stdout)) {
 		int e = errno;
 		if (status == EXIT_OK)
-			status = error("cannot write to standard output: %s", strerror(e ? e : EIO));
+			status =
+				error("cannot write to standard output: %s", strerror(e ? e : EIO));
 	}
 	return status;
 }

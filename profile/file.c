@@ -36,7 +36,8 @@
 #define MAX_RATIO 1100
 #define MAX_PAYLOAD (8ULL << 30)
 
-#define TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
+#define TAG(a, b, c, d) \
+	((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
 #define TAG_STRS TAG('S', 'T', 'R', 'S')
 #define TAG_FRMS TAG('F', 'R', 'M', 'S')
 #define TAG_STKS TAG('S', 'T', 'K', 'S')
@@ -333,13 +334,26 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 		if (slen > len - pos - 16)
 			return fail(e, "section runs past the end of the data", pos, true);
 		switch (tag) {
-		case TAG_STRS: s = &strs; break;
-		case TAG_FRMS: s = &frms; break;
-		case TAG_STKS: s = &stks; break;
-		case TAG_THRS: s = &thrs; break;
-		case TAG_META: s = &meta; break;
-		case TAG_SMPS: s = &smps; break;
-		default: break;
+		case TAG_STRS:
+			s = &strs;
+			break;
+		case TAG_FRMS:
+			s = &frms;
+			break;
+		case TAG_STKS:
+			s = &stks;
+			break;
+		case TAG_THRS:
+			s = &thrs;
+			break;
+		case TAG_META:
+			s = &meta;
+			break;
+		case TAG_SMPS:
+			s = &smps;
+			break;
+		default:
+			break;
 		}
 		if (s) {
 			if (s->data)
@@ -368,13 +382,15 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 			int64_t id;
 
 			if (strs.len - at < 4) {
-				err = fail(e, "truncated strings section", strs.off + 16 + at, true);
+				err = fail(e, "truncated strings section", strs.off + 16 + at,
+					   true);
 				goto out;
 			}
 			l = get_le32(strs.data + at);
 			at += 4;
 			if (l > strs.len - at) {
-				err = fail(e, "string runs past its section", strs.off + 16 + at, true);
+				err = fail(e, "string runs past its section", strs.off + 16 + at,
+					   true);
 				goto out;
 			}
 			if (i == 0 && l != 0) {
@@ -390,14 +406,14 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 			at += l;
 		}
 		if (at != strs.len) {
-			err = fail(e, "trailing bytes in strings section", strs.off + 16 + at, true);
+			err = fail(e, "trailing bytes in strings section", strs.off + 16 + at,
+				   true);
 			goto out;
 		}
 	}
 	uint64_t nstr = n;
 	/* a string id from the file, or UINT32_MAX (never a valid id) when out of range */
 #define STR_ID(v) ((v) < nstr ? smap[(v)] : UINT32_MAX)
-
 
 	err = section_count(&frms, FRAME_SIZE, "missing or malformed frames section", e, &n);
 	if (err)
@@ -477,8 +493,8 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 	uint64_t nthr = n;
 	for (uint64_t i = 0; i < n; i++) {
 		const uint8_t *t = thrs.data + 8 + i * 12;
-		int64_t id = profile__thread(p, get_le32(t), get_le32(t + 4),
-					     STR_ID(get_le32(t + 8)));
+		int64_t id =
+			profile__thread(p, get_le32(t), get_le32(t + 4), STR_ID(get_le32(t + 8)));
 		if (id == -EINVAL) {
 			err = fail(e, "bad thread entry", thrs.off + 24 + i * 12, true);
 			goto out;
@@ -520,7 +536,8 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 			.time = get_le64(s),
 			.weight = get_le64(s + 8),
 		};
-		uint32_t stack = get_le32(s + 16), thread = get_le32(s + 20), kind = get_le32(s + 24);
+		uint32_t stack = get_le32(s + 16), thread = get_le32(s + 20),
+			 kind = get_le32(s + 24);
 
 		if (stack >= nstk || thread >= nthr || kind >= SAMPLE_KIND_MAX) {
 			err = fail(e, "bad sample entry", smps.off + 24 + i * SAMPLE_SIZE, true);

@@ -381,7 +381,8 @@ struct profile *profile__relabel(const struct profile *p, bool with_lines)
 		int64_t fr = rl_frame(&r, p->stacks[i].frame);
 		if (fr < 0)
 			goto out;
-		r.stacks[i] = profile__stack(q, (uint32_t)r.stacks[p->stacks[i].parent], (uint32_t)fr);
+		r.stacks[i] =
+			profile__stack(q, (uint32_t)r.stacks[p->stacks[i].parent], (uint32_t)fr);
 		if (r.stacks[i] < 0)
 			goto out;
 	}

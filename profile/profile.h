@@ -35,23 +35,23 @@ enum frame_kind {
 
 enum sample_kind {
 	SAMPLE_ONCPU = 0,
-	SAMPLE_OFFCPU = 1,   /* voluntary blocking, weight in ns */
+	SAMPLE_OFFCPU = 1, /* voluntary blocking, weight in ns */
 	SAMPLE_RUNQUEUE = 2, /* preempted, waiting for a CPU, weight in ns */
 	SAMPLE_KIND_MAX,
 };
 
 struct pf_frame {
-	uint32_t name;     /* string id */
-	uint32_t module;   /* string id, 0 when unknown */
-	uint32_t kind;     /* enum frame_kind */
-	uint32_t file;     /* string id of the source file, 0 when unknown */
-	uint32_t line;     /* source line, 0 when unknown */
+	uint32_t name; /* string id */
+	uint32_t module; /* string id, 0 when unknown */
+	uint32_t kind; /* enum frame_kind */
+	uint32_t file; /* string id of the source file, 0 when unknown */
+	uint32_t line; /* source line, 0 when unknown */
 	uint32_t build_id; /* string id: the module's build-id in lowercase hex, 0 when unknown */
 };
 
 struct pf_stack {
 	uint32_t parent; /* stack id; 0 = this is a root frame */
-	uint32_t frame;  /* frame id; meaningless for stack 0 */
+	uint32_t frame; /* frame id; meaningless for stack 0 */
 };
 
 struct pf_thread {
@@ -61,22 +61,22 @@ struct pf_thread {
 };
 
 struct pf_sample {
-	uint64_t time;   /* ns, CLOCK_MONOTONIC as the kernel stamps it */
+	uint64_t time; /* ns, CLOCK_MONOTONIC as the kernel stamps it */
 	uint64_t weight; /* ns: sampling period (on-CPU) or blocked time */
-	uint32_t stack;  /* stack id */
+	uint32_t stack; /* stack id */
 	uint32_t thread; /* thread id */
-	uint32_t kind;   /* enum sample_kind */
+	uint32_t kind; /* enum sample_kind */
 };
 
 struct pf_meta {
 	uint64_t start_time; /* ns, first event; same clock as samples */
-	uint64_t end_time;   /* ns */
-	uint64_t lost;       /* samples lost to ring-buffer overflow */
-	uint64_t freq;       /* sampling frequency in Hz, 0 if period mode */
-	uint32_t event;      /* string id, e.g. "cpu-clock" */
-	uint32_t command;    /* string id, the recorded command line */
-	uint32_t hostname;   /* string id */
-	bool finalized;      /* false if the recorder did not finish cleanly */
+	uint64_t end_time; /* ns */
+	uint64_t lost; /* samples lost to ring-buffer overflow */
+	uint64_t freq; /* sampling frequency in Hz, 0 if period mode */
+	uint32_t event; /* string id, e.g. "cpu-clock" */
+	uint32_t command; /* string id, the recorded command line */
+	uint32_t hostname; /* string id */
+	bool finalized; /* false if the recorder did not finish cleanly */
 };
 
 struct profile;
@@ -134,8 +134,8 @@ const struct pf_meta *profile__cmeta(const struct profile *p);
  */
 struct profile_read_error {
 	const char *what; /* e.g. "bad magic", "truncated samples section" */
-	uint64_t offset;  /* offset in the file (or in the decompressed payload) */
-	bool in_payload;  /* offset counts in the decompressed payload */
+	uint64_t offset; /* offset in the file (or in the decompressed payload) */
+	bool in_payload; /* offset counts in the decompressed payload */
 };
 
 int profile__write(const struct profile *p, const char *path);

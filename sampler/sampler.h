@@ -25,12 +25,12 @@ enum rec_type {
 	REC_LOST,
 	REC_THROTTLE,
 	REC_SWITCH, /* PERF_RECORD_SWITCH / SWITCH_CPU_WIDE */
-	REC_OTHER,  /* a record kind we do not use; skipped */
+	REC_OTHER, /* a record kind we do not use; skipped */
 };
 
 /* Which of dlflame's events a sample came from (from its sample id). */
 enum rec_event {
-	EV_ONCPU = 0,  /* cpu-clock or cycles */
+	EV_ONCPU = 0, /* cpu-clock or cycles */
 	EV_SWITCH = 1, /* context-switches, period 1: the stack where a thread blocks */
 };
 
@@ -41,7 +41,7 @@ enum rec_event {
  */
 #define REC_REGS_MAX 32
 struct rec_regs {
-	uint64_t abi;  /* PERF_SAMPLE_REGS_ABI_*; 0 (NONE): no user registers (kernel thread) */
+	uint64_t abi; /* PERF_SAMPLE_REGS_ABI_*; 0 (NONE): no user registers (kernel thread) */
 	uint64_t mask;
 	uint64_t regs[REC_REGS_MAX];
 };
@@ -58,14 +58,15 @@ struct rec_sample {
 	uint64_t id;
 	uint32_t cpu;
 	uint64_t period;
-	uint64_t nr;        /* callchain entries, already checked against the record size */
+	uint64_t nr; /* callchain entries, already checked against the record size */
 	const uint64_t *ips; /* points into the record; valid during the callback */
-	bool user;          /* misc says the sample was taken in user mode */
+	bool user; /* misc says the sample was taken in user mode */
 	enum rec_event event;
 	/* DWARF mode only (PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER), else zero: */
 	struct rec_regs uregs;
-	const uint8_t *stack; /* copy of the user stack from regs[SP] up; valid during the callback */
-	uint64_t stack_size;  /* valid bytes (the kernel's dyn_size), checked against the record */
+	const uint8_t
+		*stack; /* copy of the user stack from regs[SP] up; valid during the callback */
+	uint64_t stack_size; /* valid bytes (the kernel's dyn_size), checked against the record */
 };
 
 struct rec_mmap2 {
@@ -84,7 +85,7 @@ struct rec_mmap2 {
 struct rec_comm {
 	uint32_t pid, tid;
 	const char *comm; /* NUL-terminated within the record */
-	bool exec;        /* PERF_RECORD_MISC_COMM_EXEC */
+	bool exec; /* PERF_RECORD_MISC_COMM_EXEC */
 	uint64_t time;
 };
 
@@ -100,8 +101,8 @@ struct rec_lost {
 
 struct rec_switch {
 	uint32_t pid, tid; /* the thread switching (from the sample_id trailer) */
-	bool out;          /* PERF_RECORD_MISC_SWITCH_OUT: it leaves the CPU */
-	bool preempt;      /* PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: it was runnable (preempted) */
+	bool out; /* PERF_RECORD_MISC_SWITCH_OUT: it leaves the CPU */
+	bool preempt; /* PERF_RECORD_MISC_SWITCH_OUT_PREEMPT: it was runnable (preempted) */
 	uint32_t cpu;
 	uint64_t time;
 };
@@ -110,7 +111,7 @@ struct rec {
 	enum rec_type type;
 	uint16_t misc;
 	uint64_t time; /* 0 if the record carries none */
-	uint64_t id;   /* id of the event that wrote it (PERF_SAMPLE_ID/IDENTIFIER), 0 if none */
+	uint64_t id; /* id of the event that wrote it (PERF_SAMPLE_ID/IDENTIFIER), 0 if none */
 	union {
 		struct rec_sample sample;
 		struct rec_mmap2 mmap2;
@@ -154,7 +155,7 @@ int ring_next(const uint8_t *base, size_t size, uint64_t head, uint64_t *tail, u
 
 enum callgraph_mode {
 	CALLGRAPH_FP = 0, /* kernel callchain (frame pointers in user space) */
-	CALLGRAPH_DWARF,  /* kernel callchain for kernel frames + user regs and stack copy */
+	CALLGRAPH_DWARF, /* kernel callchain for kernel frames + user regs and stack copy */
 };
 
 /*
@@ -165,25 +166,26 @@ enum callgraph_mode {
 #define SAMPLER_MAX_STACK_SIZE 65528 /* the kernel's limit: a record's size is a u16 */
 
 struct sampler_opts {
-	uint64_t freq;        /* samples per second; default 999 */
-	uint32_t mmap_pages;  /* data pages per ring buffer, power of two; 0 = default */
+	uint64_t freq; /* samples per second; default 999 */
+	uint32_t mmap_pages; /* data pages per ring buffer, power of two; 0 = default */
 	enum callgraph_mode callgraph;
-	uint32_t stack_size;  /* DWARF: user stack bytes per sample, multiple of 8, <= 65528; 0: default */
-	bool exclude_kernel;  /* set by the sampler itself if paranoid forbids kernel */
-	bool offcpu;          /* also open context-switches (period 1, callchains) + context_switch */
-	bool offcpu_only;     /* with offcpu: no on-CPU sampling event at all */
+	uint32_t
+		stack_size; /* DWARF: user stack bytes per sample, multiple of 8, <= 65528; 0: default */
+	bool exclude_kernel; /* set by the sampler itself if paranoid forbids kernel */
+	bool offcpu; /* also open context-switches (period 1, callchains) + context_switch */
+	bool offcpu_only; /* with offcpu: no on-CPU sampling event at all */
 };
 
 struct sampler_stats {
 	uint64_t records;
 	uint64_t samples;
-	uint64_t lost;        /* from PERF_RECORD_LOST */
+	uint64_t lost; /* from PERF_RECORD_LOST */
 	uint64_t bad_records; /* malformed records skipped */
 	bool kernel_excluded; /* kernel frames were not allowed and were dropped */
-	const char *event;    /* "cpu-clock" or "cycles" */
+	const char *event; /* "cpu-clock" or "cycles" */
 	uint64_t threads_followed; /* attach mode: threads with events open */
-	uint64_t threads_missed;   /* attach mode: threads that could not be followed (fd limit) */
-	uint64_t start_time;       /* attach mode: CLOCK_MONOTONIC ns before the first event opened */
+	uint64_t threads_missed; /* attach mode: threads that could not be followed (fd limit) */
+	uint64_t start_time; /* attach mode: CLOCK_MONOTONIC ns before the first event opened */
 };
 
 struct sampler;

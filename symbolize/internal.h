@@ -284,9 +284,9 @@ struct map *proc_lookup(struct proc *p, uint64_t addr);
  */
 struct perfmap_entry {
 	uint64_t start;
-	uint64_t end;     /* exclusive */
+	uint64_t end; /* exclusive */
 	const char *name; /* interned in the symbolizer's pool */
-	uint64_t seq;     /* position over all reads: the later line wins a tie */
+	uint64_t seq; /* position over all reads: the later line wins a tie */
 };
 
 struct unwind_proc;
@@ -297,11 +297,11 @@ struct perfmap {
 	struct perfmap_entry *segs; /* disjoint and sorted: who names each range */
 	size_t nsegs;
 	uint64_t dev, ino, off; /* the file read last, and how far (whole lines) */
-	uint64_t bytes;         /* read so far over all files, capped */
+	uint64_t bytes; /* read so far over all files, capped */
 	uint64_t seq;
 	uint64_t next_read_ns; /* re-reads are rate-limited */
 	bool tried;
-	bool rejected;  /* an unsafe file: never read again for this pid */
+	bool rejected; /* an unsafe file: never read again for this pid */
 	bool skip_line; /* the last read stopped inside an overlong line */
 	struct unwind_proc *unw; /* owned by unwind.c */
 };

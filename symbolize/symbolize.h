@@ -150,8 +150,8 @@ int symbolizer__load_proc_maps(struct symbolizer *s, uint32_t pid);
 
 /* Why an unwind stopped. */
 enum unwind_end {
-	UNWIND_END_ROOT = 0,      /* reached the outermost frame (_start, thread start) */
-	UNWIND_END_TRUNCATED,     /* stack copy exhausted, unwind error or depth limit */
+	UNWIND_END_ROOT = 0, /* reached the outermost frame (_start, thread start) */
+	UNWIND_END_TRUNCATED, /* stack copy exhausted, unwind error or depth limit */
 	UNWIND_END_JIT_NO_CALLER, /* stopped in JIT code whose caller was not recovered */
 };
 
@@ -166,9 +166,9 @@ enum unwind_end {
  * in shared/notes/onednn-jit.md. Never reads outside the copy. Returns the
  * number of addresses (>= 0) or a negative errno.
  */
-int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
-		       uint64_t regs_mask, const uint8_t *stack, size_t stack_size, uint64_t *ips,
-		       size_t max, enum unwind_end *end);
+int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,
+		       const uint8_t *stack, size_t stack_size, uint64_t *ips, size_t max,
+		       enum unwind_end *end);
 
 /*
  * JIT symbols: perf-map files (/tmp/perf-PID.map, read through

@@ -7,10 +7,10 @@
 #include <sys/types.h>
 
 struct run_result {
-	int status;   /* exit code, or 128 + signal */
-	char *out;    /* NUL-terminated stdout */
+	int status; /* exit code, or 128 + signal */
+	char *out; /* NUL-terminated stdout */
 	size_t out_len;
-	char *err;    /* NUL-terminated stderr */
+	char *err; /* NUL-terminated stderr */
 };
 
 /*

@@ -35,7 +35,7 @@ TestSuite(report, .init = setup, .fini = teardown, .timeout = 60);
 static char *record_split(const char *name)
 {
 	char *data = path_in(dir, name);
-	const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--",
+	const char *argv[] = { need_env("DLFLAME"),	  "record", "-o", data, "--",
 			       need_env("FIXTURE_SPLIT"), NULL };
 	struct run_result r = run(dir, NULL, NULL, argv);
 
@@ -114,8 +114,9 @@ Test(record, split_fixture_shares_match_the_truth)
 	for (size_t i = 0; i < 3; i++) {
 		unsigned long n = count_frame(r.out, parts[i].fn, NULL);
 		double share = 100.0 * n / total;
-		cr_assert(fabs(share - parts[i].truth) <= 3.0, "%s: %.1f%% of %lu samples, truth %.0f%%",
-			  parts[i].fn, share, total, parts[i].truth);
+		cr_assert(fabs(share - parts[i].truth) <= 3.0,
+			  "%s: %.1f%% of %lu samples, truth %.0f%%", parts[i].fn, share, total,
+			  parts[i].truth);
 	}
 	/* frame pointers give the whole chain: every alpha sample sits on main */
 	for (size_t i = 0; i < 3; i++) {
@@ -134,7 +135,9 @@ Test(record, split_svg_is_well_formed_xml)
 {
 	char *data = record_split("split.data");
 	char *svg = path_in(dir, "f.svg");
-	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", svg, NULL };
+	const char *argv[] = {
+		need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", svg, NULL
+	};
 	struct run_result r = run(dir, NULL, NULL, argv);
 	char cmd[512];
 
@@ -150,8 +153,8 @@ Test(record, split_svg_is_well_formed_xml)
 
 Test(record, default_paths_in_the_working_directory)
 {
-	const char *rec[] = { need_env("DLFLAME"), "record", "--", need_env("FIXTURE_SPLIT"), "30",
-			      NULL };
+	const char *rec[] = { need_env("DLFLAME"),	 "record", "--",
+			      need_env("FIXTURE_SPLIT"), "30",	   NULL };
 	const char *rep[] = { need_env("DLFLAME"), "report", "--svg", NULL };
 	struct run_result r = run(dir, NULL, NULL, rec);
 	struct stat st;
@@ -203,7 +206,7 @@ Test(record, mlp_with_two_openmp_threads_samples_both)
 static void stop_with(int sig, bool whole_group)
 {
 	char *data = path_in(dir, "stopped.data");
-	const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--",
+	const char *argv[] = { need_env("DLFLAME"),	  "record", "-o", data, "--",
 			       need_env("FIXTURE_SPLIT"), "100000", NULL };
 	pid_t pid = fork();
 	int st;
@@ -246,7 +249,7 @@ Test(record, forward_exit_returns_the_target_status)
 {
 	char *data = path_in(dir, "x.data");
 	const char *argv[] = { need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--",
-			       "/bin/sh", "-c", "exit 3", NULL };
+			       "/bin/sh",	    "-c",     "exit 3",		NULL };
 	struct run_result r = run(dir, NULL, NULL, argv);
 
 	cr_assert_eq(r.status, 3, "%s", r.err);
@@ -372,8 +375,8 @@ Test(report, full_stdout_is_an_error)
 	cr_assert_not_null(strstr(r.err, "No space"), "%s", r.err);
 	run_free(&r);
 
-	const char *svg[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", "/dev/full/x.svg",
-			      NULL };
+	const char *svg[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o",
+			      "/dev/full/x.svg",   NULL };
 	r = run(dir, NULL, NULL, svg);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	run_free(&r);
@@ -407,8 +410,8 @@ Test(report, devices_and_fifos_are_written_in_place_not_replaced)
 	cr_assert_eq(profile__write(p, "/dev/null"), 0);
 	expect_char_device("/dev/null");
 
-	const char *folded[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", "-o",
-				 "/dev/null", NULL };
+	const char *folded[] = { need_env("DLFLAME"), "report", "-i",	     data,
+				 "--folded",	      "-o",	"/dev/null", NULL };
 	struct run_result r = run(dir, NULL, NULL, folded);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	expect_char_device("/dev/null");
@@ -419,7 +422,9 @@ Test(report, devices_and_fifos_are_written_in_place_not_replaced)
 	snprintf(cmd, sizeof(cmd), "cat '%s' > '%s' &", fifo, got);
 	cr_assert_eq(system(cmd), 0);
 	usleep(200 * 1000);
-	const char *svg[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", fifo, NULL };
+	const char *svg[] = {
+		need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", fifo, NULL
+	};
 	r = run(dir, NULL, NULL, svg);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	run_free(&r);
@@ -430,7 +435,9 @@ Test(report, devices_and_fifos_are_written_in_place_not_replaced)
 		usleep(100 * 1000);
 	cr_assert_gt(st.st_size, 500, "the FIFO's reader got the SVG");
 
-	const char *todir[] = { need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", dir, NULL };
+	const char *todir[] = {
+		need_env("DLFLAME"), "report", "-i", data, "--svg", "-o", dir, NULL
+	};
 	r = run(dir, NULL, NULL, todir);
 	cr_assert_eq(r.status, 1, "a directory is not an output: %s", r.err);
 	run_free(&r);
@@ -442,8 +449,8 @@ Test(report, devices_and_fifos_are_written_in_place_not_replaced)
 
 Test(record, output_to_dev_null_keeps_the_device)
 {
-	const char *argv[] = { need_env("DLFLAME"), "record", "-o", "/dev/null", "--",
-			       need_env("FIXTURE_SPLIT"), "5", NULL };
+	const char *argv[] = { need_env("DLFLAME"),	  "record", "-o", "/dev/null", "--",
+			       need_env("FIXTURE_SPLIT"), "5",	    NULL };
 	struct run_result r = run(dir, NULL, NULL, argv);
 
 	cr_assert_eq(r.status, 0, "%s", r.err);

@@ -79,7 +79,8 @@ static void compare_with_perf(const char *data, const char *module, const char *
 	   "perf.folded",
 	   dir, data, collapse, module);
 	char *all = path_in(dir, "dl.all");
-	cr_assert_eq(sum_counts(all), perf_samples(data), "the same number of samples as perf script");
+	cr_assert_eq(sum_counts(all), perf_samples(data),
+		     "the same number of samples as perf script");
 	free(all);
 	sh("cd '%s' && diff -u perf.folded dl.folded >&2", dir);
 }

@@ -118,15 +118,19 @@ Test(profile, round_trip)
 	cr_assert_eq(profile__nr_stacks(q), profile__nr_stacks(p));
 	cr_assert_eq(profile__nr_threads(q), 2);
 	for (size_t i = 0; i < profile__nr_samples(p); i++) {
-		const struct pf_sample *a = profile__get_sample(p, i), *b = profile__get_sample(q, i);
+		const struct pf_sample *a = profile__get_sample(p, i),
+				       *b = profile__get_sample(q, i);
 		cr_assert_eq(a->time, b->time);
 		cr_assert_eq(a->weight, b->weight);
 		cr_assert_eq(profile__stack_depth(p, a->stack), profile__stack_depth(q, b->stack));
-		const struct pf_frame *fa = profile__get_frame(p, profile__get_stack(p, a->stack)->frame);
-		const struct pf_frame *fb = profile__get_frame(q, profile__get_stack(q, b->stack)->frame);
+		const struct pf_frame *fa =
+			profile__get_frame(p, profile__get_stack(p, a->stack)->frame);
+		const struct pf_frame *fb =
+			profile__get_frame(q, profile__get_stack(q, b->stack)->frame);
 		cr_assert_str_eq(profile__str(p, fa->name), profile__str(q, fb->name));
 		cr_assert_eq(fa->kind, fb->kind);
-		cr_assert_eq(profile__get_thread(p, a->thread)->tid, profile__get_thread(q, b->thread)->tid);
+		cr_assert_eq(profile__get_thread(p, a->thread)->tid,
+			     profile__get_thread(q, b->thread)->tid);
 	}
 	const struct pf_meta *m = profile__cmeta(q);
 	cr_assert_eq(m->lost, 7);
@@ -270,13 +274,16 @@ Test(profile, lines_round_trip_and_relabel)
 
 	cr_assert_neq(w1, w2, "frames at different lines are different frames");
 	for (int i = 0; i < 10; i++) {
-		struct pf_sample s = { .time = i, .weight = 1, .stack = i < 3 ? s1 : s2, .thread = t };
+		struct pf_sample s = {
+			.time = i, .weight = 1, .stack = i < 3 ? s1 : s2, .thread = t
+		};
 		cr_assert_eq(profile__add_sample(p, &s), 0);
 	}
 	snprintf(path, sizeof(path), "%s/l.data", tmpdir);
 	cr_assert_eq(profile__write(p, path), 0);
 	cr_assert_eq(profile__read(path, &q, &e), 0, "%s", e.what);
-	const struct pf_frame *f = profile__get_frame(q, profile__get_stack(q, profile__get_sample(q, 0)->stack)->frame);
+	const struct pf_frame *f = profile__get_frame(
+		q, profile__get_stack(q, profile__get_sample(q, 0)->stack)->frame);
 	cr_assert_str_eq(profile__str(q, f->file), "src/app.c");
 	cr_assert_eq(f->line, 20);
 	cr_assert_str_eq(profile__str(q, f->build_id), "abcdef");
@@ -284,16 +291,19 @@ Test(profile, lines_round_trip_and_relabel)
 	merged = profile__relabel(q, false);
 	cr_assert_not_null(merged);
 	cr_assert_eq(profile__nr_samples(merged), 10);
-	cr_assert_eq(profile__nr_stacks(merged), 3, "root, main, work: the two lines of work merge");
+	cr_assert_eq(profile__nr_stacks(merged), 3,
+		     "root, main, work: the two lines of work merge");
 	cr_assert_eq(profile__get_sample(merged, 0)->stack, profile__get_sample(merged, 9)->stack);
-	f = profile__get_frame(merged, profile__get_stack(merged, profile__get_sample(merged, 0)->stack)->frame);
+	f = profile__get_frame(
+		merged, profile__get_stack(merged, profile__get_sample(merged, 0)->stack)->frame);
 	cr_assert_str_eq(profile__str(merged, f->name), "work");
 	cr_assert_str_eq(profile__str(merged, f->build_id), "abcdef", "build-ids survive");
 
 	lines = profile__relabel(q, true);
 	cr_assert_not_null(lines);
 	cr_assert_eq(profile__nr_stacks(lines), 4);
-	f = profile__get_frame(lines, profile__get_stack(lines, profile__get_sample(lines, 0)->stack)->frame);
+	f = profile__get_frame(
+		lines, profile__get_stack(lines, profile__get_sample(lines, 0)->stack)->frame);
 	cr_assert_str_eq(profile__str(lines, f->name), "work (app.c:20)");
 	cr_assert_eq(profile__cmeta(lines)->lost, profile__cmeta(q)->lost);
 	profile__free(p);
