@@ -38,5 +38,5 @@ printf '  %-52s %9s %10s\n' "command" "seconds" "peak MiB"
 awk -F'\t' '{printf "  %-52s %9.2f %10.1f\n", $1, $2, $3}' times.tsv
 dl=$(awk -F'\t' 'NR==1 {print $2}' times.tsv)
 ps=$(awk -F'\t' '$1=="perf script" {print $2}' times.tsv)
-awk -v a="$dl" -v b="$ps" 'BEGIN {printf "  dlflame --svg is %.1fx faster than perf script alone\n", b / a}'
+awk -v a="$dl" -v b="$ps" 'BEGIN {printf "  time of perf script alone / time of dlflame report --svg: %.2f\n", b / a}'
 echo "file sizes: perf.data $(du -k perf.data | cut -f1) KiB (FlameGraph needs perf script's $(du -k script.txt | cut -f1) KiB text), dlflame.data $(du -k dlflame.data | cut -f1) KiB"
