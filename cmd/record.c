@@ -23,6 +23,8 @@ extern char **environ;
 
 #define DEFAULT_FREQ 999
 #define DEFAULT_OUTPUT "dlflame.data"
+/* samples held in memory (32 bytes each) before they move to a temporary file */
+#define DEFAULT_SPILL_SAMPLES (256 * 1024)
 
 /* oneDNN writes /tmp/perf-PID.map only when one of these says so (notes/onednn-jit.md). */
 static const char *const jit_env[] = { "ONEDNN_JIT_PROFILE", "DNNL_JIT_PROFILE" };
@@ -593,6 +595,30 @@ static int exit_code_of(int status)
 	return EXIT_BAD;
 }
 
+/*
+ * A long recording keeps its samples in an unlinked file next to the output,
+ * not in memory. DLFLAME_SPILL_SAMPLES (0 never spills) lets tests spill early.
+ */
+static int set_spill(struct profile *prof, const char *output)
+{
+	const char *env = getenv("DLFLAME_SPILL_SAMPLES");
+	uint64_t at = DEFAULT_SPILL_SAMPLES;
+	char *copy = strdup(output);
+	int err;
+
+	if (!copy)
+		return error("out of memory");
+	if (env && parse_u64(env, 10, 0, SIZE_MAX, &at)) {
+		warning("ignoring DLFLAME_SPILL_SAMPLES=%s: not a number of samples", env);
+		at = DEFAULT_SPILL_SAMPLES;
+	}
+	err = profile__set_spill(prof, (size_t)at, dirname(copy));
+	free(copy);
+	if (err)
+		return error("out of memory");
+	return 0;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct record_opts o = { .freq = DEFAULT_FREQ,
@@ -627,7 +653,7 @@ int cmd_record(int argc, char **argv)
 	so.callgraph = o.target.callgraph;
 	so.stack_size = o.target.stack_size;
 	so.offcpu = !o.no_offcpu;
-	if (session__open(&ss, &so))
+	if (session__open(&ss, &so) || set_spill(ss.prof, o.output))
 		goto out;
 	ss.offcpu = so.offcpu;
 

@@ -13,6 +13,8 @@
  *            META u64 start, end, lost, freq; u32 event, command, hostname, flags
  *            SMPS u64 n, n x (u64 time, weight; u32 stack, thread, kind)
  *   Unknown tags are skipped, so a same-version writer may add sections.
+ *   The writer streams the payload through deflate (samples may come from the
+ *   profile's spool file) and fills in the header last.
  *
  * Reading trusts nothing: every count is checked against the bytes that hold
  * it before anything is allocated, and ids are remapped through re-interning,
@@ -47,7 +49,6 @@
 
 #define META_SIZE (4 * 8 + 4 * 4)
 #define FRAME_SIZE (6 * 4)
-#define SAMPLE_SIZE (2 * 8 + 3 * 4)
 
 /* ---- writing ------------------------------------------------------------- */
 
@@ -111,7 +112,8 @@ static void section_end(struct wbuf *b, size_t at)
 		put_le64(b->data + at, b->len - at - 8);
 }
 
-static int build_payload(const struct profile *p, struct wbuf *b)
+/* Every section but the samples, which are streamed (see emit_payload). */
+static int build_tables(const struct profile *p, struct wbuf *b)
 {
 	size_t at;
 
@@ -165,18 +167,6 @@ static int build_payload(const struct profile *p, struct wbuf *b)
 	wb_u32(b, p->meta.finalized ? FLAG_FINALIZED : 0);
 	section_end(b, at);
 
-	at = section_begin(b, TAG_SMPS);
-	wb_u64(b, p->nr_samples);
-	for (size_t i = 0; i < p->nr_samples; i++) {
-		const struct pf_sample *s = &p->samples[i];
-
-		wb_u64(b, s->time);
-		wb_u64(b, s->weight);
-		wb_u32(b, s->stack);
-		wb_u32(b, s->thread);
-		wb_u32(b, s->kind);
-	}
-	section_end(b, at);
 	return b->err;
 }
 
@@ -197,40 +187,185 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-int profile__write(const struct profile *p, const char *path)
+static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
-	struct wbuf b = { 0 };
-	uint8_t hdr[HEADER_SIZE] = { 0 };
-	uint8_t *z = NULL;
-	uLongf zlen;
-	char *tmp = NULL;
-	int fd = -1, err;
+	const uint8_t *p = buf;
 
-	err = build_payload(p, &b);
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		off += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * The payload goes through deflate in pieces, so that writing needs memory
+ * for the tables only, not for the samples (which may have been spilled).
+ */
+#define ZOUT_SIZE (64 * 1024)
+
+struct zsink {
+	z_stream zs;
+	int fd; /* -1: only measure the compressed stream */
+	uint64_t plen, zlen;
+	uint32_t crc; /* of the compressed bytes */
+	uint8_t out[ZOUT_SIZE];
+};
+
+static int zs_run(struct zsink *z, int flush)
+{
+	int zr, err;
+
+	do {
+		z->zs.next_out = z->out;
+		z->zs.avail_out = ZOUT_SIZE;
+		zr = deflate(&z->zs, flush);
+		if (zr == Z_STREAM_ERROR)
+			return -EIO;
+		size_t n = ZOUT_SIZE - z->zs.avail_out;
+		if (n) {
+			z->crc = (uint32_t)crc32(z->crc, z->out, (uInt)n);
+			z->zlen += n;
+			if (z->fd >= 0 && (err = write_all(z->fd, z->out, n)))
+				return err;
+		}
+	} while (z->zs.avail_out == 0 || (flush == Z_FINISH && zr != Z_STREAM_END));
+	return 0;
+}
+
+static int zs_feed(struct zsink *z, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	int err;
+
+	z->plen += len;
+	while (len) {
+		uInt n = len > (1u << 30) ? 1u << 30 : (uInt)len;
+
+		z->zs.next_in = (Bytef *)p;
+		z->zs.avail_in = n;
+		if ((err = zs_run(z, Z_NO_FLUSH)))
+			return err;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int emit_samples(const struct profile *p, struct zsink *z)
+{
+	uint64_t total = p->nr_spilled + p->nr_samples;
+	uint8_t hdr[24], *buf;
+	int err;
+
+	put_le32(hdr, TAG_SMPS);
+	put_le32(hdr + 4, 0);
+	put_le64(hdr + 8, 8 + total * SAMPLE_SIZE);
+	put_le64(hdr + 16, total);
+	err = zs_feed(z, hdr, sizeof(hdr));
 	if (err)
-		goto out;
-	err = -ENOMEM;
-	zlen = compressBound(b.len);
-	z = malloc(zlen ? zlen : 1);
-	if (!z)
-		goto out;
-	if (compress2(z, &zlen, b.data, b.len, 6) != Z_OK)
-		goto out;
+		return err;
+	buf = malloc(ZOUT_SIZE / SAMPLE_SIZE * SAMPLE_SIZE);
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < p->nr_spilled && !err; i += ZOUT_SIZE / SAMPLE_SIZE) {
+		size_t n = p->nr_spilled - i < ZOUT_SIZE / SAMPLE_SIZE ? p->nr_spilled - i
+								       : ZOUT_SIZE / SAMPLE_SIZE;
 
+		err = spool_read(p, i, buf, n);
+		if (!err)
+			err = zs_feed(z, buf, n * SAMPLE_SIZE);
+	}
+	for (size_t i = 0; i < p->nr_samples && !err; i += ZOUT_SIZE / SAMPLE_SIZE) {
+		size_t n = p->nr_samples - i < ZOUT_SIZE / SAMPLE_SIZE ? p->nr_samples - i
+								       : ZOUT_SIZE / SAMPLE_SIZE;
+
+		for (size_t k = 0; k < n; k++)
+			sample_encode(buf + k * SAMPLE_SIZE, &p->samples[i + k]);
+		err = zs_feed(z, buf, n * SAMPLE_SIZE);
+	}
+	free(buf);
+	return err;
+}
+
+/* Compresses the payload into fd (or only measures it, fd -1). */
+static int emit_payload(const struct profile *p, const struct wbuf *tables, struct zsink *z, int fd)
+{
+	int err;
+
+	memset(&z->zs, 0, sizeof(z->zs));
+	z->fd = fd;
+	z->plen = z->zlen = 0;
+	z->crc = (uint32_t)crc32(0, NULL, 0);
+	if (deflateInit(&z->zs, 6) != Z_OK)
+		return -ENOMEM;
+	err = zs_feed(z, tables->data, tables->len);
+	if (!err)
+		err = emit_samples(p, z);
+	if (!err)
+		err = zs_run(z, Z_FINISH);
+	deflateEnd(&z->zs);
+	return err;
+}
+
+static void make_header(uint8_t *hdr, const struct profile *p, const struct zsink *z)
+{
+	memset(hdr, 0, HEADER_SIZE);
 	memcpy(hdr, PROFILE_MAGIC, 8);
 	put_le32(hdr + 8, PROFILE_VERSION);
 	put_le32(hdr + 12, p->meta.finalized ? FLAG_FINALIZED : 0);
-	put_le64(hdr + 16, b.len);
-	put_le64(hdr + 24, zlen);
-	put_le32(hdr + 32, (uint32_t)crc32(0, z, zlen));
+	put_le64(hdr + 16, z->plen);
+	put_le64(hdr + 24, z->zlen);
+	put_le32(hdr + 32, z->crc);
+}
+
+int profile__write(const struct profile *p, const char *path)
+{
+	struct wbuf b = { 0 };
+	struct zsink *z = NULL;
+	uint8_t hdr[HEADER_SIZE] = { 0 };
+	char *tmp = NULL;
+	int fd = -1, err;
+
+	err = build_tables(p, &b);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	z = malloc(sizeof(*z));
+	if (!z)
+		goto out;
 
 	err = open_output_in_place(path, &fd);
 	if (err)
 		goto out;
 	if (fd >= 0) {
+		/*
+		 * A device or FIFO cannot seek back to the header, which holds the
+		 * sizes and checksum: measure first, then write. deflate is
+		 * deterministic, so both passes produce the same bytes.
+		 */
+		uint64_t zlen;
+		uint32_t crc;
+
+		err = emit_payload(p, &b, z, -1);
+		if (err)
+			goto close_in_place;
+		make_header(hdr, p, z);
+		zlen = z->zlen;
+		crc = z->crc;
 		err = write_all(fd, hdr, sizeof(hdr));
 		if (!err)
-			err = write_all(fd, z, zlen);
+			err = emit_payload(p, &b, z, fd);
+		if (!err && (z->zlen != zlen || z->crc != crc))
+			err = -EIO;
+close_in_place:
 		if (close(fd) && !err)
 			err = -errno;
 		fd = -1;
@@ -248,9 +383,14 @@ int profile__write(const struct profile *p, const char *path)
 		tmp = NULL;
 		goto out;
 	}
+	/* the header is written last, when the sizes and checksum are known */
 	err = write_all(fd, hdr, sizeof(hdr));
 	if (!err)
-		err = write_all(fd, z, zlen);
+		err = emit_payload(p, &b, z, fd);
+	if (!err) {
+		make_header(hdr, p, z);
+		err = pwrite_all(fd, hdr, sizeof(hdr), 0);
+	}
 	if (!err && fchmod(fd, 0644))
 		err = -errno;
 	if (!err && fsync(fd))

@@ -24,13 +24,43 @@ struct profile {
 	size_t nr_stacks, cap_stacks, cap_depths;
 	struct pf_thread *threads;
 	size_t nr_threads, cap_threads;
-	struct pf_sample *samples;
+	struct pf_sample *samples; /* the samples after the spilled ones */
 	size_t nr_samples, cap_samples;
+
+	/* samples move to an unlinked file when spill_at are held in memory and one more comes */
+	size_t spill_at; /* 0: never spill */
+	char *spill_dir;
+	int spool_fd; /* -1 until the first spill */
+	uint64_t nr_spilled;
 
 	/* interning: hash of the key -> id; collisions chained by probing on key hash */
 	struct u64map string_ids, frame_ids, stack_ids, thread_ids;
 
 	struct pf_meta meta;
 };
+
+/* A sample as stored in the file and in the spool: u64 time, weight; u32 stack, thread, kind. */
+#define SAMPLE_SIZE (2 * 8 + 3 * 4)
+
+static inline void sample_encode(uint8_t *d, const struct pf_sample *s)
+{
+	put_le64(d, s->time);
+	put_le64(d + 8, s->weight);
+	put_le32(d + 16, s->stack);
+	put_le32(d + 20, s->thread);
+	put_le32(d + 24, s->kind);
+}
+
+static inline void sample_decode(const uint8_t *d, struct pf_sample *s)
+{
+	s->time = get_le64(d);
+	s->weight = get_le64(d + 8);
+	s->stack = get_le32(d + 16);
+	s->thread = get_le32(d + 20);
+	s->kind = get_le32(d + 24);
+}
+
+/* Reads spilled samples [first, first + n) as encoded records into buf. */
+int spool_read(const struct profile *p, uint64_t first, uint8_t *buf, size_t n);
 
 #endif

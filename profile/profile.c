@@ -2,9 +2,11 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /*
  * Interning maps store hash(key) -> id. Two keys can share a hash, so a map
@@ -19,6 +21,7 @@ struct profile *profile__new(void)
 
 	if (!p)
 		return NULL;
+	p->spool_fd = -1;
 	u64map_init(&p->string_ids);
 	u64map_init(&p->frame_ids);
 	u64map_init(&p->stack_ids);
@@ -42,6 +45,9 @@ void profile__free(struct profile *p)
 	free(p->depths);
 	free(p->threads);
 	free(p->samples);
+	free(p->spill_dir);
+	if (p->spool_fd >= 0)
+		close(p->spool_fd);
 	u64map_free(&p->string_ids);
 	u64map_free(&p->frame_ids);
 	u64map_free(&p->stack_ids);
@@ -230,10 +236,122 @@ int64_t profile__thread(struct profile *p, uint32_t pid, uint32_t tid, uint32_t 
 	return (int64_t)p->nr_threads++;
 }
 
+int profile__set_spill(struct profile *p, size_t threshold, const char *dir)
+{
+	char *d = NULL;
+
+	if (dir && !(d = strdup(dir)))
+		return -ENOMEM;
+	free(p->spill_dir);
+	p->spill_dir = d;
+	p->spill_at = threshold;
+	return 0;
+}
+
+uint64_t profile__nr_spilled(const struct profile *p)
+{
+	return p->nr_spilled;
+}
+
+/* An unlinked file, so that no exit path, not even a crash, leaves it behind. */
+static int spool_open(struct profile *p)
+{
+	const char *dirs[] = { p->spill_dir, getenv("TMPDIR"), "/tmp" };
+	int err = -ENOENT;
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char *tmpl = NULL;
+		int fd;
+
+		if (!dirs[i] || !*dirs[i])
+			continue;
+		fd = open(dirs[i], O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			p->spool_fd = fd;
+			return 0;
+		}
+		err = -errno;
+		/* file systems without O_TMPFILE */
+		if (asprintf(&tmpl, "%s/.dlflame-spool.XXXXXX", dirs[i]) < 0)
+			return -ENOMEM;
+		fd = mkostemp(tmpl, O_CLOEXEC);
+		if (fd >= 0) {
+			unlink(tmpl);
+			free(tmpl);
+			p->spool_fd = fd;
+			return 0;
+		}
+		err = -errno;
+		free(tmpl);
+	}
+	return err;
+}
+
+#define SPOOL_CHUNK 1024 /* samples per read or write */
+
+static int spill(struct profile *p)
+{
+	uint8_t *buf;
+	int err = 0;
+
+	if (p->spool_fd < 0 && (err = spool_open(p)))
+		return err;
+	buf = malloc(SPOOL_CHUNK * SAMPLE_SIZE);
+	if (!buf)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->nr_samples && !err;) {
+		size_t n = p->nr_samples - i < SPOOL_CHUNK ? p->nr_samples - i : SPOOL_CHUNK;
+		uint64_t off = (p->nr_spilled + i) * SAMPLE_SIZE;
+		size_t len = n * SAMPLE_SIZE, done = 0;
+
+		for (size_t k = 0; k < n; k++)
+			sample_encode(buf + k * SAMPLE_SIZE, &p->samples[i + k]);
+		while (done < len) {
+			ssize_t w =
+				pwrite(p->spool_fd, buf + done, len - done, (off_t)(off + done));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				err = w < 0 ? -errno : -EIO;
+				break;
+			}
+			done += (size_t)w;
+		}
+		i += n;
+	}
+	free(buf);
+	if (err)
+		return err;
+	/* the array keeps its capacity: it is refilled up to the same threshold */
+	p->nr_spilled += p->nr_samples;
+	p->nr_samples = 0;
+	return 0;
+}
+
+int spool_read(const struct profile *p, uint64_t first, uint8_t *buf, size_t n)
+{
+	size_t len = n * SAMPLE_SIZE, done = 0;
+	uint64_t off = first * SAMPLE_SIZE;
+
+	while (done < len) {
+		ssize_t r = pread(p->spool_fd, buf + done, len - done, (off_t)(off + done));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
 int profile__add_sample(struct profile *p, const struct pf_sample *s)
 {
+	int err;
+
 	if (s->stack >= p->nr_stacks || s->thread >= p->nr_threads || s->kind >= SAMPLE_KIND_MAX)
 		return -EINVAL;
+	if (p->spill_at && p->nr_samples >= p->spill_at && (err = spill(p)))
+		return err;
 	if (grow_array((void **)&p->samples, &p->cap_samples, p->nr_samples + 1, sizeof(*s)))
 		return -ENOMEM;
 	p->samples[p->nr_samples++] = *s;
@@ -262,7 +380,7 @@ size_t profile__nr_threads(const struct profile *p)
 
 size_t profile__nr_samples(const struct profile *p)
 {
-	return p->nr_samples;
+	return (size_t)p->nr_spilled + p->nr_samples;
 }
 
 const char *profile__str(const struct profile *p, uint32_t id)
@@ -292,7 +410,7 @@ const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id
 
 const struct pf_sample *profile__get_sample(const struct profile *p, size_t i)
 {
-	return &p->samples[i];
+	return &p->samples[i - p->nr_spilled];
 }
 
 uint32_t profile__stack_depth(const struct profile *p, uint32_t id)
@@ -315,8 +433,18 @@ struct relabel {
 	const struct profile *src;
 	struct profile *dst;
 	int64_t *strs, *frames, *stacks, *threads;
+	uint8_t *chunk; /* spilled samples read back */
 	bool lines;
 };
+
+static int rl_sample(struct relabel *r, const struct pf_sample *in)
+{
+	struct pf_sample s = *in;
+
+	s.stack = (uint32_t)r->stacks[s.stack];
+	s.thread = (uint32_t)r->threads[s.thread];
+	return profile__add_sample(r->dst, &s);
+}
 
 static int64_t rl_str(struct relabel *r, uint32_t id)
 {
@@ -395,14 +523,24 @@ struct profile *profile__relabel(const struct profile *p, bool with_lines)
 		if (r.threads[i] < 0)
 			goto out;
 	}
-	for (size_t i = 0; i < p->nr_samples; i++) {
-		struct pf_sample s = p->samples[i];
+	for (uint64_t i = 0; i < p->nr_spilled; i += SPOOL_CHUNK) {
+		size_t n = p->nr_spilled - i < SPOOL_CHUNK ? p->nr_spilled - i : SPOOL_CHUNK;
 
-		s.stack = (uint32_t)r.stacks[s.stack];
-		s.thread = (uint32_t)r.threads[s.thread];
-		if (profile__add_sample(q, &s))
+		if (!r.chunk && !(r.chunk = malloc(SPOOL_CHUNK * SAMPLE_SIZE)))
 			goto out;
+		if (spool_read(p, i, r.chunk, n))
+			goto out;
+		for (size_t k = 0; k < n; k++) {
+			struct pf_sample s;
+
+			sample_decode(r.chunk + k * SAMPLE_SIZE, &s);
+			if (rl_sample(&r, &s))
+				goto out;
+		}
 	}
+	for (size_t i = 0; i < p->nr_samples; i++)
+		if (rl_sample(&r, &p->samples[i]))
+			goto out;
 	q->meta = p->meta;
 	int64_t ev = rl_str(&r, p->meta.event), cmd = rl_str(&r, p->meta.command),
 		host = rl_str(&r, p->meta.hostname);
@@ -418,6 +556,7 @@ out:
 	free(r.frames);
 	free(r.stacks);
 	free(r.threads);
+	free(r.chunk);
 	profile__free(q);
 	return ret;
 }

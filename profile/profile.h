@@ -103,22 +103,37 @@ size_t profile__nr_strings(const struct profile *p);
 size_t profile__nr_frames(const struct profile *p);
 size_t profile__nr_stacks(const struct profile *p); /* includes stack 0 */
 size_t profile__nr_threads(const struct profile *p);
-size_t profile__nr_samples(const struct profile *p);
+size_t profile__nr_samples(const struct profile *p); /* spilled ones included */
 
 const char *profile__str(const struct profile *p, uint32_t id); /* NUL-terminated */
 size_t profile__str_len(const struct profile *p, uint32_t id);
 const struct pf_frame *profile__get_frame(const struct profile *p, uint32_t id);
 const struct pf_stack *profile__get_stack(const struct profile *p, uint32_t id);
 const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id);
+/* Only for i >= profile__nr_spilled(p): spilled samples are not in memory. */
 const struct pf_sample *profile__get_sample(const struct profile *p, size_t i);
 /* Depth of a stack: number of frames from root to leaf (0 for stack 0). */
 uint32_t profile__stack_depth(const struct profile *p, uint32_t id);
 
 /*
+ * Bounded memory for long recordings. With a threshold > 0, once that many
+ * samples are held in memory, the next profile__add_sample() first moves them
+ * to an unlinked temporary file in `dir` (or $TMPDIR, or /tmp, when dir is
+ * NULL or refuses it); if that fails it returns the error and adds nothing.
+ * profile__write() and profile__relabel() read spilled samples back, and the
+ * file disappears with the profile (or with the process). threshold 0, the
+ * default, never spills. Profiles loaded by profile__read() never spill, so
+ * reports may use profile__get_sample() on every sample.
+ */
+int profile__set_spill(struct profile *p, size_t threshold, const char *dir);
+uint64_t profile__nr_spilled(const struct profile *p);
+
+/*
  * A copy of p in which each frame's source location is folded into its
  * name ("name (file:line)", with_lines) or dropped (not with_lines), and the
  * frames, stacks and samples that become equal are merged: reports draw one
- * frame per function unless asked for lines. NULL on -ENOMEM.
+ * frame per function unless asked for lines. NULL when out of memory or when
+ * spilled samples cannot be read back.
  */
 struct profile *profile__relabel(const struct profile *p, bool with_lines);
 

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "profile/profile.h"
 
@@ -44,6 +46,14 @@ static struct profile *make_profile(void)
 	m->command = profile__string(p, "./app --x", 9);
 	m->finalized = true;
 	return p;
+}
+
+static uint64_t get_le64_test(const uint8_t *b)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | b[i];
+	return v;
 }
 
 static char tmpdir[64];
@@ -310,4 +320,147 @@ Test(profile, lines_round_trip_and_relabel)
 	profile__free(q);
 	profile__free(merged);
 	profile__free(lines);
+}
+
+/* ---- spilling samples to a temporary file -------------------------------- */
+
+#define NR_SPILL 10007 /* not a multiple of any chunk size */
+
+/* A profile with NR_SPILL distinct samples; spills every `at` samples into dir (0: never). */
+static struct profile *spill_profile(size_t at, const char *dir)
+{
+	struct profile *p = profile__new();
+	int64_t comm = profile__string(p, "app", 3);
+	int64_t f = profile__frame_str(p, "hot", "app", FRAME_USER);
+	int64_t s1 = profile__stack(p, 0, f), s2 = profile__stack(p, s1, f);
+	int64_t t1 = profile__thread(p, 1, 1, comm), t2 = profile__thread(p, 1, 2, comm);
+
+	cr_assert(s2 > s1 && t2 > t1);
+	cr_assert_eq(profile__set_spill(p, at, dir), 0);
+	for (uint64_t i = 0; i < NR_SPILL; i++) {
+		struct pf_sample s = {
+			.time = 1000 + i * 977,
+			.weight = i * i + 1,
+			.stack = i % 3 ? s1 : s2,
+			.thread = i % 5 ? t1 : t2,
+			.kind = i % SAMPLE_KIND_MAX,
+		};
+		cr_assert_eq(profile__add_sample(p, &s), 0);
+	}
+	profile__meta(p)->finalized = true;
+	return p;
+}
+
+static size_t dir_entries(const char *dir)
+{
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "exit $(ls -A %s | wc -l)", dir);
+	return (size_t)WEXITSTATUS(system(cmd));
+}
+
+/* Open descriptors of this process that name a file in dir (deleted or not). */
+static size_t fds_into(const char *dir)
+{
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "exit $(ls -l /proc/%d/fd | grep -c ' %s/')", (int)getpid(),
+		 dir);
+	return (size_t)WEXITSTATUS(system(cmd));
+}
+
+Test(profile, spilled_samples_round_trip_exactly)
+{
+	char spool[128], path[128], ref[128];
+	struct profile_read_error e = { 0 };
+	struct profile *p, *r, *q = NULL;
+
+	snprintf(spool, sizeof(spool), "%s/spool", tmpdir);
+	cr_assert_eq(mkdir(spool, 0700), 0);
+	p = spill_profile(7, spool);
+	cr_assert_gt(profile__nr_spilled(p), NR_SPILL - 8, "samples were spilled");
+	cr_assert_eq(profile__nr_samples(p), NR_SPILL);
+	cr_assert_eq(dir_entries(spool), 0, "the spool file is unlinked");
+	cr_assert_eq(fds_into(spool), 1, "one spool file is open");
+
+	snprintf(path, sizeof(path), "%s/spilled.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, &e), 0, "%s at %lu", e.what, (unsigned long)e.offset);
+	cr_assert_eq(profile__nr_samples(q), NR_SPILL);
+	cr_assert_eq(profile__nr_spilled(q), 0);
+	r = spill_profile(0, NULL);
+	for (size_t i = 0; i < NR_SPILL; i++) {
+		const struct pf_sample *a = profile__get_sample(q, i),
+				       *b = profile__get_sample(r, i);
+
+		cr_assert(a->time == b->time && a->weight == b->weight && a->stack == b->stack &&
+				  a->thread == b->thread && a->kind == b->kind,
+			  "sample %zu differs", i);
+	}
+
+	/* the file is the one an unspilled profile gives, and the one compress2() gave */
+	snprintf(ref, sizeof(ref), "%s/ref.data", tmpdir);
+	cr_assert_eq(profile__write(r, ref), 0);
+	size_t len, rlen;
+	uint8_t *a = slurp(path, &len), *b = slurp(ref, &rlen);
+	cr_assert_eq(len, rlen);
+	cr_assert_eq(memcmp(a, b, len), 0, "spilling changes the file");
+	uLongf plen = get_le64_test(a + 16), zlen = compressBound(plen);
+	uint8_t *payload = malloc(plen), *z = malloc(zlen);
+	uLongf got = plen;
+	cr_assert_eq(uncompress(payload, &got, a + 40, len - 40), Z_OK);
+	cr_assert_eq(got, plen);
+	cr_assert_eq(compress2(z, &zlen, payload, plen, 6), Z_OK);
+	cr_assert_eq(zlen, len - 40);
+	cr_assert_eq(memcmp(z, a + 40, zlen), 0);
+
+	/* relabel reads spilled samples back too */
+	struct profile *v = profile__relabel(p, false);
+	cr_assert_not_null(v);
+	cr_assert_eq(profile__nr_samples(v), NR_SPILL);
+	for (size_t i = 0; i < NR_SPILL; i++)
+		cr_assert_eq(profile__get_sample(v, i)->time, profile__get_sample(r, i)->time);
+
+	profile__free(v);
+	profile__free(p);
+	cr_assert_eq(fds_into(spool), 0, "the spool file is closed with the profile");
+	cr_assert_eq(dir_entries(spool), 0);
+	free(a);
+	free(b);
+	free(payload);
+	free(z);
+	profile__free(q);
+	profile__free(r);
+}
+
+Test(profile, spilled_write_errors_are_reported)
+{
+	char spool[128], path[128];
+	struct profile *p;
+
+	snprintf(spool, sizeof(spool), "%s/spool", tmpdir);
+	cr_assert_eq(mkdir(spool, 0700), 0);
+	p = spill_profile(100, spool);
+	cr_assert_gt(profile__nr_spilled(p), 0);
+	cr_assert_eq(profile__write(p, "/dev/full"), -ENOSPC);
+	snprintf(path, sizeof(path), "%s/no/such/dir/a.data", tmpdir);
+	cr_assert_lt(profile__write(p, path), 0);
+	/* a device output is written in one pass after a measuring pass */
+	cr_assert_eq(profile__write(p, "/dev/null"), 0);
+	profile__free(p);
+	cr_assert_eq(dir_entries(spool), 0, "no spool file is left behind");
+	cr_assert_eq(fds_into(spool), 0);
+}
+
+Test(profile, spill_falls_back_to_tmpdir)
+{
+	struct profile *p = spill_profile(100, "/nonexistent-dlflame-dir");
+	char path[128];
+	struct profile *q = NULL;
+
+	cr_assert_gt(profile__nr_spilled(p), 0);
+	snprintf(path, sizeof(path), "%s/a.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, NULL), 0);
+	cr_assert_eq(profile__nr_samples(q), NR_SPILL);
+	profile__free(q);
+	profile__free(p);
 }
