@@ -120,6 +120,7 @@ struct sampler {
 	uint8_t *scratch;
 	uint8_t *buf;
 	size_t buf_len, buf_cap;
+	size_t buf_dead; /* bytes below buf_len of records already delivered */
 	struct pending *pend;
 	size_t nr_pend, pend_cap;
 	uint64_t seq;
@@ -847,16 +848,29 @@ static int cmp_off(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Keep pend[from..] for the next round, packed at the front of the buffer. */
+/*
+ * Keep pend[from..] for the next round. Held-back records are most of what
+ * a round buffers (each round ingests about HOLDBACK_NS / 2 of records, all
+ * younger than the cut), and with 32 KiB stack copies moving them every
+ * round cost more than copying them out of the rings: they stay where they
+ * are, and the buffer is packed only once the delivered records' holes in
+ * it add up to a ring's worth and to more than what is kept.
+ */
 static void keep_pending(struct sampler *s, size_t from)
 {
-	size_t n = s->nr_pend - from, at = 0;
+	size_t n = s->nr_pend - from, at = 0, live = 0;
 
 	if (!n) {
-		s->nr_pend = s->buf_len = 0;
+		s->nr_pend = s->buf_len = s->buf_dead = 0;
 		return;
 	}
 	memmove(s->pend, s->pend + from, n * sizeof(*s->pend));
+	s->nr_pend = n;
+	for (size_t i = 0; i < n; i++)
+		live += s->pend[i].len;
+	s->buf_dead = s->buf_len - live;
+	if (s->buf_dead < s->ring_bytes || s->buf_dead < live)
+		return;
 	/* In offset order every record moves down or stays, so memmove in place is safe. */
 	qsort(s->pend, n, sizeof(*s->pend), cmp_off);
 	for (size_t i = 0; i < n; i++) {
@@ -864,8 +878,8 @@ static void keep_pending(struct sampler *s, size_t from)
 		s->pend[i].off = at;
 		at += s->pend[i].len;
 	}
-	s->nr_pend = n;
 	s->buf_len = at;
+	s->buf_dead = 0;
 }
 
 static uint64_t now_ns(void)
@@ -913,7 +927,7 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	for (i = 0; i < s->nr_rings && !err; i++)
 		err = ingest(s, &s->rings[i]);
 	/* Held-back records plus one round never exceed twice the rings. */
-	if (s->buf_len > s->ring_bytes)
+	if (s->buf_len - s->buf_dead > s->ring_bytes)
 		cut = UINT64_MAX;
 
 	if (s->nr_pend)
@@ -938,8 +952,8 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 		 * next round. Not when everything is delivered (no cut), and not
 		 * past three rings' worth of buffered records.
 		 */
-		if (cut != UINT64_MAX && i % 64 == 63 && s->buf_len <= 2 * s->ring_bytes &&
-		    now_ns() > next_ingest) {
+		if (cut != UINT64_MAX && i % 64 == 63 &&
+		    s->buf_len - s->buf_dead <= 2 * s->ring_bytes && now_ns() > next_ingest) {
 			for (size_t k = 0; k < s->nr_rings && !err; k++)
 				err = ingest(s, &s->rings[k]);
 			next_ingest = now_ns() + REINGEST_NS;
