@@ -137,3 +137,54 @@ size_t count_str(const char *hay, const char *needle)
 		n++;
 	return n;
 }
+
+/* Sum of the counts of folded lines that hold `frame` as a whole frame. */
+unsigned long count_frame(const char *folded, const char *frame, unsigned long *total)
+{
+	unsigned long n = 0, all = 0;
+	char *copy = strdup(folded), *save = NULL;
+	size_t fl = strlen(frame);
+
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' '), *fsave = NULL;
+		unsigned long c;
+
+		cr_assert_not_null(sp, "folded line without a count: %s", line);
+		c = strtoul(sp + 1, NULL, 10);
+		*sp = '\0';
+		all += c;
+		for (char *f = strtok_r(line, ";", &fsave); f; f = strtok_r(NULL, ";", &fsave)) {
+			if (strlen(f) == fl && !memcmp(f, frame, fl)) {
+				n += c;
+				break;
+			}
+		}
+	}
+	free(copy);
+	if (total)
+		*total = all;
+	return n;
+}
+
+/* Sum of the counts of lines holding `chain` ("a;b", caller first) as whole frames. */
+unsigned long count_chain(const char *folded, const char *chain)
+{
+	unsigned long n = 0;
+	size_t cl = strlen(chain);
+
+	for (const char *line = folded; *line;) {
+		const char *eol = strchr(line, '\n');
+		size_t ll = eol ? (size_t)(eol - line) : strlen(line);
+		const char *sp = memrchr(line, ' ', ll);
+
+		for (const char *p = line; sp && p + cl <= sp; p++) {
+			if ((p == line || p[-1] == ';') && !memcmp(p, chain, cl) &&
+			    (p[cl] == ';' || p[cl] == ' ')) {
+				n += strtoul(sp + 1, NULL, 10);
+				break;
+			}
+		}
+		line += ll + (eol ? 1 : 0);
+	}
+	return n;
+}

@@ -32,4 +32,12 @@ char *path_in(const char *dir, const char *name);
 /* Count non-overlapping occurrences of needle in hay. */
 size_t count_str(const char *hay, const char *needle);
 
+/*
+ * Folded output: the sum of the counts of lines holding `frame` as a whole
+ * frame (and in *total, if not NULL, of all lines); of lines holding `chain`
+ * ("a;b", caller first) as whole frames.
+ */
+unsigned long count_frame(const char *folded, const char *frame, unsigned long *total);
+unsigned long count_chain(const char *folded, const char *chain);
+
 #endif

@@ -47,56 +47,6 @@ static char *record_split(const char *name)
 	return data;
 }
 
-/* Sum of the counts of folded lines whose stack holds `frame` as a whole frame. */
-static unsigned long count_frame(const char *folded, const char *frame, unsigned long *total)
-{
-	unsigned long n = 0, all = 0;
-	char *copy = strdup(folded), *save = NULL;
-	size_t fl = strlen(frame);
-
-	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *sp = strrchr(line, ' ');
-		cr_assert_not_null(sp, "folded line without a count: %s", line);
-		unsigned long c = strtoul(sp + 1, NULL, 10);
-		*sp = '\0';
-		all += c;
-		for (char *f = strtok(line, ";"); f; f = strtok(NULL, ";")) {
-			if (strlen(f) == fl && !memcmp(f, frame, fl)) {
-				n += c;
-				break;
-			}
-		}
-	}
-	free(copy);
-	if (total)
-		*total = all;
-	return n;
-}
-
-/* Sum of the counts of folded lines holding `chain` (frames joined by ';') whole. */
-static unsigned long count_chain(const char *folded, const char *chain)
-{
-	unsigned long n = 0;
-	size_t cl = strlen(chain);
-
-	for (const char *line = folded; *line;) {
-		const char *eol = strchr(line, '\n');
-		const char *sp;
-		size_t ll = eol ? (size_t)(eol - line) : strlen(line);
-
-		for (const char *p = line; p + cl <= line + ll; p++) {
-			if ((p == line || p[-1] == ';') && !memcmp(p, chain, cl) &&
-			    (p[cl] == ';' || p[cl] == ' ')) {
-				sp = memrchr(line, ' ', ll);
-				n += strtoul(sp + 1, NULL, 10);
-				break;
-			}
-		}
-		line += ll + (eol ? 1 : 0);
-	}
-	return n;
-}
-
 Test(record, split_fixture_shares_match_the_truth)
 {
 	char *data = record_split("split.data");
