@@ -135,6 +135,8 @@ static int read_profile(const char *path, struct profile **p)
 
 	if (load_input(path, p))
 		return EXIT_BAD;
+	if (!profile__has_lines(*p))
+		return 0; /* nothing to fold: spare the copy */
 	q = profile__relabel(*p, false);
 	profile__free(*p);
 	*p = q;

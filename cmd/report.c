@@ -254,16 +254,9 @@ static void report_health(const char *path, const struct profile *p)
  */
 static int relabel(struct profile **p, bool lines)
 {
-	size_t n = profile__nr_frames(*p);
 	struct profile *q;
-	bool any = false;
 
-	for (size_t i = 0; i < n && !any; i++) {
-		const struct pf_frame *f = profile__get_frame(*p, (uint32_t)i);
-
-		any = f->file || f->line;
-	}
-	if (!any)
+	if (!profile__has_lines(*p))
 		return 0;
 	q = profile__relabel(*p, lines);
 	if (!q)

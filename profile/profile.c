@@ -428,6 +428,14 @@ const struct pf_meta *profile__cmeta(const struct profile *p)
 	return &p->meta;
 }
 
+bool profile__has_lines(const struct profile *p)
+{
+	for (size_t i = 0; i < p->nr_frames; i++)
+		if (p->frames[i].file || p->frames[i].line)
+			return true;
+	return false;
+}
+
 /* Maps ids of `src` to ids of `dst`, interning lazily. */
 struct relabel {
 	const struct profile *src;

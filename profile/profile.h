@@ -136,6 +136,8 @@ uint64_t profile__nr_spilled(const struct profile *p);
  * spilled samples cannot be read back.
  */
 struct profile *profile__relabel(const struct profile *p, bool with_lines);
+/* Whether any frame has a source location, i.e. whether relabelling changes anything. */
+bool profile__has_lines(const struct profile *p);
 
 struct pf_meta *profile__meta(struct profile *p);
 const struct pf_meta *profile__cmeta(const struct profile *p);
