@@ -692,6 +692,21 @@ static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len
 	return mod_read(mu, addr - bias, dst, len);
 }
 
+/* The module's .eh_frame_hdr search table, as libunwind's remote-table lookup takes it. */
+static void table_info(unw_dyn_info_t *di, const struct map *m, const struct mod_unwind *mu,
+		       uint64_t bias)
+{
+	memset(di, 0, sizeof(*di));
+	di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di->start_ip = m->start;
+	di->end_ip = m->end;
+	/* the table's offsets (datarel) are relative to the start of .eh_frame_hdr */
+	di->u.rti.segbase = mu->hdr_vaddr + bias;
+	di->u.rti.table_data = mu->table_vaddr + bias;
+	/* in words, as libunwind counts it; each entry is two int32 */
+	di->u.rti.table_len = mu->fde_count * 8 / sizeof(unw_word_t);
+}
+
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
 			  int need_unwind_info, void *arg)
 {
@@ -709,15 +724,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 		return -UNW_ENOINFO;
 	}
 	remember(ctx, mu, bias);
-	memset(&di, 0, sizeof(di));
-	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
-	di.start_ip = m->start;
-	di.end_ip = m->end;
-	/* the table's offsets (datarel) are relative to the start of .eh_frame_hdr */
-	di.u.rti.segbase = mu->hdr_vaddr + bias;
-	di.u.rti.table_data = mu->table_vaddr + bias;
-	/* in words, as libunwind counts it; each entry is two int32 */
-	di.u.rti.table_len = mu->fde_count * 8 / sizeof(unw_word_t);
+	table_info(&di, m, mu, bias);
 	ret = UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
 	if (ret == -UNW_ENOINFO)
 		ctx->noinfo = true;
@@ -1247,13 +1254,7 @@ static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
 	mu = m && (m->prot & PROT_EXEC) ? map_unwind(ctx, m, &bias) : NULL;
 	if (!mu || !mu->fde_count)
 		return 0;
-	memset(&di, 0, sizeof(di));
-	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
-	di.start_ip = m->start;
-	di.end_ip = m->end;
-	di.u.rti.segbase = mu->hdr_vaddr + bias;
-	di.u.rti.table_data = mu->table_vaddr + bias;
-	di.u.rti.table_len = mu->fde_count * 8 / sizeof(unw_word_t);
+	table_info(&di, m, mu, bias);
 	remember(ctx, mu, bias);
 	if (UNW_OBJ(dwarf_search_unwind_table)(ctx->up->as, ra - 1, &di, &pi, 0, &arg) < 0)
 		return 0;
