@@ -1266,8 +1266,11 @@ static size_t resolve_file(struct symbolizer *s, const struct map *m, uint64_t a
 	return n - skip;
 }
 
-/* The mapping of a user address, reading /proc/PID/maps (rate-limited) on a miss. */
-static struct map *find_map(struct symbolizer *s, uint32_t pid, uint64_t addr)
+/*
+ * The mapping of a user address, reading /proc/PID/maps (rate-limited) on a
+ * miss; *pp is the process (NULL when unknown and not created).
+ */
+static struct map *find_map(struct symbolizer *s, uint32_t pid, uint64_t addr, struct proc **pp)
 {
 	struct proc *p = proc_find(s, pid);
 	struct map *m = NULL;
@@ -1283,12 +1286,14 @@ static struct map *find_map(struct symbolizer *s, uint32_t pid, uint64_t addr)
 			m = proc_lookup(p, addr);
 		}
 	}
+	*pp = p;
 	return m;
 }
 
 void symbolizer__resolve(struct symbolizer *s, uint32_t pid, uint64_t addr, bool kernel,
 			 bool return_addr, struct sym_frame *out)
 {
+	struct proc *p;
 	struct map *m;
 
 	if (!out)
@@ -1304,9 +1309,9 @@ void symbolizer__resolve(struct symbolizer *s, uint32_t pid, uint64_t addr, bool
 		return;
 	}
 
-	m = find_map(s, pid, addr);
+	m = find_map(s, pid, addr, &p);
 	/* unwind/perfmap: code outside files (JIT) is named from the pid's perf map */
-	if ((!m || m->type == MAP_T_ANON) && perfmap__resolve(s, proc_find(s, pid), m, addr, out))
+	if ((!m || m->type == MAP_T_ANON) && perfmap__resolve(s, p, m, addr, out))
 		return;
 	if (!m)
 		return;
