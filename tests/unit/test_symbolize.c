@@ -196,10 +196,10 @@ struct child {
 	int nsyms;
 };
 
-static void spawn(const char *path, struct child *c)
+/* Start the fixture at path (with arg, if any) on pipes; its stdout, to read. */
+static FILE *start_child(const char *path, const char *arg, struct child *c)
 {
 	int in[2], out[2];
-	char line[256];
 	FILE *f;
 
 	memset(c, 0, sizeof(*c));
@@ -212,7 +212,7 @@ static void spawn(const char *path, struct child *c)
 		dup2(out[1], 1);
 		close(in[1]);
 		close(out[0]);
-		execl(path, path, (char *)NULL);
+		execl(path, path, arg, (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
@@ -220,6 +220,14 @@ static void spawn(const char *path, struct child *c)
 	c->in_fd = in[1];
 	f = fdopen(out[0], "r");
 	cr_assert_not_null(f);
+	return f;
+}
+
+static void spawn(const char *path, struct child *c)
+{
+	FILE *f = start_child(path, NULL, c);
+	char line[256];
+
 	while (fgets(line, sizeof(line), f)) {
 		char name[32];
 		void *p;
@@ -1198,29 +1206,10 @@ static uint64_t nm_addr(const char *path, const char *sym)
 /* Spawn symd in "addrs" mode and feed its maps; the runtime address of symd_work. */
 static uint64_t spawn_symd(struct symbolizer *s, const char *path, struct child *c)
 {
-	int in[2], out[2];
+	FILE *f = start_child(path, "addrs", c);
 	char line[256];
 	void *p = NULL;
-	FILE *f;
 
-	memset(c, 0, sizeof(*c));
-	cr_assert_eq(pipe(in), 0);
-	cr_assert_eq(pipe(out), 0);
-	c->pid = fork();
-	cr_assert_geq(c->pid, 0);
-	if (c->pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[1]);
-		close(out[0]);
-		execl(path, path, "addrs", (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	c->in_fd = in[1];
-	f = fdopen(out[0], "r");
-	cr_assert_not_null(f);
 	cr_assert_not_null(fgets(line, sizeof(line), f));
 	cr_assert_eq(sscanf(line, "symd_work %p", &p), 1, "fixture said '%s'", line);
 	fclose(f);
