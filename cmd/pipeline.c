@@ -213,22 +213,25 @@ static int64_t build_stack(struct pipeline *pl, const struct rec_sample *s)
 	int64_t stack = 0;
 	int err;
 
-	err = push_callchain(pl, &n, s, false, &addrs);
-	if (!err)
-		err = push_unwound(pl, &n, s, &unwound);
-	if (!err && !unwound && s->uregs.abi) {
-		/*
-		 * DWARF mode: the kernel did not walk user frames, so the chain
-		 * holds none. Keep where the thread was in user space, marked cut.
-		 */
-		err = push_addr(pl, &n, s->pid, s->uregs.regs[PERF_REG_X86_IP], false, false);
-		if (!err) {
-			pl->truncated++;
-			err = special_frame(pl, &n, "[truncated]");
+	if (s->uregs.abi) {
+		/* DWARF mode: the kernel part of the chain, then the unwound user frames */
+		err = push_callchain(pl, &n, s, false, &addrs);
+		if (!err)
+			err = push_unwound(pl, &n, s, &unwound);
+		if (!err && !unwound) {
+			/*
+			 * The kernel did not walk user frames, so the chain holds
+			 * none. Keep where the thread was in user space, marked cut.
+			 */
+			err = push_addr(pl, &n, s->pid, s->uregs.regs[PERF_REG_X86_IP], false,
+					false);
+			if (!err) {
+				pl->truncated++;
+				err = special_frame(pl, &n, "[truncated]");
+			}
 		}
-	} else if (!err && !unwound) {
+	} else {
 		/* frame-pointer mode, or nothing to unwind: the kernel's chain, whole */
-		n = 0;
 		err = push_callchain(pl, &n, s, true, &addrs);
 		if (!err && addrs == 0)
 			err = push_addr(pl, &n, s->pid, s->ip, !s->user, false);
