@@ -1011,6 +1011,24 @@ Test(perfmap, root_owned_file_is_accepted, .init = pm_setup, .fini = pm_teardown
 	pmf_fini(&f);
 }
 
+/*
+ * Our own pid's perf map (its path in path[0..cap)) with one entry at base,
+ * named name, and an anonymous executable mapping around it.
+ */
+static void own_jit(char *path, size_t cap, uint64_t base, const char *name)
+{
+	uint32_t pid = (uint32_t)getpid();
+	FILE *fp;
+
+	snprintf(path, cap, "/tmp/perf-%u.map", pid);
+	fp = fopen(path, "w");
+	cr_assert_not_null(fp);
+	fprintf(fp, "%" PRIx64 " 100 %s\n", base, name);
+	fclose(fp);
+	cr_assert_eq(symbolizer__mmap(sym, pid, base, 0x10000, 0, PROT_READ | PROT_EXEC, "//anon"),
+		     0);
+}
+
 /* Through the public API: an anonymous executable mapping of our own pid. */
 Test(perfmap, resolve_names_jit_frames_and_keeps_them, .init = setup, .fini = teardown)
 {
@@ -1020,13 +1038,7 @@ Test(perfmap, resolve_names_jit_frames_and_keeps_them, .init = setup, .fini = te
 	char path[64];
 	FILE *fp;
 
-	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
-	fp = fopen(path, "w");
-	cr_assert_not_null(fp);
-	fprintf(fp, "%" PRIx64 " 100 jit_avx512_common_gemm_f32_xbyak_gemm\n", base);
-	fclose(fp);
-	cr_assert_eq(symbolizer__mmap(sym, pid, base, 0x10000, 0, PROT_READ | PROT_EXEC, "//anon"),
-		     0);
+	own_jit(path, sizeof(path), base, "jit_avx512_common_gemm_f32_xbyak_gemm");
 	symbolizer__resolve(sym, pid, base + 0x10, false, false, &f);
 	cr_assert_str_eq(f.name, "jit_avx512_common_gemm_f32_xbyak_gemm");
 	cr_assert_str_eq(f.module, "[JIT]");
@@ -1059,16 +1071,9 @@ Test(perfmap, unsafe_map_of_a_process_is_ignored, .init = setup, .fini = teardow
 	uint64_t base = 0x7e0000000000ull;
 	struct sym_frame f;
 	char path[64];
-	FILE *fp;
 
-	snprintf(path, sizeof(path), "/tmp/perf-%u.map", pid);
-	fp = fopen(path, "w");
-	cr_assert_not_null(fp);
-	fprintf(fp, "%" PRIx64 " 100 injected\n", base);
-	fclose(fp);
+	own_jit(path, sizeof(path), base, "injected");
 	chmod(path, 0666);
-	cr_assert_eq(symbolizer__mmap(sym, pid, base, 0x10000, 0, PROT_READ | PROT_EXEC, "//anon"),
-		     0);
 	symbolizer__resolve(sym, pid, base + 0x10, false, false, &f);
 	unlink(path);
 	cr_assert_str_eq(f.name, "[JIT]");
