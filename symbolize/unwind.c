@@ -244,6 +244,9 @@ static int load_buf(struct mod_unwind *mu, struct uw_buf *b, uint64_t vaddr, uin
 		len = l->filesz - (vaddr - l->vaddr);
 	if (start < l->vaddr)
 		start = vaddr;
+	/* a segment ending in the last word of the address space would wrap end */
+	if (vaddr + len > UINT64_MAX - 7)
+		return -EINVAL;
 	end = (vaddr + len + 7) & ~7ull;
 	b->data = malloc(end - start);
 	if (!b->data)
