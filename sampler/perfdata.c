@@ -310,7 +310,7 @@ static int decode_mmap1(const struct pd_attr *pa, const uint8_t *d, size_t len, 
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	out->type = REC_MMAP2;
-	out->misc = (uint16_t)(get_le32(d + 4) >> 16);
+	out->misc = (uint16_t)get_le32(d + 4); /* bytes 6-7 are the size */
 	out->mmap2.pid = get_le32(d + 8);
 	out->mmap2.tid = get_le32(d + 12);
 	out->mmap2.addr = get_le64(d + 16);
