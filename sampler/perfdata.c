@@ -162,10 +162,13 @@ static int read_exact(struct reader *r, void *buf, size_t len, bool eof_ok)
 	return 0;
 }
 
+/* Skips len bytes; past the end of a bounded data section counts as truncated (-ENODATA). */
 static int skip_bytes(struct reader *r, uint64_t len)
 {
 	uint8_t buf[65536];
 
+	if (r->bounded && len > r->end - r->pos)
+		return -ENODATA;
 	while (len) {
 		size_t chunk = len > sizeof(buf) ? sizeof(buf) : (size_t)len;
 		int e = read_exact(r, buf, chunk, false);

@@ -156,6 +156,7 @@ Test(perfdata, dwarf_and_switch_events)
 	cr_assert_eq(perfdata__read(path, count_cb, &c, &info, &e), 0, "%s (%s) at %lu", e.what,
 		     e.record, (unsigned long)e.offset);
 	cr_assert(info.dwarf && info.switch_events);
+	cr_assert_gt(c.samples, 50);
 	cr_assert_eq(c.samples, perf_script_samples(path));
 	cr_assert_gt(c.switches, 0);
 }
@@ -215,6 +216,16 @@ Test(perfdata, truncations_and_corruption_are_errors)
 	c[data_off + 7] = 0xff;
 	spit(bad, c, len);
 	expect_einval(bad, "huge record size");
+	/* an AUXTRACE record whose payload runs past the data section, into perf's features */
+	uint64_t aux = data_size - 8;
+	cr_assert_gt(len, data_off + data_size + 8);
+	memcpy(c, b, len);
+	memset(c + data_off, 0, 8);
+	c[data_off] = 71; /* PERF_RECORD_AUXTRACE */
+	c[data_off + 6] = 16;
+	memcpy(c + data_off + 8, &aux, sizeof(aux));
+	spit(bad, c, len);
+	expect_einval(bad, "aux payload past the data section");
 	/* random bytes over the data: an error or a read, never a crash */
 	srand(3);
 	for (int round = 0; round < 200; round++) {
