@@ -40,31 +40,28 @@ static int import_perfdata(const char *path, struct profile **out)
 	struct pipeline pl;
 	int err, ret = EXIT_BAD;
 
+	pipeline__init(&pl, prof, sym);
 	if (!prof || !sym) {
 		error("out of memory");
 		goto out;
 	}
 	/* kernel frames of a perf.data are named from this machine's kallsyms, as perf does */
 	symbolizer__load_kallsyms(sym, "/proc/kallsyms");
-	pipeline__init(&pl, prof, sym);
 	err = perfdata__read(path, pipeline__record, &pl, &info, &e);
 	if (err == -EINVAL && e.what) {
 		error("cannot read %s: %s (%s record at byte offset %llu); the perf.data is corrupt "
 		      "or truncated: record it again",
 		      path, e.what, e.record ? e.record : "?", (unsigned long long)e.offset);
-		pipeline__exit(&pl);
 		goto out;
 	}
 	if (err) {
 		error("cannot read %s: %s", path, strerror(-err));
-		pipeline__exit(&pl);
 		goto out;
 	}
 	/* threads still switched out when perf stopped are charged up to its last record */
 	err = pipeline__finish(&pl, pl.last_time);
 	if (err) {
 		error("cannot import %s: %s", path, strerror(-err));
-		pipeline__exit(&pl);
 		goto out;
 	}
 	struct pf_meta *m = profile__meta(prof);
@@ -75,11 +72,11 @@ static int import_perfdata(const char *path, struct profile **out)
 	m->finalized = info.finalized;
 	set_str(prof, &m->event, info.event);
 	set_str(prof, &m->command, path);
-	pipeline__exit(&pl);
 	*out = prof;
 	prof = NULL;
 	ret = 0;
 out:
+	pipeline__exit(&pl);
 	symbolizer__free(sym);
 	profile__free(prof);
 	return ret;
