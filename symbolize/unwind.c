@@ -544,6 +544,7 @@ struct ra_slot {
 struct jit_ret {
 	uint64_t key;
 	uint64_t ra[JIT_RET_WAYS]; /* most recent first */
+	bool grafted; /* its caller was last found by graft_gemm */
 };
 
 /* Call sites seen calling a function (the return addresses just above its frames). */
@@ -1415,6 +1416,23 @@ static enum walk_end graft_gemm(struct uw_ctx *ctx, struct frames *f, const stru
 	return graft_at(ctx, f, orig + 8 * (PREAMBLE_PUSHES + 1), jr);
 }
 
+/*
+ * Whether to graft before searching the copy: this code's caller was found
+ * by grafting last time, and the SP the kernel saved lies outside the copy,
+ * so its caller's frames are not in it and a search of the whole copy (the
+ * workspace holds no return addresses) could only fail or be fooled. Half
+ * of the MLP's samples are in the GEMM kernel: the search was most of the
+ * unwinder's time.
+ */
+static bool graft_first(const struct uw_ctx *ctx, const struct frames *f, const struct jit_ret *jr)
+{
+	uint64_t orig;
+
+	if (!jr || !jr->grafted || !stack_word(ctx, f->sps[f->n - 1] + GEMM_ORIG_SP_OFF, &orig))
+		return false;
+	return orig < ctx->sp0 || orig - ctx->sp0 >= ctx->size;
+}
+
 /* What identifies a piece of JIT code: its perf-map name, else its mapping. */
 static uint64_t jit_key(struct uw_ctx *ctx, uint64_t ip)
 {
@@ -1522,6 +1540,7 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 		struct jit_ret *jr;
 		uint64_t key;
 		size_t jit_at;
+		bool grafted;
 
 		if (++jit_frames > JIT_MAX_FRAMES || f.n >= f.max) {
 			how = WALK_FAIL;
@@ -1535,17 +1554,24 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 		if (jr && jr->key != key)
 			*jr = (struct jit_ret){ .key = key };
 		jit_at = f.n;
-		if (find_jit_caller(&ctx, w, next, &f, jr, &how)) {
+		grafted = graft_first(&ctx, &f, jr);
+		how = grafted ? graft_gemm(&ctx, &f, jr) : WALK_FAIL;
+		if (how == WALK_FAIL && find_jit_caller(&ctx, w, next, &f, jr, &how)) {
 			s->stats.jit_callers_recovered++;
 			drop_stale(&f, jit_at, jr);
-			if (jr)
+			if (jr) {
 				jit_ret_note(jr, f.ips[jit_at]);
+				jr->grafted = false;
+			}
 			w = next;
 			continue;
 		}
-		how = graft_gemm(&ctx, &f, jr);
+		if (how == WALK_FAIL && !grafted)
+			how = graft_gemm(&ctx, &f, jr);
 		if (how != WALK_FAIL) {
 			s->stats.jit_callers_recovered++;
+			if (jr)
+				jr->grafted = true;
 			*end = how == WALK_ROOT ? UNWIND_END_ROOT : UNWIND_END_TRUNCATED;
 			return (int)f.n;
 		}

@@ -703,6 +703,17 @@ Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 	assert_reaches_root(&u);
 	cr_assert_eq(symbolizer__stats(sym)->jit_callers_recovered, 2);
 	cr_assert_eq(symbolizer__stats(sym)->jit_callers_missed, 1);
+
+	/* grafted last time: grafted first now, and the same chain */
+	unwind_sample(on_heap, on_heap->stack, on_heap->size, &u);
+	cr_assert_eq(u.end, UNWIND_END_ROOT);
+	cr_assert_str_eq(u.names[1], "call_ws");
+	cr_assert_str_eq(u.names[2], "ws_outer");
+	/* on the stack again: its saved SP is in the copy, so its caller is searched for there */
+	unwind_sample(on_stack, on_stack->stack, on_stack->size, &u);
+	cr_assert_str_eq(u.names[1], "call_ws");
+	assert_reaches_root(&u);
+	cr_assert_eq(symbolizer__stats(sym)->jit_callers_recovered, 4);
 	munmap(code, 4096);
 	munmap(ws, wslen);
 	sample_free(on_stack);
