@@ -17,12 +17,30 @@
  * every count fits the bytes that hold it, every record is decoded with the
  * same checks as live records, and a malformed record is an error naming its
  * offset and kind, never a skip or a read past the end.
+ *
+ * A file-mode data section is read through a window mapped from the file
+ * (MAP_PRIVATE, read-only, never past the size fstat gives just before
+ * mapping), and records are decoded where they lie. Only records that a
+ * FINISHED_ROUND flush keeps for a later round, or that are queued when the
+ * window moves, are copied; pages behind the last flushed round are given
+ * back (MADV_DONTNEED), so the resident set stays a round or two. Pipe mode
+ * (and a file that cannot be mapped) is read with read().
+ *
+ * A file that shrinks while it is mapped would raise SIGBUS on the pages past
+ * its new end. While a window is mapped, a SIGBUS handler puts a zero page
+ * over a faulting page of the window (a SIGBUS anywhere else goes to the
+ * previous handler, or kills as before), and the read ends with "the file
+ * shrank while it was read". Zeros in a record already checked only shorten
+ * its strings and zero its values: every length the consumer uses was copied
+ * out at decoding.
  */
 #include "sampler/perfdata.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +55,12 @@
 #define PIPE_HEADER_SIZE 16
 #define MAX_ATTRS 4096
 #define MAX_ATTR_SIZE 4096
+#define MAX_RECORD 65535 /* a record's size is a u16 */
+/* bytes mapped at a time: whole on most files, bounded on 32-bit address spaces */
+#define WINDOW_DEFAULT (sizeof(void *) >= 8 ? (size_t)256 << 20 : (size_t)64 << 20)
+#define RELEASE_STEP ((uint64_t)2 << 20) /* give back pages behind in steps of this */
+#define PIN_SPAN ((uint64_t)16 << 20) /* queued records further behind are copied out */
+#define IN_MAP SIZE_MAX /* qrec.off of a record that lies in the mapped window */
 
 /* perf's own record kinds (tools/lib/perf/include/perf/event.h) */
 enum {
@@ -60,9 +84,10 @@ struct pd_attr {
 struct qrec {
 	uint64_t time;
 	uint64_t seq; /* arrival order: ties keep it */
-	size_t off; /* in qbuf, 8-byte aligned */
+	size_t off; /* in qbuf, 8-byte aligned; IN_MAP: in the window at file_off */
 	uint32_t len;
 	uint32_t attr;
+	uint32_t type;
 	uint64_t file_off;
 };
 
@@ -80,6 +105,14 @@ struct reader {
 	size_t nattrs, cap_attrs;
 	struct u64map ids; /* event id -> attr index */
 
+	/* file mode: the window [map_off, map_end) of the file is mapped at map */
+	const uint8_t *map;
+	size_t map_len;
+	uint64_t map_off, map_end;
+	uint64_t released; /* pages of the window below this were given back */
+	size_t pinned; /* queued records that lie in the window */
+	bool guarded; /* this reader owns the SIGBUS guard */
+
 	struct qrec *q;
 	size_t nq, cap_q;
 	uint8_t *qbuf;
@@ -88,8 +121,78 @@ struct reader {
 	uint64_t round_max, seen_max;
 };
 
+/* ---- the SIGBUS guard over the mapped window ------------------------------ */
+
+static atomic_flag guard_busy = ATOMIC_FLAG_INIT; /* one guarded reader at a time */
+static struct sigaction guard_old;
+static volatile uintptr_t guard_lo, guard_hi; /* the window; 0, 0 while it moves */
+static volatile sig_atomic_t guard_hit;
+static uintptr_t guard_page;
+static size_t window_bytes; /* 0: WINDOW_DEFAULT; SIZE_MAX: never map (tests) */
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx)
+{
+	uintptr_t a = (uintptr_t)si->si_addr;
+
+	if (a >= guard_lo && a < guard_hi) {
+		/* the file shrank under the window: read zeros there, and say so after */
+		void *page = (void *)(a & ~(guard_page - 1));
+		if (mmap(page, guard_page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+			 0) != MAP_FAILED) {
+			guard_hit = 1;
+			return;
+		}
+	}
+	if (guard_old.sa_flags & SA_SIGINFO) {
+		guard_old.sa_sigaction(sig, si, uctx);
+		return;
+	}
+	if (guard_old.sa_handler != SIG_DFL && guard_old.sa_handler != SIG_IGN) {
+		guard_old.sa_handler(sig);
+		return;
+	}
+	/* not ours: the access faults again and the signal kills, as without us */
+	signal(SIGBUS, SIG_DFL);
+}
+
+static bool guard_take(struct reader *r)
+{
+	struct sigaction sa = { .sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO };
+
+	if (atomic_flag_test_and_set(&guard_busy))
+		return false; /* another thread is reading a mapped perf.data: use read() */
+	guard_page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	guard_lo = guard_hi = 0;
+	guard_hit = 0;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGBUS, &sa, &guard_old)) {
+		atomic_flag_clear(&guard_busy);
+		return false;
+	}
+	r->guarded = true;
+	return true;
+}
+
+static void guard_release(struct reader *r)
+{
+	if (!r->guarded)
+		return;
+	guard_lo = guard_hi = 0;
+	sigaction(SIGBUS, &guard_old, NULL);
+	r->guarded = false;
+	atomic_flag_clear(&guard_busy);
+}
+
+void perfdata__set_window(size_t bytes)
+{
+	window_bytes = bytes;
+}
+
 static int fail(struct reader *r, const char *what, uint64_t off, const char *record)
 {
+	/* whatever went wrong after the file shrank under the window, that is the cause */
+	if (r->guarded && guard_hit)
+		what = "the file shrank while it was read";
 	if (r->err) {
 		r->err->what = what;
 		r->err->offset = off;
@@ -169,6 +272,10 @@ static int skip_bytes(struct reader *r, uint64_t len)
 
 	if (r->bounded && len > r->end - r->pos)
 		return -ENODATA;
+	if (r->map) {
+		r->pos += len; /* the next record's mapping checks the file's size */
+		return 0;
+	}
 	while (len) {
 		size_t chunk = len > sizeof(buf) ? sizeof(buf) : (size_t)len;
 		int e = read_exact(r, buf, chunk, false);
@@ -193,6 +300,134 @@ static int pread_exact(int fd, void *buf, size_t len, uint64_t off)
 			return -ENODATA;
 		got += (size_t)n;
 	}
+	return 0;
+}
+
+/* ---- the mapped window ----------------------------------------------------- */
+
+static const uint8_t *qrec_data(const struct reader *r, const struct qrec *q)
+{
+	return q->off == IN_MAP ? r->map + (q->file_off - r->map_off) : r->qbuf + q->off;
+}
+
+/*
+ * Copies the queued records that lie in the window before file offset
+ * `below` to qbuf: all of them (UINT64_MAX) before the window moves.
+ */
+static int unpin(struct reader *r, uint64_t below)
+{
+	for (size_t i = 0; r->pinned && i < r->nq; i++) {
+		struct qrec *q = &r->q[i];
+		size_t need, aligned = ((size_t)q->len + 7) & ~(size_t)7;
+
+		if (q->off != IN_MAP || q->file_off >= below)
+			continue;
+		if (add_overflows(r->qlen, aligned, &need) ||
+		    grow_array((void **)&r->qbuf, &r->cap_qbuf, need, 1))
+			return -ENOMEM;
+		memcpy(r->qbuf + r->qlen, qrec_data(r, q), q->len);
+		q->off = r->qlen;
+		r->qlen = need;
+		r->pinned--;
+	}
+	return 0;
+}
+
+static void unmap_window(struct reader *r)
+{
+	guard_lo = guard_hi = 0;
+	if (r->map)
+		munmap((void *)r->map, r->map_len);
+	r->map = NULL;
+	r->map_len = 0;
+	r->map_off = r->map_end = 0;
+}
+
+/*
+ * Maps the window that starts at the page holding off and ends at most a
+ * window later, never past the data section or the file's current size.
+ * A file shorter now than when its header was checked has shrunk: that is
+ * an error, never a mapping past its end. 0, -EINVAL (r->err set) or -errno.
+ */
+static int map_window(struct reader *r, uint64_t off)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start = off & ~(page - 1), end;
+	size_t window = window_bytes ? window_bytes : WINDOW_DEFAULT;
+	struct stat st;
+	void *m;
+	int e;
+
+	if (window < 2 * (MAX_RECORD + page))
+		window = 2 * (MAX_RECORD + page); /* a window always holds a whole record */
+	end = r->end - start > window ? start + window : r->end;
+	e = unpin(r, UINT64_MAX);
+	if (e)
+		return e;
+	unmap_window(r);
+	if (fstat(r->fd, &st))
+		return -errno;
+	if ((uint64_t)st.st_size < end)
+		return fail(r, "the file shrank while it was read", off, "header");
+	if (end - start > SIZE_MAX)
+		return -ENOMEM;
+	m = mmap(NULL, (size_t)(end - start), PROT_READ, MAP_PRIVATE, r->fd, (off_t)start);
+	if (m == MAP_FAILED)
+		return -errno;
+	madvise(m, (size_t)(end - start), MADV_SEQUENTIAL);
+	r->map = m;
+	r->map_len = (size_t)(end - start);
+	r->map_off = r->released = start;
+	r->map_end = end;
+	guard_lo = (uintptr_t)m;
+	guard_hi = (uintptr_t)m + r->map_len;
+	return 0;
+}
+
+/* Points *p at the len bytes at file offset off, moving the window if it must. */
+static int map_at(struct reader *r, uint64_t off, size_t len, const uint8_t **p)
+{
+	int e;
+
+	if (off < r->map_off || off > r->map_end || len > r->map_end - off) {
+		e = map_window(r, off);
+		if (e)
+			return e;
+	}
+	*p = r->map + (off - r->map_off);
+	return 0;
+}
+
+/*
+ * Gives back the pages of the window behind off that no queued record lies
+ * in. Records still queued from far behind (a time far ahead of the others
+ * keeps a record queued to the end) are copied out first, so that the
+ * resident part of the window stays a few rounds.
+ */
+static int release_behind(struct reader *r, uint64_t off)
+{
+	uint64_t page = guard_page, low = off, to;
+	int e;
+
+	if (!r->map)
+		return 0;
+	for (size_t i = 0; r->pinned && i < r->nq; i++)
+		if (r->q[i].off == IN_MAP && r->q[i].file_off < low)
+			low = r->q[i].file_off;
+	if (off - low > PIN_SPAN) {
+		e = unpin(r, off - PIN_SPAN / 2);
+		if (e)
+			return e;
+		low = off;
+		for (size_t i = 0; r->pinned && i < r->nq; i++)
+			if (r->q[i].off == IN_MAP && r->q[i].file_off < low)
+				low = r->q[i].file_off;
+	}
+	to = low & ~(page - 1);
+	if (to < r->released || to - r->released < RELEASE_STEP)
+		return 0;
+	madvise((void *)(r->map + (r->released - r->map_off)), (size_t)(to - r->released),
+		MADV_DONTNEED);
+	r->released = to;
 	return 0;
 }
 
@@ -348,13 +583,13 @@ static int decode(const struct pd_attr *pa, const uint8_t *d, size_t len, struct
 
 static int deliver(struct reader *r, const struct qrec *q)
 {
+	const uint8_t *d = qrec_data(r, q);
 	struct rec rec;
 	int e;
 
-	e = decode(&r->attrs[q->attr], r->qbuf + q->off, q->len, &rec);
+	e = decode(&r->attrs[q->attr], d, q->len, &rec);
 	if (e)
-		return fail(r, "malformed record", q->file_off,
-			    kind_name(get_le32(r->qbuf + q->off)));
+		return fail(r, "malformed record", q->file_off, kind_name(get_le32(d)));
 	if (rec.type == REC_MMAP2 && rec.mmap2.pid == UINT32_MAX)
 		return 0; /* the kernel's own maps: kernel frames are named from kallsyms */
 	if (r->info) {
@@ -379,24 +614,37 @@ static int flush(struct reader *r, uint64_t limit, bool flush_all)
 	while (n < r->nq && (flush_all || r->q[n].time <= limit)) {
 		e = deliver(r, &r->q[n]);
 		n++;
+		if (!e && r->guarded && guard_hit)
+			e = fail(r, "the file shrank while it was read", r->q[n - 1].file_off,
+				 kind_name(r->q[n - 1].type));
 		if (e)
 			return e;
 	}
-	/* keep the rest, copied to a fresh buffer so memory stays bounded by a round */
+	/*
+	 * keep the rest: those in the window stay there (release_behind bounds
+	 * how far back they hold it), the others are copied to a fresh buffer so
+	 * that memory stays bounded by a round
+	 */
 	size_t qlen = 0, cap = 0;
 	uint8_t *nbuf = NULL;
 
 	for (size_t i = n; i < r->nq; i++)
-		qlen += (r->q[i].len + 7) & ~(size_t)7;
+		if (r->q[i].off != IN_MAP)
+			qlen += (r->q[i].len + 7) & ~(size_t)7;
 	if (qlen && grow_array((void **)&nbuf, &cap, qlen, 1))
 		return -ENOMEM;
 	qlen = 0;
+	r->pinned = 0;
 	for (size_t i = n; i < r->nq; i++) {
 		struct qrec q = r->q[i];
 
-		memcpy(nbuf + qlen, r->qbuf + q.off, q.len);
-		q.off = qlen;
-		qlen += (q.len + 7) & ~(size_t)7;
+		if (q.off == IN_MAP) {
+			r->pinned++;
+		} else {
+			memcpy(nbuf + qlen, r->qbuf + q.off, q.len);
+			q.off = qlen;
+			qlen += (q.len + 7) & ~(size_t)7;
+		}
 		r->q[keep++] = q;
 	}
 	free(r->qbuf);
@@ -407,7 +655,8 @@ static int flush(struct reader *r, uint64_t limit, bool flush_all)
 	return 0;
 }
 
-static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off)
+/* Queues the record d (in the window when in_map: then it is not copied). */
+static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off, bool in_map)
 {
 	uint32_t type = get_le32(d);
 	size_t attr, need, aligned = (len + 7) & ~(size_t)7;
@@ -420,20 +669,28 @@ static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off)
 	/* decode now so that a corrupt record is reported where it is, and to learn its time */
 	if (decode(&r->attrs[attr], d, len, &rec))
 		return fail(r, "malformed record", off, kind_name(type));
-	if (add_overflows(r->qlen, aligned, &need) ||
-	    grow_array((void **)&r->qbuf, &r->cap_qbuf, need, 1) ||
-	    grow_array((void **)&r->q, &r->cap_q, r->nq + 1, sizeof(*r->q)))
+	if (grow_array((void **)&r->q, &r->cap_q, r->nq + 1, sizeof(*r->q)))
 		return -ENOMEM;
-	memcpy(r->qbuf + r->qlen, d, len);
-	r->q[r->nq++] = (struct qrec){
+	r->q[r->nq] = (struct qrec){
 		.time = rec.time,
 		.seq = r->seq++,
-		.off = r->qlen,
+		.off = IN_MAP,
 		.len = (uint32_t)len,
 		.attr = (uint32_t)attr,
+		.type = type,
 		.file_off = off,
 	};
-	r->qlen = need;
+	if (in_map) {
+		r->pinned++;
+	} else {
+		if (add_overflows(r->qlen, aligned, &need) ||
+		    grow_array((void **)&r->qbuf, &r->cap_qbuf, need, 1))
+			return -ENOMEM;
+		memcpy(r->qbuf + r->qlen, d, len);
+		r->q[r->nq].off = r->qlen;
+		r->qlen = need;
+	}
+	r->nq++;
 	if (rec.time > r->seen_max)
 		r->seen_max = rec.time;
 	return 0;
@@ -461,23 +718,31 @@ static int handle_header_attr(struct reader *r, const uint8_t *d, size_t len, ui
 
 static int read_records(struct reader *r)
 {
-	uint8_t rec[65536 + 8] __attribute__((aligned(8)));
+	uint8_t buf[MAX_RECORD + 1] __attribute__((aligned(8)));
 
 	for (;;) {
 		uint64_t off = r->pos;
+		const uint8_t *rec = buf;
+		bool in_map = false;
 		uint32_t type;
 		uint16_t size;
 		int e;
 
+		if (r->guarded && guard_hit)
+			return fail(r, "the file shrank while it was read", off, "header");
 		if (r->bounded && off >= r->end)
 			break;
 		if (r->bounded && r->end - off < 8)
 			return fail(r, "truncated record header", off, "header");
-		e = read_exact(r, rec, 8, true);
-		if (e == 1)
-			break; /* clean end of stream */
-		if (e == -ENODATA)
-			return fail(r, "truncated record header", off, "header");
+		if (r->map) {
+			e = map_at(r, off, 8, &rec);
+		} else {
+			e = read_exact(r, buf, 8, true);
+			if (e == 1)
+				break; /* clean end of stream */
+			if (e == -ENODATA)
+				return fail(r, "truncated record header", off, "header");
+		}
 		if (e)
 			return e;
 		type = get_le32(rec);
@@ -487,11 +752,25 @@ static int read_records(struct reader *r)
 		if (r->bounded && size > r->end - off)
 			return fail(r, "record runs past the end of the data section", off,
 				    kind_name(type));
-		e = read_exact(r, rec + 8, size - 8u, false);
-		if (e == -ENODATA)
-			return fail(r, "truncated record", off, kind_name(type));
-		if (e)
-			return e;
+		if (r->map) {
+			/* decoded in place, unless misaligned (records are u64-aligned in perf's files) */
+			e = map_at(r, off, size, &rec);
+			if (e)
+				return e;
+			if ((uintptr_t)rec % 8) {
+				memcpy(buf, rec, size);
+				rec = buf;
+			} else {
+				in_map = true;
+			}
+			r->pos += size;
+		} else {
+			e = read_exact(r, buf + 8, size - 8u, false);
+			if (e == -ENODATA)
+				return fail(r, "truncated record", off, kind_name(type));
+			if (e)
+				return e;
+		}
 
 		switch (type) {
 		case PD_HEADER_ATTR:
@@ -501,6 +780,8 @@ static int read_records(struct reader *r)
 			/* everything up to the previous round's latest time is now complete */
 			e = flush(r, r->round_max, false);
 			r->round_max = r->seen_max;
+			if (!e)
+				e = release_behind(r, r->pos);
 			break;
 		case PD_HEADER_TRACING_DATA:
 			if (size < 12)
@@ -524,13 +805,31 @@ static int read_records(struct reader *r)
 				    off, kind_name(type));
 		default:
 			if (type < 64)
-				e = enqueue(r, rec, size, off);
+				e = enqueue(r, rec, size, off, in_map);
 			break; /* perf's other bookkeeping records carry nothing we draw */
 		}
 		if (e)
 			return e;
 	}
 	return flush(r, 0, true);
+}
+
+/*
+ * The data section of a file-mode perf.data through a mapped window when
+ * the file can be mapped, else with read() from the data offset.
+ */
+static int read_file_records(struct reader *r)
+{
+	int e;
+
+	if (window_bytes != SIZE_MAX && r->pos < r->end && guard_take(r)) {
+		e = map_window(r, r->pos);
+		if (e == -EINVAL)
+			return e;
+		if (e)
+			unmap_window(r); /* no address space for it (32-bit, ulimit -v): read() */
+	}
+	return read_records(r);
 }
 
 /* ---- file and pipe headers ------------------------------------------------- */
@@ -667,8 +966,10 @@ int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info 
 	if (!e)
 		e = read_file_header(&r, h, (uint64_t)st.st_size);
 	if (!e)
-		e = read_records(&r);
+		e = read_file_records(&r);
 out:
+	unmap_window(&r);
+	guard_release(&r);
 	if (r.fd >= 0)
 		close(r.fd);
 	free(r.attrs);

@@ -11,6 +11,7 @@
 #define DLFLAME_PERFDATA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sampler/sampler.h"
@@ -44,5 +45,12 @@ bool perfdata__is_perf_file(const void *buf, size_t len);
  */
 int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info *info,
 		   struct perfdata_error *err);
+
+/*
+ * File mode maps the data section through a window of this many bytes
+ * (0: the default, 256 MB on 64-bit; at least two records' worth), and
+ * SIZE_MAX reads it with read() like pipe mode. For tests: not thread-safe.
+ */
+void perfdata__set_window(size_t bytes);
 
 #endif
