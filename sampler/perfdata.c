@@ -30,9 +30,10 @@
  * its new end. While a window is mapped, a SIGBUS handler puts a zero page
  * over a faulting page of the window (a SIGBUS anywhere else goes to the
  * previous handler, or kills as before), and the read ends with "the file
- * shrank while it was read". Zeros in a record already checked only shorten
- * its strings and zero its values: every length the consumer uses was copied
- * out at decoding.
+ * shrank while it was read". Zeros (or other bytes, if the file is rewritten
+ * in place) in a record already checked only change its values: every length
+ * the consumer uses was copied out at decoding, and the records that carry
+ * strings are copied out of the window before they are decoded to deliver.
  */
 #include "sampler/perfdata.h"
 
@@ -112,6 +113,7 @@ struct reader {
 	uint64_t released; /* pages of the window below this were given back */
 	size_t pinned; /* queued records that lie in the window */
 	bool guarded; /* this reader owns the SIGBUS guard */
+	uint8_t *scratch; /* MAX_RECORD + 1 bytes: a non-sample record copied out to deliver */
 
 	struct qrec *q;
 	size_t nq, cap_q;
@@ -587,6 +589,16 @@ static int deliver(struct reader *r, const struct qrec *q)
 	struct rec rec;
 	int e;
 
+	if (q->off == IN_MAP && q->type != PERF_RECORD_SAMPLE) {
+		/*
+		 * the file may be rewritten under the window: hand out strings
+		 * (file names, comms) from a copy, checked again, so that they
+		 * stay NUL-terminated whatever happens to the file
+		 */
+		if (!r->scratch && !(r->scratch = malloc(MAX_RECORD + 1)))
+			return -ENOMEM;
+		d = memcpy(r->scratch, d, q->len);
+	}
 	e = decode(&r->attrs[q->attr], d, q->len, &rec);
 	if (e)
 		return fail(r, "malformed record", q->file_off, kind_name(get_le32(d)));
@@ -975,6 +987,7 @@ out:
 	free(r.attrs);
 	free(r.q);
 	free(r.qbuf);
+	free(r.scratch);
 	u64map_free(&r.ids);
 	return e;
 }
