@@ -154,3 +154,22 @@ Test(perfdata, dwarf_file_of_a_no_frame_pointer_chain_has_whole_stacks)
 	free(data);
 	free(out);
 }
+
+Test(perfdata, truncated_file_is_an_error_not_a_crash)
+{
+	char *data = path_in(dir, "t.data");
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+
+	sh("perf record -q --call-graph dwarf,8192 -F 999 -o '%s' -- '%s' 10 >/dev/null 2>&1", data,
+	   need_env("FIXTURE_SPLIT"));
+	/* the header still claims the whole data section; the file ends halfway through it */
+	sh("python3 -c \"import struct,sys; p=sys.argv[1]; b=open(p,'rb').read(); "
+	   "o,n=struct.unpack_from('<QQ',b,40); open(p,'wb').write(b[:o+n//2])\" '%s'",
+	   data);
+	struct run_result r = run(dir, NULL, NULL, argv);
+	cr_assert_eq(r.status, 1, "exit 1, not a crash: %d, %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "truncated"), "%s", r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
+	run_free(&r);
+	free(data);
+}

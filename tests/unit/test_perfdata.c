@@ -6,6 +6,8 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,15 +179,101 @@ Test(perfdata, pipe_mode_stream)
 	cr_assert_eq(c.out_of_order, 0);
 }
 
+/* The ways to read a file-mode data section: read(), the default window, the smallest window. */
+static const size_t windows[] = { SIZE_MAX, 0, 1 };
+#define NWINDOWS (sizeof(windows) / sizeof(windows[0]))
+
+/* Every way of reading gives the same result, and the same error: what, where, which record. */
+static int same_result(const char *path, const char *why)
+{
+	struct perfdata_error first = { 0 };
+	int first_r = 0;
+
+	for (size_t w = 0; w < NWINDOWS; w++) {
+		struct counts c = { 0 };
+		struct perfdata_error e = { 0 };
+
+		perfdata__set_window(windows[w]);
+		int r = perfdata__read(path, count_cb, &c, NULL, &e);
+		if (w == 0)
+			first_r = r;
+		cr_assert_eq(r, first_r, "%s (window %zu): got %d", why, windows[w], r);
+		if (r != -EINVAL)
+			continue;
+		cr_assert_not_null(e.what, "%s", why);
+		cr_assert_not_null(e.record, "%s", why);
+		if (w == 0) {
+			first = e;
+			continue;
+		}
+		cr_assert_str_eq(e.what, first.what, "%s (window %zu)", why, windows[w]);
+		cr_assert_str_eq(e.record, first.record, "%s (window %zu)", why, windows[w]);
+		cr_assert_eq(e.offset, first.offset, "%s (window %zu): %s", why, windows[w],
+			     e.what);
+	}
+	perfdata__set_window(0);
+	return first_r;
+}
+
 static void expect_einval(const char *path, const char *why)
 {
-	struct counts c = { 0 };
-	struct perfdata_error e = { 0 };
-	int r = perfdata__read(path, count_cb, &c, NULL, &e);
+	int r = same_result(path, why);
 
 	cr_assert_eq(r, -EINVAL, "%s: got %d", why, r);
-	cr_assert_not_null(e.what, "%s", why);
-	cr_assert_not_null(e.record, "%s", why);
+}
+
+/* Every record's kind, time and content, hashed in delivery order. */
+struct digest {
+	uint64_t h;
+	unsigned long records;
+};
+
+static void mix(struct digest *d, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		d->h = (d->h ^ b[i]) * 1099511628211ULL;
+}
+
+static int digest_cb(void *ctx, const struct rec *r)
+{
+	struct digest *d = ctx;
+
+	d->records++;
+	mix(d, &r->type, sizeof(r->type));
+	mix(d, &r->time, sizeof(r->time));
+	switch (r->type) {
+	case REC_SAMPLE:
+		mix(d, &r->sample.tid, sizeof(r->sample.tid));
+		mix(d, r->sample.ips, r->sample.nr * sizeof(uint64_t));
+		mix(d, &r->sample.uregs, sizeof(r->sample.uregs));
+		if (r->sample.stack_size)
+			mix(d, r->sample.stack, r->sample.stack_size);
+		break;
+	case REC_MMAP2:
+		mix(d, r->mmap2.filename, strlen(r->mmap2.filename));
+		break;
+	case REC_COMM:
+		mix(d, r->comm.comm, strlen(r->comm.comm));
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static struct digest digest_of(const char *path, size_t window)
+{
+	struct digest d = { .h = 1469598103934665603ULL };
+	struct perfdata_error e = { 0 };
+
+	perfdata__set_window(window);
+	int r = perfdata__read(path, digest_cb, &d, NULL, &e);
+	perfdata__set_window(0);
+	cr_assert_eq(r, 0, "window %zu: %s (%s) at %lu", window, e.what, e.record,
+		     (unsigned long)e.offset);
+	return d;
 }
 
 Test(perfdata, truncations_and_corruption_are_errors)
@@ -216,6 +304,22 @@ Test(perfdata, truncations_and_corruption_are_errors)
 	c[data_off + 7] = 0xff;
 	spit(bad, c, len);
 	expect_einval(bad, "huge record size");
+	/* a header that claims more data than the file holds */
+	memcpy(c, b, len);
+	uint64_t more = data_size + 4096;
+	memcpy(c + 48, &more, sizeof(more));
+	spit(bad, c, len);
+	expect_einval(bad, "data size past the end of the file");
+	/* an unfinished file (data size 0: read to the end of the file) cut in its data */
+	memcpy(c, b, len);
+	memset(c + 48, 0, 8);
+	int cut_errors = 0;
+	for (uint64_t at = data_off + 3; at < data_off + data_size; at += (data_size / 11) | 1) {
+		spit(bad, c, at);
+		/* a cut between two records is a shorter file, read whole */
+		cut_errors += same_result(bad, "unfinished file cut in the data") == -EINVAL;
+	}
+	cr_assert_gt(cut_errors, 5);
 	/* an AUXTRACE record whose payload runs past the data section, into perf's features */
 	uint64_t aux = data_size - 8;
 	cr_assert_gt(len, data_off + data_size + 8);
@@ -236,7 +340,9 @@ Test(perfdata, truncations_and_corruption_are_errors)
 		for (int k = 0; k < 8; k++)
 			c[data_off + (size_t)rand() % data_size] = (uint8_t)rand();
 		spit(bad, c, len);
+		perfdata__set_window((size_t)round % 2 ? SIZE_MAX : 1);
 		int r = perfdata__read(bad, count_cb, &cc, NULL, &e);
+		perfdata__set_window(0);
 		cr_assert(r == 0 || r == -EINVAL, "round %d: %d", round, r);
 	}
 	free(c);
@@ -259,4 +365,94 @@ Test(perfdata, foreign_files)
 	cr_assert_eq(perfdata__read("/nonexistent.data", count_cb, NULL, NULL, NULL), -ENOENT);
 	cr_assert(perfdata__is_perf_file("PERFILE2", 8));
 	cr_assert(!perfdata__is_perf_file("DLFLAME\x01", 8));
+}
+
+Test(perfdata, mapped_and_read_give_the_same_records)
+{
+	char path[128], moved[128];
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/same.data", dir);
+	snprintf(moved, sizeof(moved), "%s/moved.data", dir);
+	perf_record("--call-graph dwarf,8192", path);
+	struct digest base = digest_of(path, SIZE_MAX);
+	cr_assert_gt(base.records, 50);
+	/* the default window holds the file; the smallest one moves many times */
+	for (size_t w = 1; w < NWINDOWS; w++) {
+		struct digest d = digest_of(path, windows[w]);
+		cr_assert_eq(d.records, base.records, "window %zu", windows[w]);
+		cr_assert_eq(d.h, base.h, "window %zu: other records or another order", windows[w]);
+	}
+	/* a data section 4 bytes off the u64 alignment: every record is copied, same result */
+	uint8_t *b = slurp(path, &len);
+	uint64_t data_off = *(uint64_t *)(b + 40);
+	cr_assert_lt(*(uint64_t *)(b + 24), data_off, "attrs lie before the data");
+	uint8_t *c = calloc(1, len + 4);
+	memcpy(c, b, data_off);
+	memcpy(c + data_off + 4, b + data_off, len - data_off);
+	*(uint64_t *)(c + 40) = data_off + 4;
+	spit(moved, c, len + 4);
+	for (size_t w = 0; w < NWINDOWS; w++) {
+		struct digest d = digest_of(moved, windows[w]);
+		cr_assert_eq(d.h, base.h, "misaligned data, window %zu", windows[w]);
+	}
+	free(c);
+	free(b);
+}
+
+struct shrink {
+	const char *path;
+	off_t to;
+	unsigned long records;
+};
+
+static int shrink_cb(void *ctx, const struct rec *r)
+{
+	struct shrink *s = ctx;
+
+	(void)r;
+	if (s->records++ == 0)
+		cr_assert_eq(truncate(s->path, s->to), 0, "truncate %s", s->path);
+	return 0;
+}
+
+/* A file cut short while it is read (mapped or not): an error, never SIGBUS. */
+Test(perfdata, file_that_shrinks_while_read_is_an_error)
+{
+	char path[128], orig[128];
+	size_t len;
+	struct sigaction before, after;
+
+	snprintf(orig, sizeof(orig), "%s/orig.data", dir);
+	snprintf(path, sizeof(path), "%s/shrink.data", dir);
+	perf_record("--call-graph dwarf,8192", orig);
+	uint8_t *b = slurp(orig, &len);
+	uint64_t data_off = *(uint64_t *)(b + 40), data_size = *(uint64_t *)(b + 48);
+	cr_assert_gt(data_size, 8 * 65536, "enough data for the smallest window to move");
+	cr_assert_eq(sigaction(SIGBUS, NULL, &before), 0);
+	for (size_t w = 0; w < NWINDOWS; w++) {
+		struct shrink s = { .path = path, .to = (off_t)((data_off + 4096) & ~4095ULL) };
+		struct perfdata_error e = { 0 };
+
+		spit(path, b, len);
+		perfdata__set_window(windows[w]);
+		int r = perfdata__read(path, shrink_cb, &s, NULL, &e);
+		perfdata__set_window(0);
+		cr_assert_gt(s.records, 0);
+		if (windows[w] == SIZE_MAX && r == 0)
+			continue; /* read() may have copied it all before the first record went out */
+		cr_assert_eq(r, -EINVAL, "window %zu: got %d", windows[w], r);
+		cr_assert_not_null(e.what);
+		cr_assert_gt(e.offset, data_off, "window %zu: %s", windows[w], e.what);
+		if (windows[w] != SIZE_MAX)
+			cr_assert_str_eq(e.what, "the file shrank while it was read", "window %zu",
+					 windows[w]);
+	}
+	/* the SIGBUS handler is put back, and a whole file reads again */
+	cr_assert_eq(sigaction(SIGBUS, NULL, &after), 0);
+	cr_assert_eq((void *)after.sa_handler, (void *)before.sa_handler);
+	spit(path, b, len);
+	struct digest d = digest_of(path, 0);
+	cr_assert_gt(d.records, 50);
+	free(b);
 }
