@@ -29,6 +29,7 @@ int pipeline__init(struct pipeline *pl, struct profile *prof, struct symbolizer 
 	u64map_init(&pl->comms);
 	u64map_init(&pl->str_ids);
 	u64map_init(&pl->offcpu_idx);
+	u64map_init(&pl->loc_frames);
 	pl->max_stack = read_max_stack();
 	return 0;
 }
@@ -38,8 +39,10 @@ void pipeline__exit(struct pipeline *pl)
 	u64map_free(&pl->comms);
 	u64map_free(&pl->str_ids);
 	u64map_free(&pl->offcpu_idx);
+	u64map_free(&pl->loc_frames);
 	free(pl->ot);
 	free(pl->frames);
+	free(pl->locs);
 }
 
 int pipeline__set_comm(struct pipeline *pl, uint32_t tid, const char *comm)
@@ -88,11 +91,10 @@ static int64_t string_id(struct pipeline *pl, const char *str, const struct sym_
 	return r;
 }
 
-static int push_frame(struct pipeline *pl, size_t *n, const struct sym_frame *sf)
+static int64_t intern_frame(struct pipeline *pl, const struct sym_frame *sf)
 {
 	int64_t name = string_id(pl, sf->name, sf), module = string_id(pl, sf->module, sf);
 	int64_t file = string_id(pl, sf->file, sf), build_id = string_id(pl, sf->build_id, sf);
-	int64_t id;
 
 	if (name < 0 || module < 0 || file < 0 || build_id < 0)
 		return -ENOMEM;
@@ -104,13 +106,54 @@ static int push_frame(struct pipeline *pl, size_t *n, const struct sym_frame *sf
 		.line = sf->file ? sf->line : 0,
 		.build_id = (uint32_t)build_id,
 	};
-	id = profile__frame_full(pl->prof, &f);
+	return profile__frame_full(pl->prof, &f);
+}
+
+static int push_id(struct pipeline *pl, size_t *n, int64_t id)
+{
 	if (id < 0)
 		return (int)id;
 	if (grow_array((void **)&pl->frames, &pl->frames_scratch_cap, *n + 1, sizeof(*pl->frames)))
 		return -ENOMEM;
 	pl->frames[(*n)++] = (uint32_t)id;
 	return 0;
+}
+
+static int push_frame(struct pipeline *pl, size_t *n, const struct sym_frame *sf)
+{
+	return push_id(pl, n, intern_frame(pl, sf));
+}
+
+#define LOC_OFFSET_BITS 40
+
+/*
+ * The placeholder frame of an address in a module file, named in
+ * pipeline__finish; 0 when the address is not in one (or its offset is
+ * beyond what a key holds): name it now.
+ */
+static int64_t deferred_frame(struct pipeline *pl, uint32_t pid, uint64_t ip, bool return_addr)
+{
+	struct sym_loc loc;
+	uint64_t key, id;
+	int64_t r;
+
+	if (!symbolizer__locate(pl->sym, pid, ip, return_addr, &loc) ||
+	    loc.offset >> LOC_OFFSET_BITS || loc.module >> (64 - LOC_OFFSET_BITS))
+		return 0;
+	key = (uint64_t)loc.module << LOC_OFFSET_BITS | loc.offset;
+	if (u64map_get(&pl->loc_frames, key, &id))
+		return (int64_t)id;
+	if (pl->nr_locs >= UINT32_MAX - 1 ||
+	    grow_array((void **)&pl->locs, &pl->locs_cap, pl->nr_locs + 1, sizeof(*pl->locs)))
+		return -ENOMEM;
+	struct pf_frame f = { .kind = FRAME_SPECIAL, .line = (uint32_t)pl->nr_locs + 1 };
+	r = profile__frame_full(pl->prof, &f);
+	if (r < 0)
+		return r;
+	if (u64map_put(&pl->loc_frames, key, (uint64_t)r))
+		return -ENOMEM;
+	pl->locs[pl->nr_locs++] = loc;
+	return r;
 }
 
 static int special_frame(struct pipeline *pl, size_t *n, const char *name)
@@ -125,9 +168,13 @@ static int push_addr(struct pipeline *pl, size_t *n, uint32_t pid, uint64_t ip, 
 		     bool return_addr)
 {
 	struct sym_frame sf[PIPELINE_MAX_INLINE];
-	size_t k = symbolizer__resolve_inline(pl->sym, pid, ip, kernel, return_addr, sf,
-					      PIPELINE_MAX_INLINE);
+	int64_t id = kernel ? 0 : deferred_frame(pl, pid, ip, return_addr);
+	size_t k;
 
+	if (id)
+		return push_id(pl, n, id);
+	k = symbolizer__resolve_inline(pl->sym, pid, ip, kernel, return_addr, sf,
+				       PIPELINE_MAX_INLINE);
 	for (size_t i = 0; i < k; i++) {
 		int err = push_frame(pl, n, &sf[i]);
 		if (err)
@@ -434,6 +481,30 @@ int pipeline__attached_thread(struct pipeline *pl, uint32_t pid, uint32_t tid, b
 	return 0;
 }
 
+/* profile_expand_fn: a placeholder becomes its frames, root-first; the rest stay. */
+static int name_deferred(void *ctx, uint32_t frame, uint32_t *out, size_t max)
+{
+	struct pipeline *pl = ctx;
+	const struct pf_frame *f = profile__get_frame(pl->prof, frame);
+	struct sym_frame sf[PIPELINE_MAX_INLINE];
+	size_t k;
+
+	if (f->kind != FRAME_SPECIAL || f->name || !f->line || f->line > pl->nr_locs) {
+		out[0] = frame;
+		return 1;
+	}
+	k = symbolizer__resolve_loc(pl->sym, &pl->locs[f->line - 1], sf,
+				    max < PIPELINE_MAX_INLINE ? max : PIPELINE_MAX_INLINE);
+	for (size_t i = 0; i < k; i++) {
+		int64_t id = intern_frame(pl, &sf[i]);
+
+		if (id < 0)
+			return (int)id;
+		out[k - 1 - i] = (uint32_t)id;
+	}
+	return (int)k;
+}
+
 int pipeline__finish(struct pipeline *pl, uint64_t end_time)
 {
 	int err = 0;
@@ -455,6 +526,15 @@ int pipeline__finish(struct pipeline *pl, uint64_t end_time)
 	}
 	if (!err && end_time > pl->last_time)
 		pl->last_time = end_time;
+	if (pl->nr_locs) {
+		int e = profile__expand_frames(pl->prof, name_deferred, pl);
+
+		pl->nr_locs = 0;
+		u64map_free(&pl->loc_frames);
+		u64map_init(&pl->loc_frames);
+		if (!err)
+			err = e;
+	}
 	return err;
 }
 

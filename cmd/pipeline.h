@@ -53,6 +53,16 @@ struct pipeline {
 	int err; /* first error that stopped the pipeline */
 
 	/*
+	 * Addresses in module files are named once recording is over, so that
+	 * reading symbol tables and DWARF does not compete with the target:
+	 * until then each distinct (module, offset) is a placeholder frame
+	 * (FRAME_SPECIAL, name 0, line = its index in locs + 1).
+	 */
+	struct u64map loc_frames; /* module << 40 | offset -> placeholder frame id */
+	struct sym_loc *locs;
+	size_t nr_locs, locs_cap;
+
+	/*
 	 * Attach mode: when the events were opened. A thread whose first record
 	 * is a switch-in was blocked then, and one that /proc saw sleeping and
 	 * that has no record at all was blocked throughout: they are charged
@@ -75,7 +85,9 @@ void pipeline__exit(struct pipeline *pl);
 int pipeline__record(void *pl, const struct rec *r);
 /*
  * The recording ended at end_time (CLOCK_MONOTONIC ns, as the records):
- * threads still off the CPU are charged up to then. 0 or a negative errno.
+ * threads still off the CPU are charged up to then, and the frames left
+ * for later are named. 0 or a negative errno; call it even after an error
+ * stopped the records, or the profile keeps placeholder frames.
  */
 int pipeline__finish(struct pipeline *pl, uint64_t end_time);
 /*

@@ -485,7 +485,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	/* attached: the duration counts from when the events were opened */
 	uint64_t start = ss->pl.start_time ? ss->pl.start_time : now_ns();
 	uint64_t deadline = 0, end_at = duration_ns ? start + duration_ns : 0;
-	int signalled = 0, err;
+	int signalled = 0, err, ferr;
 
 	*child_done = false;
 	for (;;) {
@@ -527,9 +527,9 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	ss->end_time = now_ns();
 	if (!err)
 		err = sampler__drain(ss->s, pipeline__record, &ss->pl);
-	if (!err)
-		err = pipeline__finish(&ss->pl, ss->end_time);
-	return err;
+	/* also after an error: what was recorded is kept, so it is charged and named */
+	ferr = pipeline__finish(&ss->pl, ss->end_time);
+	return err ? err : ferr;
 }
 
 void session__fill_meta(struct session *ss, uint64_t freq, const char *command)

@@ -289,6 +289,23 @@ static int spool_open(struct profile *p)
 
 #define SPOOL_CHUNK 1024 /* samples per read or write */
 
+/* Writes n encoded samples from buf as spilled samples [first, first + n). */
+static int spool_write(struct profile *p, uint64_t first, const uint8_t *buf, size_t n)
+{
+	size_t len = n * SAMPLE_SIZE, done = 0;
+	uint64_t off = first * SAMPLE_SIZE;
+
+	while (done < len) {
+		ssize_t w = pwrite(p->spool_fd, buf + done, len - done, (off_t)(off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
 static int spill(struct profile *p)
 {
 	uint8_t *buf;
@@ -301,22 +318,10 @@ static int spill(struct profile *p)
 		return -ENOMEM;
 	for (size_t i = 0; i < p->nr_samples && !err;) {
 		size_t n = p->nr_samples - i < SPOOL_CHUNK ? p->nr_samples - i : SPOOL_CHUNK;
-		uint64_t off = (p->nr_spilled + i) * SAMPLE_SIZE;
-		size_t len = n * SAMPLE_SIZE, done = 0;
 
 		for (size_t k = 0; k < n; k++)
 			sample_encode(buf + k * SAMPLE_SIZE, &p->samples[i + k]);
-		while (done < len) {
-			ssize_t w =
-				pwrite(p->spool_fd, buf + done, len - done, (off_t)(off + done));
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				err = w < 0 ? -errno : -EIO;
-				break;
-			}
-			done += (size_t)w;
-		}
+		err = spool_write(p, p->nr_spilled + i, buf, n);
 		i += n;
 	}
 	free(buf);
@@ -567,4 +572,198 @@ out:
 	free(r.chunk);
 	profile__free(q);
 	return ret;
+}
+
+/* ---- replacing frames by chains ---- */
+
+#define EXPAND_MAX 256 /* frames one frame may become */
+
+struct expand {
+	uint32_t *off, *len; /* per old frame: its chain in chain[], len 0 until made */
+	uint32_t *chain;
+	size_t nchain, cap_chain;
+	int64_t *newid; /* old frame id (chains may name new ones) -> id after compaction */
+	uint32_t *smap; /* old stack id -> new stack id */
+};
+
+static int ex_chain(struct profile *p, struct expand *x, uint32_t frame, profile_expand_fn fn,
+		    void *ctx)
+{
+	uint32_t out[EXPAND_MAX];
+	int n;
+
+	if (x->len[frame])
+		return 0;
+	n = fn(ctx, frame, out, EXPAND_MAX);
+	if (n < 0)
+		return n;
+	if (n < 1 || n > EXPAND_MAX)
+		return -EINVAL;
+	for (int i = 0; i < n; i++)
+		if (out[i] >= p->nr_frames)
+			return -EINVAL;
+	if (grow_array((void **)&x->chain, &x->cap_chain, x->nchain + (size_t)n, sizeof(*x->chain)))
+		return -ENOMEM;
+	memcpy(x->chain + x->nchain, out, (size_t)n * sizeof(*out));
+	x->off[frame] = (uint32_t)x->nchain;
+	x->len[frame] = (uint32_t)n;
+	x->nchain += (size_t)n;
+	return 0;
+}
+
+/* Every sample, spilled or in memory, to its stack's new id. */
+static int ex_samples(struct profile *p, const uint32_t *smap)
+{
+	uint8_t *buf = NULL;
+	int err = 0;
+
+	for (uint64_t i = 0; i < p->nr_spilled && !err; i += SPOOL_CHUNK) {
+		size_t n = p->nr_spilled - i < SPOOL_CHUNK ? p->nr_spilled - i : SPOOL_CHUNK;
+
+		if (!buf && !(buf = malloc(SPOOL_CHUNK * SAMPLE_SIZE)))
+			return -ENOMEM;
+		err = spool_read(p, i, buf, n);
+		for (size_t k = 0; k < n && !err; k++) {
+			struct pf_sample s;
+
+			sample_decode(buf + k * SAMPLE_SIZE, &s);
+			s.stack = smap[s.stack];
+			sample_encode(buf + k * SAMPLE_SIZE, &s);
+		}
+		if (!err)
+			err = spool_write(p, i, buf, n);
+	}
+	free(buf);
+	for (size_t i = 0; i < p->nr_samples; i++)
+		p->samples[i].stack = smap[p->samples[i].stack];
+	return err;
+}
+
+/* The frame and stack tables, set aside while new ones are built. */
+struct tables {
+	struct pf_frame *frames;
+	size_t nr_frames, cap_frames;
+	struct pf_stack *stacks;
+	uint32_t *depths;
+	size_t nr_stacks, cap_stacks, cap_depths;
+	struct u64map frame_ids, stack_ids;
+};
+
+static void tables_take(struct tables *t, struct profile *p)
+{
+	*t =
+		(struct tables){ p->frames,    p->nr_frames, p->cap_frames, p->stacks,
+				 p->depths,    p->nr_stacks, p->cap_stacks, p->cap_depths,
+				 p->frame_ids, p->stack_ids };
+	p->frames = NULL;
+	p->stacks = NULL;
+	p->depths = NULL;
+	p->nr_frames = p->cap_frames = p->nr_stacks = p->cap_stacks = p->cap_depths = 0;
+	u64map_init(&p->frame_ids);
+	u64map_init(&p->stack_ids);
+}
+
+static void tables_free(struct tables *t)
+{
+	free(t->frames);
+	free(t->stacks);
+	free(t->depths);
+	u64map_free(&t->frame_ids);
+	u64map_free(&t->stack_ids);
+}
+
+/* p gets t back; what p had is freed. */
+static void tables_restore(struct profile *p, struct tables *t)
+{
+	struct tables cur;
+
+	tables_take(&cur, p);
+	tables_free(&cur);
+	p->frames = t->frames;
+	p->nr_frames = t->nr_frames;
+	p->cap_frames = t->cap_frames;
+	p->stacks = t->stacks;
+	p->depths = t->depths;
+	p->nr_stacks = t->nr_stacks;
+	p->cap_stacks = t->cap_stacks;
+	p->cap_depths = t->cap_depths;
+	u64map_free(&p->frame_ids);
+	u64map_free(&p->stack_ids);
+	p->frame_ids = t->frame_ids;
+	p->stack_ids = t->stack_ids;
+}
+
+/* New frame and stack tables from the chains, into p (its old ones are in old). */
+static int ex_build(struct profile *p, struct expand *x, const struct tables *old, size_t ns)
+{
+	for (size_t i = 0; i < old->nr_frames; i++) {
+		if (x->newid[i] < 0)
+			continue;
+		x->newid[i] = profile__frame_full(p, &old->frames[i]);
+		if (x->newid[i] < 0)
+			return (int)x->newid[i];
+	}
+	if (profile__stack(p, 0, 0) != 0)
+		return -ENOMEM;
+	/* parents have smaller ids, so one pass in id order maps each */
+	for (size_t i = 1; i < ns; i++) {
+		uint32_t f = old->stacks[i].frame;
+		int64_t at = x->smap[old->stacks[i].parent];
+
+		for (uint32_t k = 0; k < x->len[f]; k++) {
+			at = profile__stack(p, (uint32_t)at,
+					    (uint32_t)x->newid[x->chain[x->off[f] + k]]);
+			if (at < 0)
+				return (int)at;
+		}
+		x->smap[i] = (uint32_t)at;
+	}
+	return 0;
+}
+
+int profile__expand_frames(struct profile *p, profile_expand_fn fn, void *ctx)
+{
+	struct expand x = { 0 };
+	struct tables old;
+	size_t nf = p->nr_frames, ns = p->nr_stacks;
+	int err = -ENOMEM;
+
+	if (!fn)
+		return -EINVAL;
+	x.off = calloc(nf + 1, sizeof(*x.off));
+	x.len = calloc(nf + 1, sizeof(*x.len));
+	x.smap = calloc(ns + 1, sizeof(*x.smap));
+	if (!x.off || !x.len || !x.smap)
+		goto out;
+	/* the chains of the frames in use, while every old id still means what it did */
+	for (size_t i = 1; i < ns; i++)
+		if ((err = ex_chain(p, &x, p->stacks[i].frame, fn, ctx)))
+			goto out;
+	/* the frames some chain uses are kept, in their old order */
+	x.newid = malloc((p->nr_frames + 1) * sizeof(*x.newid));
+	if (!x.newid) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < p->nr_frames; i++)
+		x.newid[i] = -1;
+	for (size_t i = 0; i < x.nchain; i++)
+		x.newid[x.chain[i]] = 0;
+
+	tables_take(&old, p);
+	err = ex_build(p, &x, &old, ns);
+	if (err) {
+		tables_restore(p, &old); /* the profile is as it was */
+		goto out;
+	}
+	tables_free(&old);
+	/* past this point an I/O error leaves samples of both numberings */
+	err = ex_samples(p, x.smap);
+out:
+	free(x.off);
+	free(x.len);
+	free(x.chain);
+	free(x.newid);
+	free(x.smap);
+	return err;
 }

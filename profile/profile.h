@@ -139,6 +139,21 @@ struct profile *profile__relabel(const struct profile *p, bool with_lines);
 /* Whether any frame has a source location, i.e. whether relabelling changes anything. */
 bool profile__has_lines(const struct profile *p);
 
+/*
+ * Replace frames by chains of frames, in place. For each frame some stack
+ * uses, fn writes the frames it becomes, root-first, into out (at most max;
+ * it may intern new frames, and writing just `frame` keeps it) and returns
+ * how many (>= 1), or a negative errno. Stacks are rebuilt, stacks that
+ * become equal are merged, samples (spilled ones too) are re-pointed, and
+ * frames that no stack uses any more are dropped (frame ids change; string
+ * and thread ids do not). Used to name frames only once recording is over.
+ * 0, or a negative errno: from fn or out of memory with the profile as it
+ * was (frames fn interned stay), from reading or writing spilled samples
+ * with the profile fit only to be freed.
+ */
+typedef int (*profile_expand_fn)(void *ctx, uint32_t frame, uint32_t *out, size_t max);
+int profile__expand_frames(struct profile *p, profile_expand_fn fn, void *ctx);
+
 struct pf_meta *profile__meta(struct profile *p);
 const struct pf_meta *profile__cmeta(const struct profile *p);
 

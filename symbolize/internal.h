@@ -207,6 +207,7 @@ struct cached_frame {
  */
 struct module {
 	char *path; /* as mapped, " (deleted)" cut off */
+	uint32_t index; /* in symbolizer.mods: what a sym_loc names it by */
 	void *unwind; /* owned by unwind.c: the module's cached unwind tables */
 	const char *basename; /* interned */
 	struct module *next; /* same hash bucket, newer first */

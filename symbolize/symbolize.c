@@ -286,6 +286,7 @@ static struct module *module_new(struct symbolizer *s, const char *path, uint64_
 	m->next = head;
 	if (u64map_put(&s->modules, key, (uint64_t)(uintptr_t)m))
 		goto err;
+	m->index = (uint32_t)s->nmods;
 	s->mods[s->nmods++] = m;
 	return m;
 err:
@@ -1222,11 +1223,10 @@ static int64_t cache_levels(struct module *mod, uint64_t vaddr, const struct cac
  * is longer than max, the innermost levels are dropped, so the function
  * itself is always there.
  */
-static size_t resolve_file(struct symbolizer *s, const struct map *m, uint64_t addr,
-			   struct sym_frame *out, size_t max)
+static size_t resolve_off(struct symbolizer *s, struct module *mod, uint64_t off,
+			  struct sym_frame *out, size_t max)
 {
-	struct module *mod = m->mod;
-	uint64_t off = addr - m->start + m->pgoff, vaddr, idx;
+	uint64_t vaddr, idx;
 	struct cached_frame tmp[LEVELS_MAX];
 	const struct cached_frame *lv;
 	size_t n, skip;
@@ -1264,6 +1264,12 @@ static size_t resolve_file(struct symbolizer *s, const struct map *m, uint64_t a
 		f->build_id = mod->build_id_hex;
 	}
 	return n - skip;
+}
+
+static size_t resolve_file(struct symbolizer *s, const struct map *m, uint64_t addr,
+			   struct sym_frame *out, size_t max)
+{
+	return resolve_off(s, m->mod, addr - m->start + m->pgoff, out, max);
 }
 
 /*
@@ -1347,6 +1353,35 @@ size_t symbolizer__resolve_inline(struct symbolizer *s, uint32_t pid, uint64_t a
 	}
 	symbolizer__resolve(s, pid, addr, kernel, return_addr, &out[0]);
 	return 1;
+}
+
+bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool return_addr,
+			struct sym_loc *loc)
+{
+	uint64_t a = return_addr && addr ? addr - 1 : addr;
+	struct proc *p;
+	struct map *m;
+
+	if (!s || !loc || !(p = proc_find(s, pid)))
+		return false;
+	m = proc_lookup(p, a);
+	if (!m || m->type != MAP_T_FILE || !m->mod)
+		return false;
+	loc->module = m->mod->index;
+	loc->offset = a - m->start + m->pgoff;
+	return true;
+}
+
+size_t symbolizer__resolve_loc(struct symbolizer *s, const struct sym_loc *loc,
+			       struct sym_frame *out, size_t max)
+{
+	if (!out || !max)
+		return 0;
+	if (!s || !loc || loc->module >= s->nmods) {
+		set_frame(out, unknown_name, "", FRAME_USER);
+		return 1;
+	}
+	return resolve_off(s, s->mods[loc->module], loc->offset, out, max);
 }
 
 const struct symbolizer_stats *symbolizer__stats(const struct symbolizer *s)

@@ -141,6 +141,25 @@ size_t symbolizer__resolve_inline(struct symbolizer *s, uint32_t pid, uint64_t a
 				  bool return_addr, struct sym_frame *out, size_t max);
 
 /*
+ * Naming later. A user address in a file mapping is located as (module,
+ * file offset), which names the same code for the life of the symbolizer
+ * whatever the process maps or unmaps afterwards; symbolizer__resolve_loc
+ * then names it as symbolizer__resolve_inline would have (inline levels
+ * first). So a recorder can leave the costly part, reading symbol tables
+ * and DWARF, until the target is done. symbolizer__locate returns false for
+ * anything else (kernel, JIT and perf-map code, vdso, unknown): name those
+ * now. return_addr as for symbolizer__resolve.
+ */
+struct sym_loc {
+	uint32_t module;
+	uint64_t offset;
+};
+bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool return_addr,
+			struct sym_loc *loc);
+size_t symbolizer__resolve_loc(struct symbolizer *s, const struct sym_loc *loc,
+			       struct sym_frame *out, size_t max);
+
+/*
  * Read the current mappings of a live process from /proc/PID/maps (attach
  * mode: what existed before the recording started). 0 or negative errno.
  */

@@ -464,3 +464,129 @@ Test(profile, spill_falls_back_to_tmpdir)
 	profile__free(q);
 	profile__free(p);
 }
+
+/*
+ * Frames named only after recording: placeholder frames become chains
+ * (an inline level and its function), stacks that become equal merge, and
+ * every sample, spilled or not, follows its stack.
+ */
+struct expand_case {
+	uint32_t ph1, ph2, fn, inl;
+	int calls;
+};
+
+static int expand_cb(void *ctx, uint32_t frame, uint32_t *out, size_t max)
+{
+	struct expand_case *c = ctx;
+
+	cr_assert_geq(max, 2);
+	c->calls++;
+	if (frame != c->ph1 && frame != c->ph2) {
+		out[0] = frame;
+		return 1;
+	}
+	out[0] = c->fn; /* root-first: the function, then what was inlined into it */
+	out[1] = c->inl;
+	return 2;
+}
+
+Test(profile, expand_frames_rebuilds_stacks_and_repoints_samples)
+{
+	struct profile *p = profile__new(), *q = NULL;
+	struct profile_read_error e = { 0 };
+	struct expand_case c = { 0 };
+	char path[128];
+	int64_t fmain, s_main, s1, s2, s_k, t, fk;
+
+	cr_assert_not_null(p);
+	cr_assert_eq(profile__set_spill(p, 100, tmpdir), 0);
+	fmain = profile__frame_str(p, "main", "app", FRAME_USER);
+	c.ph1 = (uint32_t)profile__frame_str(p, "", "", FRAME_SPECIAL);
+	c.ph2 = (uint32_t)profile__frame_str(p, "?", "", FRAME_SPECIAL);
+	fk = profile__frame_str(p, "do_syscall_64", "[kernel.kallsyms]", FRAME_KERNEL);
+	s_main = profile__stack(p, 0, (uint32_t)fmain);
+	s1 = profile__stack(p, (uint32_t)s_main, c.ph1);
+	s2 = profile__stack(p, (uint32_t)s_main, c.ph2);
+	s_k = profile__stack(p, (uint32_t)s2, (uint32_t)fk);
+	t = profile__thread(p, 1, 1, 0);
+	cr_assert(s1 > 0 && s2 > 0 && s_k > 0 && t >= 0);
+	/* interned by the callback's owner before expanding, as the pipeline does */
+	c.fn = (uint32_t)profile__frame_str(p, "work", "app", FRAME_USER);
+	c.inl = (uint32_t)profile__frame_str(p, "helper", "app", FRAME_INLINED);
+
+	for (int i = 0; i < 1000; i++) {
+		struct pf_sample s = { .time = (uint64_t)i,
+				       .weight = 1,
+				       .stack = (uint32_t)(i % 3 == 0	? s1
+							   : i % 3 == 1 ? s2
+									: s_k),
+				       .thread = (uint32_t)t };
+		cr_assert_eq(profile__add_sample(p, &s), 0);
+	}
+	cr_assert_gt(profile__nr_spilled(p), 800);
+	cr_assert_eq(profile__expand_frames(p, expand_cb, &c), 0);
+	cr_assert_eq(c.calls, 4, "one call per frame in use");
+
+	/* main, work, helper, do_syscall_64: the placeholders are gone */
+	cr_assert_eq(profile__nr_frames(p), 4);
+	for (size_t i = 0; i < profile__nr_frames(p); i++)
+		cr_assert_neq(profile__get_frame(p, (uint32_t)i)->kind, FRAME_SPECIAL);
+	/* root, main, main;work, main;work;helper, ...;do_syscall_64 */
+	cr_assert_eq(profile__nr_stacks(p), 5);
+
+	snprintf(path, sizeof(path), "%s/expanded.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, &e), 0, "%s at %lu", e.what, (unsigned long)e.offset);
+	cr_assert_eq(profile__nr_samples(q), 1000);
+	for (size_t i = 0; i < 1000; i++) {
+		const struct pf_sample *s = profile__get_sample(q, i);
+		const char *want[] = { "main", "work", "helper", "do_syscall_64" };
+		size_t depth = s->time % 3 == 2 ? 4 : 3;
+		uint32_t st = s->stack;
+
+		cr_assert_eq(s->time, i);
+		cr_assert_eq(profile__stack_depth(q, st), depth, "sample %zu", i);
+		for (size_t d = depth; d-- > 0; st = profile__get_stack(q, st)->parent)
+			cr_assert_str_eq(
+				profile__str(q,
+					     profile__get_frame(q, profile__get_stack(q, st)->frame)
+						     ->name),
+				want[d], "sample %zu level %zu", i, d);
+	}
+	profile__free(q);
+	profile__free(p);
+}
+
+static int expand_fail(void *ctx, uint32_t frame, uint32_t *out, size_t max)
+{
+	(void)ctx, (void)frame, (void)out, (void)max;
+	return -ENOMEM;
+}
+
+static int expand_bad(void *ctx, uint32_t frame, uint32_t *out, size_t max)
+{
+	(void)ctx, (void)frame, (void)max;
+	out[0] = 1u << 30; /* no such frame */
+	return 1;
+}
+
+Test(profile, expand_frames_errors_are_returned)
+{
+	struct profile *p = make_profile();
+
+	char path[128];
+	struct profile *q = NULL;
+
+	cr_assert_eq(profile__expand_frames(p, expand_fail, NULL), -ENOMEM);
+	/* the profile is as it was */
+	snprintf(path, sizeof(path), "%s/after-error.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, NULL), 0);
+	cr_assert_eq(profile__nr_samples(q), 1000);
+	cr_assert_eq(profile__nr_stacks(q), 4);
+	profile__free(q);
+	profile__free(p);
+	p = make_profile();
+	cr_assert_eq(profile__expand_frames(p, expand_bad, NULL), -EINVAL);
+	profile__free(p);
+}

@@ -1530,3 +1530,73 @@ Test(symbolize, replaced_file_is_a_new_module)
 	reap(&c);
 	symbolizer__free(s);
 }
+
+/*
+ * Naming later: an address located while its process lives names the same
+ * frames (inline levels included) after the process has exited and its
+ * pid was reused for something else.
+ */
+Test(symbolize, located_addresses_name_the_same_after_exit)
+{
+	/* s only locates while the process lives; s2 names at once, for comparison */
+	struct symbolizer *s = symbolizer__new(), *s2 = symbolizer__new();
+	struct sym_frame now[4], later[4];
+	struct sym_loc loc[0x100];
+	size_t nnow[0x100];
+	char *fn_now[0x100], *leaf_now[0x100];
+	char path[256];
+	struct child c;
+	uint64_t work;
+	uint32_t pid;
+	size_t located = 0, inlined = 0;
+
+	build_symd("symd-inline", "", path, sizeof(path));
+	work = spawn_symd(s, path, &c);
+	pid = (uint32_t)c.pid;
+	cr_assert_gt(feed_maps(s2, c.pid), 0);
+	for (size_t i = 0; i < 0x100; i++) {
+		cr_assert(symbolizer__locate(s, pid, work + i, false, &loc[i]));
+		nnow[i] = symbolizer__resolve_inline(s2, pid, work + i, false, false, now, 4);
+		fn_now[i] = strdup(now[nnow[i] - 1].name);
+		leaf_now[i] = strdup(now[0].name);
+	}
+	/* a return address is located at the call, one byte before */
+	struct sym_loc ra;
+	cr_assert(symbolizer__locate(s, pid, work + 1, true, &ra));
+	cr_assert_eq(ra.module, loc[0].module);
+	cr_assert_eq(ra.offset, loc[0].offset);
+	/* not in a file: kernel-looking, unmapped, anonymous code */
+	cr_assert_not(symbolizer__locate(s, pid, 0xffffffff81000000ull, false, &ra));
+	cr_assert_not(symbolizer__locate(s, pid, 4096, false, &ra));
+	cr_assert_eq(
+		symbolizer__mmap(s, pid, 0x10000000, 0x1000, 0, PROT_READ | PROT_EXEC, "//anon"),
+		0);
+	cr_assert_not(symbolizer__locate(s, pid, 0x10000010, false, &ra));
+	cr_assert_not(symbolizer__locate(s, pid + 1000000, work, false, &ra), "no such process");
+	reap(&c);
+
+	/* the process is gone and its pid maps something else where symd_work was */
+	cr_assert_eq(symbolizer__exit(s, pid, pid), 0);
+	cr_assert_eq(symbolizer__mmap(s, pid, work & ~0xfffull, 0x10000, 0, PROT_READ | PROT_EXEC,
+				      "//anon"),
+		     0);
+	for (size_t i = 0; i < 0x100; i++) {
+		size_t n = symbolizer__resolve_loc(s, &loc[i], later, 4);
+
+		cr_assert_eq(n, nnow[i], "address +%#zx: %zu levels, %zu before", i, n, nnow[i]);
+		cr_assert_str_eq(later[n - 1].name, fn_now[i], "address +%#zx", i);
+		cr_assert_str_eq(later[0].name, leaf_now[i], "address +%#zx", i);
+		located++;
+		inlined += n > 1 && !strcmp(later[0].name, "symd_hot_loop");
+		free(fn_now[i]);
+		free(leaf_now[i]);
+	}
+	cr_assert_eq(located, 0x100);
+	cr_assert_gt(inlined, 0, "some address is in the inlined loop");
+	/* a location of no module */
+	struct sym_loc bad = { .module = 1u << 30 };
+	cr_assert_eq(symbolizer__resolve_loc(s, &bad, later, 4), 1);
+	cr_assert_str_eq(later[0].name, "[unknown]");
+	symbolizer__free(s);
+	symbolizer__free(s2);
+}
