@@ -67,13 +67,28 @@ struct ring {
 	const uint8_t *data;
 	size_t data_size;
 	uint64_t last_time; /* time given to records that carry none */
+	/*
+	 * Records up to here are framed: delivered, or waiting in pend[]. They
+	 * stay in the ring until delivered (data_tail is the oldest waiting
+	 * one), so that a sample's 32 KiB stack copy is read where the kernel
+	 * wrote it instead of being copied out first.
+	 */
+	uint64_t read_pos;
+	uint64_t release; /* scratch of release() */
 	bool hup;
 };
 
-/* A record copied out of a ring, waiting in the round buffer. */
+#define IN_BUF UINT32_MAX
+
+/*
+ * A record waiting to be delivered: in its ring (ring, pos), or, when it
+ * straddles the ring's end, copied into the round buffer (ring IN_BUF, off).
+ */
 struct pending {
 	uint64_t time, seq;
+	uint64_t pos;
 	size_t off, len;
+	uint32_t ring;
 };
 
 /*
@@ -760,21 +775,31 @@ int sampler__start(struct sampler *s)
 
 /* ---- draining ----------------------------------------------------------- */
 
-static int stash(struct sampler *s, struct ring *r, const void *data, size_t len,
+static int stash(struct sampler *s, size_t ri, uint64_t pos, const void *data, size_t len,
 		 const struct rec *dec)
 {
+	struct ring *r = &s->rings[ri];
+	bool copy = data == s->scratch;
 	struct pending *p;
 
-	if (grow_array((void **)&s->pend, &s->pend_cap, s->nr_pend + 1, sizeof(*s->pend)))
+	if (grow_array((void **)&s->pend, &s->pend_cap, s->nr_pend + 1, sizeof(*s->pend)) ||
+	    (copy && grow_array((void **)&s->buf, &s->buf_cap, s->buf_len + len, 1)))
 		return -ENOMEM;
 	p = &s->pend[s->nr_pend++];
 	p->time = dec->time ? dec->time : r->last_time;
 	r->last_time = p->time;
 	p->seq = s->seq++;
-	p->off = s->buf_len;
 	p->len = len;
-	memcpy(s->buf + s->buf_len, data, len);
-	s->buf_len += len;
+	p->pos = pos;
+	if (copy) {
+		p->ring = IN_BUF;
+		p->off = s->buf_len;
+		memcpy(s->buf + s->buf_len, data, len);
+		s->buf_len += len;
+	} else {
+		p->ring = (uint32_t)ri;
+		p->off = 0;
+	}
 
 	s->stats.records++;
 	if (dec->type == REC_SAMPLE)
@@ -784,30 +809,25 @@ static int stash(struct sampler *s, struct ring *r, const void *data, size_t len
 	return 0;
 }
 
-/* Copy every complete record of one ring into the round buffer and release the space. */
-static int ingest(struct sampler *s, struct ring *r)
+/* Frame every new complete record of ring ri into pend[]; they stay in the ring. */
+static int ingest(struct sampler *s, size_t ri)
 {
+	struct ring *r = &s->rings[ri];
 	struct perf_event_mmap_page *pg = r->map;
-	uint64_t head, tail, next;
+	uint64_t head, pos = r->read_pos, next;
 	const void *data;
 	struct rec dec;
 	size_t len;
 	int err = 0, ret;
 
 	head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
-	tail = pg->data_tail;
-	if (head - tail > r->data_size) {
+	if (head - pg->data_tail > r->data_size || head - pos > head - pg->data_tail) {
 		s->stats.bad_records++;
-		tail = head;
-		goto out;
-	}
-	/* Records are 8-byte multiples, so this keeps every copy aligned. */
-	if (grow_array((void **)&s->buf, &s->buf_cap, s->buf_len + (head - tail), 1)) {
-		err = -ENOMEM;
+		pos = head;
 		goto out;
 	}
 	for (;;) {
-		next = tail;
+		next = pos;
 		ret = ring_next(r->data, r->data_size, head, &next, s->scratch, SCRATCH_SIZE, &data,
 				&len);
 		if (ret == 0)
@@ -815,21 +835,64 @@ static int ingest(struct sampler *s, struct ring *r)
 		if (ret < 0) {
 			/* A broken header: the rest of this ring cannot be framed. */
 			s->stats.bad_records++;
-			tail = head;
+			pos = head;
 			break;
 		}
 		if (rec_decode(&s->layout, data, len, &dec) < 0) {
 			s->stats.bad_records++;
 		} else {
-			err = stash(s, r, data, len, &dec);
+			err = stash(s, ri, pos, data, len, &dec);
 			if (err)
 				break;
 		}
-		tail = next;
+		pos = next;
 	}
 out:
-	__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
+	r->read_pos = pos;
 	return err;
+}
+
+/*
+ * Give the rings back the space of every record before the oldest one of
+ * pend[from..] still in them (records are framed in ring order, so that is
+ * all of them but the waiting ones and what follows).
+ */
+static void release(struct sampler *s, size_t from)
+{
+	for (size_t i = 0; i < s->nr_rings; i++)
+		s->rings[i].release = s->rings[i].read_pos;
+	for (size_t k = from; k < s->nr_pend; k++) {
+		const struct pending *p = &s->pend[k];
+
+		if (p->ring != IN_BUF && p->pos < s->rings[p->ring].release)
+			s->rings[p->ring].release = p->pos;
+	}
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		struct perf_event_mmap_page *pg = s->rings[i].map;
+
+		if (pg->data_tail != s->rings[i].release)
+			__atomic_store_n(&pg->data_tail, s->rings[i].release, __ATOMIC_RELEASE);
+	}
+}
+
+/* Whether some ring is more than half full of framed records. */
+static bool rings_filling(const struct sampler *s)
+{
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		const struct ring *r = &s->rings[i];
+		const struct perf_event_mmap_page *pg = r->map;
+
+		if (r->read_pos - pg->data_tail > r->data_size / 2)
+			return true;
+	}
+	return false;
+}
+
+static const uint8_t *pend_data(const struct sampler *s, const struct pending *p)
+{
+	if (p->ring == IN_BUF)
+		return s->buf + p->off;
+	return s->rings[p->ring].data + (p->pos & (s->rings[p->ring].data_size - 1));
 }
 
 static int cmp_time(const void *a, const void *b)
@@ -860,6 +923,7 @@ static void keep_pending(struct sampler *s, size_t from)
 {
 	size_t n = s->nr_pend - from, at = 0, live = 0;
 
+	release(s, from);
 	if (!n) {
 		s->nr_pend = s->buf_len = s->buf_dead = 0;
 		return;
@@ -867,13 +931,15 @@ static void keep_pending(struct sampler *s, size_t from)
 	memmove(s->pend, s->pend + from, n * sizeof(*s->pend));
 	s->nr_pend = n;
 	for (size_t i = 0; i < n; i++)
-		live += s->pend[i].len;
+		live += s->pend[i].ring == IN_BUF ? s->pend[i].len : 0;
 	s->buf_dead = s->buf_len - live;
 	if (s->buf_dead < s->ring_bytes || s->buf_dead < live)
 		return;
 	/* In offset order every record moves down or stays, so memmove in place is safe. */
 	qsort(s->pend, n, sizeof(*s->pend), cmp_off);
 	for (size_t i = 0; i < n; i++) {
+		if (s->pend[i].ring != IN_BUF)
+			continue;
 		memmove(s->buf + at, s->buf + s->pend[i].off, s->pend[i].len);
 		s->pend[i].off = at;
 		at += s->pend[i].len;
@@ -925,9 +991,9 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 		cut = now > HOLDBACK_NS ? now - HOLDBACK_NS : 0;
 	}
 	for (i = 0; i < s->nr_rings && !err; i++)
-		err = ingest(s, &s->rings[i]);
-	/* Held-back records plus one round never exceed twice the rings. */
-	if (s->buf_len - s->buf_dead > s->ring_bytes)
+		err = ingest(s, i);
+	/* Held-back records must not fill a ring, nor the round buffer grow past the rings. */
+	if (rings_filling(s) || s->buf_len - s->buf_dead > s->ring_bytes)
 		cut = UINT64_MAX;
 
 	if (s->nr_pend)
@@ -940,7 +1006,7 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 		if (p.time > cut)
 			break;
 		/* Already validated when it was copied; decoded again so pointers are current. */
-		if (rec_decode(&s->layout, s->buf + p.off, p.len, &dec) < 0)
+		if (rec_decode(&s->layout, pend_data(s, &p), p.len, &dec) < 0)
 			continue;
 		if (deliverable(s, &dec))
 			err = cb(ctx, &dec);
@@ -954,8 +1020,9 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 		 */
 		if (cut != UINT64_MAX && i % 64 == 63 &&
 		    s->buf_len - s->buf_dead <= 2 * s->ring_bytes && now_ns() > next_ingest) {
+			release(s, i + 1);
 			for (size_t k = 0; k < s->nr_rings && !err; k++)
-				err = ingest(s, &s->rings[k]);
+				err = ingest(s, k);
 			next_ingest = now_ns() + REINGEST_NS;
 		}
 	}
