@@ -545,6 +545,7 @@ struct jit_ret {
 	uint64_t key;
 	uint64_t ra[JIT_RET_WAYS]; /* most recent first */
 	bool grafted; /* its caller was last found by graft_gemm */
+	uint32_t ra_off; /* where above the SP its return address was last found, 0: nowhere */
 };
 
 /* Call sites seen calling a function (the return addresses just above its frames). */
@@ -1043,8 +1044,25 @@ static bool find_jit_caller(struct uw_ctx *ctx, struct walker *cur, struct walke
 	/*
 	 * First without stepping: where this JIT code returned to lately, if
 	 * the known stack from there is still in the copy. (Any other known
-	 * frame further up would skip the frames in between.)
+	 * frame further up would skip the frames in between.) A kernel's frame
+	 * has the same size at most of its samples, so the slot where its
+	 * return address was last time is tried before the copy is searched
+	 * (the GEMM kernel's is 8 KiB up): a known stack from there is the same
+	 * one a search would find, as no other slot below it starts one.
 	 */
+	if (jr && jr->ra_off && stack_word(ctx, sp + jr->ra_off, &ra) && ra) {
+		for (int i = 0; i < JIT_RET_WAYS; i++) {
+			if (ra != jr->ra[i])
+				continue;
+			push(f, ra, sp + jr->ra_off + 8);
+			if (chain_join(ctx, f)) {
+				*how = WALK_ROOT;
+				return true;
+			}
+			f->n = base;
+			break;
+		}
+	}
 	if (jr) {
 		for (uint64_t at = sp; stack_word(ctx, at, &ra); at += 8) {
 			int i;
@@ -1560,8 +1578,11 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 			s->stats.jit_callers_recovered++;
 			drop_stale(&f, jit_at, jr);
 			if (jr) {
+				uint64_t off = f.sps[jit_at] - 8 - f.sps[jit_at - 1];
+
 				jit_ret_note(jr, f.ips[jit_at]);
 				jr->grafted = false;
+				jr->ra_off = off < ctx.size ? (uint32_t)off : 0;
 			}
 			w = next;
 			continue;

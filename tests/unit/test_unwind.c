@@ -568,6 +568,15 @@ static void jit_case(bool preamble)
 	st = symbolizer__stats(sym);
 	cr_assert_eq(st->jit_callers_recovered, 1);
 	cr_assert_eq(st->perfmap.entries, 2);
+
+	/* again: now from the slot where its return address was, the same chain */
+	struct unwound again;
+	unwind_sample(smp, smp->stack, smp->size, &again);
+	cr_assert_eq(again.n, u.n);
+	for (int i = 0; i < u.n; i++)
+		cr_assert_str_eq(again.names[i], u.names[i], "frame %d", i);
+	cr_assert_eq(again.end, UNWIND_END_ROOT);
+	cr_assert_eq(st->jit_callers_recovered, 2);
 	munmap(j.mem, j.len);
 	sample_free(smp);
 }
