@@ -128,8 +128,8 @@ static int push_frame(struct pipeline *pl, size_t *n, const struct sym_frame *sf
 
 /*
  * The placeholder frame of an address in a module file, named in
- * pipeline__finish; 0 when the address is not in one (or its offset is
- * beyond what a key holds): name it now.
+ * pipeline__finish; -ENOENT when the address is not in one (or its offset
+ * is beyond what a key holds): name it now.
  */
 static int64_t deferred_frame(struct pipeline *pl, uint32_t pid, uint64_t ip, bool return_addr)
 {
@@ -139,7 +139,7 @@ static int64_t deferred_frame(struct pipeline *pl, uint32_t pid, uint64_t ip, bo
 
 	if (!symbolizer__locate(pl->sym, pid, ip, return_addr, &loc) ||
 	    loc.offset >> LOC_OFFSET_BITS || loc.module >> (64 - LOC_OFFSET_BITS))
-		return 0;
+		return -ENOENT;
 	key = (uint64_t)loc.module << LOC_OFFSET_BITS | loc.offset;
 	if (u64map_get(&pl->loc_frames, key, &id))
 		return (int64_t)id;
@@ -168,10 +168,10 @@ static int push_addr(struct pipeline *pl, size_t *n, uint32_t pid, uint64_t ip, 
 		     bool return_addr)
 {
 	struct sym_frame sf[PIPELINE_MAX_INLINE];
-	int64_t id = kernel ? 0 : deferred_frame(pl, pid, ip, return_addr);
+	int64_t id = kernel ? -ENOENT : deferred_frame(pl, pid, ip, return_addr);
 	size_t k;
 
-	if (id)
+	if (id != -ENOENT)
 		return push_id(pl, n, id);
 	k = symbolizer__resolve_inline(pl->sym, pid, ip, kernel, return_addr, sf,
 				       PIPELINE_MAX_INLINE);

@@ -1362,9 +1362,10 @@ bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool 
 	struct proc *p;
 	struct map *m;
 
-	if (!s || !loc || !(p = proc_find(s, pid)))
+	if (!s || !loc)
 		return false;
-	m = proc_lookup(p, a);
+	/* a miss reads /proc/PID/maps, as naming it now would */
+	m = find_map(s, pid, a, &p);
 	if (!m || m->type != MAP_T_FILE || !m->mod)
 		return false;
 	loc->module = m->mod->index;
