@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Trainer throughput (examples/mlp samples/s) unprofiled, under `dlflame record`
-# (defaults) and under `perf record` (FP and DWARF), run alternately in one run so
-# that machine noise hits every mode alike. Prints medians and ratios to unprofiled.
+# (defaults) and under `perf record` (FP and DWARF, at dlflame's 999 Hz), run
+# alternately in one run so that machine noise hits every mode alike. Prints,
+# per mode, the median samples/s, its share of the unprofiled median, the
+# median of the per-round shares (each run against the unprofiled run of its
+# own round, which cancels slow drifts of the machine), and every run.
 #
-#   bench/overhead.sh                  # 1 OpenMP thread, 5 rounds
-#   OMP_NUM_THREADS=2 ROUNDS=7 bench/overhead.sh
+#   bench/overhead.sh                  # 1 OpenMP thread, 9 rounds
+#   OMP_NUM_THREADS=2 ROUNDS=11 bench/overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-5}
+ROUNDS=${ROUNDS:-9}
 ITER=${ITER:-1500}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 DL=build/cmd/dlflame
@@ -27,14 +30,19 @@ for ((r = 1; r <= ROUNDS; r++)); do
       perf-fp) v=$(perf record -q -g -F 999 -o "$tmp/p.data" -- $MLP "$ITER" 2>/dev/null | rate) ;;
       perf-dwarf) v=$(perf record -q --call-graph dwarf -F 999 -o "$tmp/p.data" -- $MLP "$ITER" 2>/dev/null | rate) ;;
     esac
-    runs[$m]="${runs[$m]:-} $v"
+    runs[$m]="${runs[$m]:-} ${v:-0}"
   done
 done
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+column() { echo "$1" | tr ' ' '\n' | grep .; }
 base=$(echo "${runs[unprofiled]}" | median)
-echo "mlp $ITER iterations, OMP_NUM_THREADS=$OMP_NUM_THREADS, $ROUNDS rounds, median samples/s:"
+echo "mlp $ITER iterations, OMP_NUM_THREADS=$OMP_NUM_THREADS, $ROUNDS rounds"
+printf '  %-11s %9s %9s %9s   %s\n' mode "median/s" "share" "paired" "every run (samples/s)"
 for m in "${modes[@]}"; do
   med=$(echo "${runs[$m]}" | median)
-  awk -v m="$m" -v v="$med" -v b="$base" 'BEGIN {printf "  %-11s %9.0f  %6.1f%% of unprofiled\n", m, v, 100 * v / b}'
+  paired=$(paste <(column "${runs[unprofiled]}") <(column "${runs[$m]}") |
+    awk '$1 > 0 {print $2 / $1}' | median)
+  awk -v m="$m" -v v="$med" -v b="$base" -v p="$paired" -v all="${runs[$m]}" \
+    'BEGIN {printf "  %-11s %9.0f %8.1f%% %8.1f%%  %s\n", m, v, 100 * v / b, 100 * p, all}'
 done

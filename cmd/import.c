@@ -45,8 +45,11 @@ static int import_perfdata(const char *path, struct profile **out)
 		error("out of memory");
 		goto out;
 	}
-	/* kernel frames of a perf.data are named from this machine's kallsyms, as perf does */
-	symbolizer__load_kallsyms(sym, "/proc/kallsyms");
+	/*
+	 * Kernel frames of a perf.data are named from this machine's kallsyms,
+	 * as perf does; it is read meanwhile, they are named at the end.
+	 */
+	symbolizer__load_kallsyms_async(sym, "/proc/kallsyms");
 	err = perfdata__read(path, pipeline__record, &pl, &info, &e);
 	if (err == -EINVAL && e.what) {
 		error("cannot read %s: %s (%s record at byte offset %llu); the perf.data is corrupt "

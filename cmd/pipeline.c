@@ -30,6 +30,7 @@ int pipeline__init(struct pipeline *pl, struct profile *prof, struct symbolizer 
 	u64map_init(&pl->str_ids);
 	u64map_init(&pl->offcpu_idx);
 	u64map_init(&pl->loc_frames);
+	u64map_init(&pl->kernel_frames);
 	pl->max_stack = read_max_stack();
 	return 0;
 }
@@ -40,6 +41,7 @@ void pipeline__exit(struct pipeline *pl)
 	u64map_free(&pl->str_ids);
 	u64map_free(&pl->offcpu_idx);
 	u64map_free(&pl->loc_frames);
+	u64map_free(&pl->kernel_frames);
 	free(pl->ot);
 	free(pl->frames);
 	free(pl->locs);
@@ -131,17 +133,25 @@ static int push_frame(struct pipeline *pl, size_t *n, const struct sym_frame *sf
  * pipeline__finish; -ENOENT when the address is not in one (or its offset
  * is beyond what a key holds): name it now.
  */
-static int64_t deferred_frame(struct pipeline *pl, uint32_t pid, uint64_t ip, bool return_addr)
+static int64_t deferred_frame(struct pipeline *pl, uint32_t pid, uint64_t ip, bool kernel,
+			      bool return_addr)
 {
+	struct u64map *map = &pl->loc_frames;
 	struct sym_loc loc;
 	uint64_t key, id;
 	int64_t r;
 
-	if (!symbolizer__locate(pl->sym, pid, ip, return_addr, &loc) ||
-	    loc.offset >> LOC_OFFSET_BITS || loc.module >> (64 - LOC_OFFSET_BITS))
+	if (!symbolizer__locate(pl->sym, pid, ip, kernel, return_addr, &loc))
 		return -ENOENT;
-	key = (uint64_t)loc.module << LOC_OFFSET_BITS | loc.offset;
-	if (u64map_get(&pl->loc_frames, key, &id))
+	if (loc.module == SYM_LOC_KERNEL) {
+		map = &pl->kernel_frames;
+		key = loc.offset;
+	} else if (loc.offset >> LOC_OFFSET_BITS || loc.module >> (64 - LOC_OFFSET_BITS)) {
+		return -ENOENT;
+	} else {
+		key = (uint64_t)loc.module << LOC_OFFSET_BITS | loc.offset;
+	}
+	if (u64map_get(map, key, &id))
 		return (int64_t)id;
 	if (pl->nr_locs >= UINT32_MAX - 1 ||
 	    grow_array((void **)&pl->locs, &pl->locs_cap, pl->nr_locs + 1, sizeof(*pl->locs)))
@@ -150,7 +160,7 @@ static int64_t deferred_frame(struct pipeline *pl, uint32_t pid, uint64_t ip, bo
 	r = profile__frame_full(pl->prof, &f);
 	if (r < 0)
 		return r;
-	if (u64map_put(&pl->loc_frames, key, (uint64_t)r))
+	if (u64map_put(map, key, (uint64_t)r))
 		return -ENOMEM;
 	pl->locs[pl->nr_locs++] = loc;
 	return r;
@@ -168,7 +178,7 @@ static int push_addr(struct pipeline *pl, size_t *n, uint32_t pid, uint64_t ip, 
 		     bool return_addr)
 {
 	struct sym_frame sf[PIPELINE_MAX_INLINE];
-	int64_t id = kernel ? -ENOENT : deferred_frame(pl, pid, ip, return_addr);
+	int64_t id = deferred_frame(pl, pid, ip, kernel, return_addr);
 	size_t k;
 
 	if (id != -ENOENT)
@@ -532,6 +542,8 @@ int pipeline__finish(struct pipeline *pl, uint64_t end_time)
 		pl->nr_locs = 0;
 		u64map_free(&pl->loc_frames);
 		u64map_init(&pl->loc_frames);
+		u64map_free(&pl->kernel_frames);
+		u64map_init(&pl->kernel_frames);
 		if (!err)
 			err = e;
 	}

@@ -53,12 +53,14 @@ struct pipeline {
 	int err; /* first error that stopped the pipeline */
 
 	/*
-	 * Addresses in module files are named once recording is over, so that
-	 * reading symbol tables and DWARF does not compete with the target:
-	 * until then each distinct (module, offset) is a placeholder frame
-	 * (FRAME_SPECIAL, name 0, line = its index in locs + 1).
+	 * Kernel addresses and addresses in module files are named once
+	 * recording is over, so that reading kallsyms, symbol tables and DWARF
+	 * does not compete with the target: until then each distinct location
+	 * is a placeholder frame (FRAME_SPECIAL, name 0, line = its index in
+	 * locs + 1).
 	 */
 	struct u64map loc_frames; /* module << 40 | offset -> placeholder frame id */
+	struct u64map kernel_frames; /* kernel address -> placeholder frame id */
 	struct sym_loc *locs;
 	size_t nr_locs, locs_cap;
 

@@ -244,20 +244,11 @@ void session__handle_signals(void)
 
 int session__open(struct session *ss, const struct sampler_opts *so)
 {
-	int err;
-
 	memset(ss, 0, sizeof(*ss));
 	ss->prof = profile__new();
 	ss->sym = symbolizer__new();
 	if (!ss->prof || !ss->sym)
 		return error("out of memory");
-	err = symbolizer__load_kallsyms(ss->sym, "/proc/kallsyms");
-	if (err == -EPERM)
-		warning("kernel symbols are hidden (kernel.kptr_restrict); kernel frames will be "
-			"named [kernel]; run as root or 'sysctl kernel.kptr_restrict=0'");
-	else if (err)
-		warning("cannot read /proc/kallsyms (%s); kernel frames will be named [kernel]",
-			strerror(-err));
 	pipeline__init(&ss->pl, ss->prof, ss->sym);
 	ss->pipeline_ready = true;
 	ss->s = sampler__new(so);
@@ -485,7 +476,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	/* attached: the duration counts from when the events were opened */
 	uint64_t start = ss->pl.start_time ? ss->pl.start_time : now_ns();
 	uint64_t deadline = 0, end_at = duration_ns ? start + duration_ns : 0;
-	int signalled = 0, err, ferr;
+	int signalled = 0, err, ferr, kerr;
 
 	*child_done = false;
 	for (;;) {
@@ -525,10 +516,23 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		}
 	}
 	ss->end_time = now_ns();
+	/*
+	 * Kernel frames are named only now (see pipeline.h): kallsyms is read
+	 * while the last records are delivered, not while the target runs.
+	 */
+	kerr = symbolizer__load_kallsyms_async(ss->sym, "/proc/kallsyms");
 	if (!err)
 		err = sampler__drain(ss->s, pipeline__record, &ss->pl);
 	/* also after an error: what was recorded is kept, so it is charged and named */
 	ferr = pipeline__finish(&ss->pl, ss->end_time);
+	if (!kerr)
+		kerr = symbolizer__kallsyms_result(ss->sym);
+	if (kerr == -EPERM)
+		warning("kernel symbols are hidden (kernel.kptr_restrict); kernel frames are "
+			"named [kernel]; run as root or 'sysctl kernel.kptr_restrict=0'");
+	else if (kerr)
+		warning("cannot read /proc/kallsyms (%s); kernel frames are named [kernel]",
+			strerror(-kerr));
 	return err ? err : ferr;
 }
 

@@ -184,6 +184,8 @@ bool kallsyms__lookup(const struct kallsyms *k, uint64_t addr, const char **name
 
 /* ---- the symbolizer's state, shared by symbolize.c, unwind.c and perfmap.c ---- */
 
+#include <pthread.h>
+
 #include "symbolize/symbolize.h"
 #include "util/util.h"
 
@@ -258,6 +260,17 @@ struct symbolizer {
 	size_t nmods, mods_cap;
 	struct strpool pool;
 	struct kallsyms ksyms;
+	/*
+	 * kallsyms being read by another thread (symbolizer__load_kallsyms_async)
+	 * into kload, its names into kpool: nothing else touches them until
+	 * kallsyms_wait() has joined it.
+	 */
+	bool kloading;
+	pthread_t kthread;
+	char *kpath;
+	struct kallsyms kload;
+	struct strpool kpool;
+	int kerr;
 	struct symbolizer_stats stats;
 	struct sym_config cfg;
 	struct u64map demangled; /* interned mangled name -> interned demangled name */

@@ -37,6 +37,8 @@
 #define STRPOOL_CHUNK (64u << 10)
 
 static const char unknown_name[] = "[unknown]";
+
+static int kallsyms_wait(struct symbolizer *s);
 static const char vdso_name[] = "[vdso]";
 static const char kernel_name[] = "[kernel]";
 static const char kernel_module[] = "[kernel.kallsyms]";
@@ -896,6 +898,7 @@ struct symbolizer *symbolizer__new(void)
 	u64map_init(&s->modules);
 	u64map_init(&s->demangled);
 	strpool__init(&s->pool);
+	strpool__init(&s->kpool);
 	s->open_max = OPEN_MAX_DEFAULT;
 	/* an unusable $DLFLAME_DEBUG_DIRS falls back to the default */
 	if ((!dirs || !*dirs || set_debug_dirs(&s->cfg, dirs)) &&
@@ -925,8 +928,12 @@ void symbolizer__free(struct symbolizer *s)
 			free(*d);
 		free(s->cfg.debug_dirs);
 	}
+	kallsyms_wait(s);
 	kallsyms__free(&s->ksyms);
+	kallsyms__free(&s->kload);
 	strpool__free(&s->pool);
+	strpool__free(&s->kpool);
+	free(s->kpath);
 	free(s);
 }
 
@@ -937,6 +944,7 @@ int symbolizer__load_kallsyms(struct symbolizer *s, const char *path)
 
 	if (!s || !path)
 		return -EINVAL;
+	kallsyms_wait(s);
 	err = kallsyms__load(&k, path, &s->pool);
 	if (err)
 		return err;
@@ -944,6 +952,56 @@ int symbolizer__load_kallsyms(struct symbolizer *s, const char *path)
 	kallsyms__free(&s->ksyms);
 	s->ksyms = k;
 	return 0;
+}
+
+static void *kallsyms_thread(void *arg)
+{
+	struct symbolizer *s = arg;
+
+	s->kerr = kallsyms__load(&s->kload, s->kpath, &s->kpool);
+	return NULL;
+}
+
+int symbolizer__load_kallsyms_async(struct symbolizer *s, const char *path)
+{
+	int err;
+
+	if (!s || !path)
+		return -EINVAL;
+	kallsyms_wait(s);
+	free(s->kpath);
+	s->kpath = strdup(path);
+	if (!s->kpath)
+		return -ENOMEM;
+	err = pthread_create(&s->kthread, NULL, kallsyms_thread, s);
+	if (err) {
+		/* no thread: read it now */
+		s->kerr = symbolizer__load_kallsyms(s, path);
+		return 0;
+	}
+	s->kloading = true;
+	return 0;
+}
+
+/* Join the kallsyms reader, if any, and take its table; the result of the last load. */
+static int kallsyms_wait(struct symbolizer *s)
+{
+	if (!s->kloading)
+		return s->kerr;
+	pthread_join(s->kthread, NULL);
+	s->kloading = false;
+	if (!s->kerr) {
+		/* its names live in kpool, freed with the symbolizer */
+		kallsyms__free(&s->ksyms);
+		s->ksyms = s->kload;
+		memset(&s->kload, 0, sizeof(s->kload));
+	}
+	return s->kerr;
+}
+
+int symbolizer__kallsyms_result(struct symbolizer *s)
+{
+	return s ? kallsyms_wait(s) : -EINVAL;
 }
 
 int symbolizer__mmap(struct symbolizer *s, uint32_t pid, uint64_t addr, uint64_t len,
@@ -1128,6 +1186,7 @@ static void resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_frame
 {
 	const char *name, *module;
 
+	kallsyms_wait(s);
 	if (kallsyms__lookup(&s->ksyms, addr, &name, &module))
 		set_frame(out, name, module, FRAME_KERNEL);
 	else
@@ -1355,8 +1414,8 @@ size_t symbolizer__resolve_inline(struct symbolizer *s, uint32_t pid, uint64_t a
 	return 1;
 }
 
-bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool return_addr,
-			struct sym_loc *loc)
+bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool kernel,
+			bool return_addr, struct sym_loc *loc)
 {
 	uint64_t a = return_addr && addr ? addr - 1 : addr;
 	struct proc *p;
@@ -1364,6 +1423,11 @@ bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool 
 
 	if (!s || !loc)
 		return false;
+	if (kernel) {
+		loc->module = SYM_LOC_KERNEL;
+		loc->offset = a;
+		return true;
+	}
 	/* a miss reads /proc/PID/maps, as naming it now would */
 	m = find_map(s, pid, a, &p);
 	if (!m || m->type != MAP_T_FILE || !m->mod)
@@ -1378,6 +1442,10 @@ size_t symbolizer__resolve_loc(struct symbolizer *s, const struct sym_loc *loc,
 {
 	if (!out || !max)
 		return 0;
+	if (s && loc && loc->module == SYM_LOC_KERNEL) {
+		resolve_kernel(s, loc->offset, out);
+		return 1;
+	}
 	if (!s || !loc || loc->module >= s->nmods) {
 		set_frame(out, unknown_name, "", FRAME_USER);
 		return 1;

@@ -29,6 +29,14 @@ void symbolizer__free(struct symbolizer *s); /* accepts NULL */
  * or another negative errno. Kernel frames are then named "[kernel]".
  */
 int symbolizer__load_kallsyms(struct symbolizer *s, const char *path);
+/*
+ * The same, read by a thread of its own while the caller goes on (the
+ * kernel formats /proc/kallsyms slowly: about 60 ms). Naming a kernel
+ * address waits for it. 0 or -ENOMEM; symbolizer__kallsyms_result() waits
+ * and returns what symbolizer__load_kallsyms would have.
+ */
+int symbolizer__load_kallsyms_async(struct symbolizer *s, const char *path);
+int symbolizer__kallsyms_result(struct symbolizer *s);
 
 /*
  * Where separate debug files are looked for: a colon-separated list of
@@ -143,19 +151,21 @@ size_t symbolizer__resolve_inline(struct symbolizer *s, uint32_t pid, uint64_t a
 /*
  * Naming later. A user address in a file mapping is located as (module,
  * file offset), which names the same code for the life of the symbolizer
- * whatever the process maps or unmaps afterwards; symbolizer__resolve_loc
- * then names it as symbolizer__resolve_inline would have (inline levels
- * first). So a recorder can leave the costly part, reading symbol tables
- * and DWARF, until the target is done. symbolizer__locate returns false for
- * anything else (kernel, JIT and perf-map code, vdso, unknown): name those
- * now. return_addr as for symbolizer__resolve.
+ * whatever the process maps or unmaps afterwards, and a kernel address as
+ * itself (SYM_LOC_KERNEL); symbolizer__resolve_loc then names it as
+ * symbolizer__resolve_inline would have (inline levels first). So a
+ * recorder can leave the costly part, reading kallsyms, symbol tables and
+ * DWARF, until the target is done. symbolizer__locate returns false for
+ * anything else (JIT and perf-map code, vdso, unknown): name those now.
+ * kernel and return_addr as for symbolizer__resolve.
  */
+#define SYM_LOC_KERNEL UINT32_MAX
 struct sym_loc {
 	uint32_t module;
 	uint64_t offset;
 };
-bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool return_addr,
-			struct sym_loc *loc);
+bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool kernel,
+			bool return_addr, struct sym_loc *loc);
 size_t symbolizer__resolve_loc(struct symbolizer *s, const struct sym_loc *loc,
 			       struct sym_frame *out, size_t max);
 

@@ -1554,25 +1554,29 @@ Test(symbolize, located_addresses_name_the_same_after_exit)
 	work = spawn_symd(s, path, &c);
 	pid = (uint32_t)c.pid;
 	cr_assert_gt(feed_maps(s2, c.pid), 0);
+	for (size_t i = 0; i < 0x100; i++)
+		cr_assert(symbolizer__locate(s, pid, work + i, false, false, &loc[i]));
+	/* locating reads no symbols */
+	cr_assert_eq(symbolizer__stats(s)->modules_loaded, 0);
 	for (size_t i = 0; i < 0x100; i++) {
-		cr_assert(symbolizer__locate(s, pid, work + i, false, &loc[i]));
 		nnow[i] = symbolizer__resolve_inline(s2, pid, work + i, false, false, now, 4);
 		fn_now[i] = strdup(now[nnow[i] - 1].name);
 		leaf_now[i] = strdup(now[0].name);
 	}
 	/* a return address is located at the call, one byte before */
 	struct sym_loc ra;
-	cr_assert(symbolizer__locate(s, pid, work + 1, true, &ra));
+	cr_assert(symbolizer__locate(s, pid, work + 1, false, true, &ra));
 	cr_assert_eq(ra.module, loc[0].module);
 	cr_assert_eq(ra.offset, loc[0].offset);
-	/* not in a file: kernel-looking, unmapped, anonymous code */
-	cr_assert_not(symbolizer__locate(s, pid, 0xffffffff81000000ull, false, &ra));
-	cr_assert_not(symbolizer__locate(s, pid, 4096, false, &ra));
+	/* not in a file: unmapped, anonymous code */
+	cr_assert_not(symbolizer__locate(s, pid, 0x7ffffffff000ull, false, false, &ra));
+	cr_assert_not(symbolizer__locate(s, pid, 4096, false, false, &ra));
 	cr_assert_eq(
 		symbolizer__mmap(s, pid, 0x10000000, 0x1000, 0, PROT_READ | PROT_EXEC, "//anon"),
 		0);
-	cr_assert_not(symbolizer__locate(s, pid, 0x10000010, false, &ra));
-	cr_assert_not(symbolizer__locate(s, pid + 1000000, work, false, &ra), "no such process");
+	cr_assert_not(symbolizer__locate(s, pid, 0x10000010, false, false, &ra));
+	cr_assert_not(symbolizer__locate(s, pid + 1000000, work, false, false, &ra),
+		      "no such process");
 	reap(&c);
 
 	/* the process is gone and its pid maps something else where symd_work was */
@@ -1593,10 +1597,46 @@ Test(symbolize, located_addresses_name_the_same_after_exit)
 	}
 	cr_assert_eq(located, 0x100);
 	cr_assert_gt(inlined, 0, "some address is in the inlined loop");
+	cr_assert_gt(symbolizer__stats(s)->modules_loaded, 0);
 	/* a location of no module */
 	struct sym_loc bad = { .module = 1u << 30 };
 	cr_assert_eq(symbolizer__resolve_loc(s, &bad, later, 4), 1);
 	cr_assert_str_eq(later[0].name, "[unknown]");
 	symbolizer__free(s);
 	symbolizer__free(s2);
+}
+
+/* kallsyms read by a thread of its own; kernel addresses located now and named after it. */
+Test(symbolize, kallsyms_async_and_kernel_locations)
+{
+	struct symbolizer *s = symbolizer__new();
+	struct sym_loc loc, ret;
+	struct sym_frame f;
+	char path[256];
+
+	tmp_path(path, sizeof(path), "kallsyms");
+	write_file(path, synthetic_kallsyms, sizeof(synthetic_kallsyms) - 1);
+	/* located before the table exists: a kernel location is the address itself */
+	cr_assert(symbolizer__locate(s, 1, 0xffffffff81000180, true, false, &loc));
+	cr_assert_eq(loc.module, SYM_LOC_KERNEL);
+	cr_assert(symbolizer__locate(s, 1, 0xffffffff81000400, true, true, &ret));
+	cr_assert_eq(ret.offset, 0xffffffff810003ff, "a return address is named at the call");
+
+	cr_assert_eq(symbolizer__load_kallsyms_async(s, path), 0);
+	cr_assert_eq(symbolizer__resolve_loc(s, &loc, &f, 1), 1);
+	cr_assert_str_eq(f.name, "local_fn");
+	cr_assert_eq(f.kind, FRAME_KERNEL);
+	cr_assert_eq(symbolizer__resolve_loc(s, &ret, &f, 1), 1);
+	cr_assert_str_eq(f.name, "local_fn");
+	cr_assert_eq(symbolizer__kallsyms_result(s), 0);
+
+	/* a failed load reports its error and keeps the table */
+	tmp_path(path, sizeof(path), "kallsyms-zero");
+	write_str(path, "0000000000000000 T _stext\n0000000000000000 T schedule\n");
+	cr_assert_eq(symbolizer__load_kallsyms_async(s, path), 0);
+	cr_assert_eq(symbolizer__kallsyms_result(s), -EPERM);
+	expect_kernel(s, 0xffffffff81000180, false, "local_fn", "[kernel.kallsyms]");
+	/* a load still running when the symbolizer goes */
+	cr_assert_eq(symbolizer__load_kallsyms_async(s, "/proc/kallsyms"), 0);
+	symbolizer__free(s);
 }
