@@ -544,8 +544,9 @@ struct ra_slot {
 struct jit_ret {
 	uint64_t key;
 	uint64_t ra[JIT_RET_WAYS]; /* most recent first */
-	bool grafted; /* its caller was last found by graft_gemm */
-	uint32_t ra_off; /* where above the SP its return address was last found, 0: nowhere */
+	bool grafted; /* its caller was found by graft_gemm before */
+	/* where above the SP its return address was found lately, most recent first; 0: unused */
+	uint32_t ra_off[JIT_RET_WAYS];
 };
 
 /* Call sites seen calling a function (the return addresses just above its frames). */
@@ -1050,11 +1051,13 @@ static bool find_jit_caller(struct uw_ctx *ctx, struct walker *cur, struct walke
 	 * (the GEMM kernel's is 8 KiB up): a known stack from there is the same
 	 * one a search would find, as no other slot below it starts one.
 	 */
-	if (jr && jr->ra_off && stack_word(ctx, sp + jr->ra_off, &ra) && ra) {
+	for (int k = 0; jr && k < JIT_RET_WAYS && jr->ra_off[k]; k++) {
+		if (!stack_word(ctx, sp + jr->ra_off[k], &ra) || !ra)
+			continue;
 		for (int i = 0; i < JIT_RET_WAYS; i++) {
 			if (ra != jr->ra[i])
 				continue;
-			push(f, ra, sp + jr->ra_off + 8);
+			push(f, ra, sp + jr->ra_off[k] + 8);
 			if (chain_join(ctx, f)) {
 				*how = WALK_ROOT;
 				return true;
@@ -1436,10 +1439,12 @@ static enum walk_end graft_gemm(struct uw_ctx *ctx, struct frames *f, const stru
 
 /*
  * Whether to graft before searching the copy: this code's caller was found
- * by grafting last time, and the SP the kernel saved lies outside the copy,
- * so its caller's frames are not in it and a search of the whole copy (the
- * workspace holds no return addresses) could only fail or be fooled. Half
- * of the MLP's samples are in the GEMM kernel: the search was most of the
+ * by grafting before (it is a GEMM kernel), and the SP the kernel saved lies
+ * outside the copy, so its caller's frames are not in it and a search of
+ * the whole copy (the workspace holds no return addresses) could only fail
+ * or be fooled. The same kernel also runs on the stack (smaller K): then
+ * the saved SP is in the copy and its caller is searched for there. Half of
+ * the MLP's samples are in the GEMM kernel: the search was most of the
  * unwinder's time.
  */
 static bool graft_first(const struct uw_ctx *ctx, const struct frames *f, const struct jit_ret *jr)
@@ -1500,14 +1505,21 @@ static void drop_stale(struct frames *f, size_t at, const struct jit_ret *jr)
 	f->n -= k - at;
 }
 
-static void jit_ret_note(struct jit_ret *jr, uint64_t ra)
+static void jit_ret_note(struct jit_ret *jr, uint64_t ra, uint64_t ra_off)
 {
+	uint32_t off = ra_off <= UINT32_MAX ? (uint32_t)ra_off : 0;
 	int i;
 
 	for (i = 0; i < JIT_RET_WAYS - 1 && jr->ra[i] != ra; i++)
 		;
 	memmove(jr->ra + 1, jr->ra, i * sizeof(*jr->ra));
 	jr->ra[0] = ra;
+	if (!off)
+		return;
+	for (i = 0; i < JIT_RET_WAYS - 1 && jr->ra_off[i] != off; i++)
+		;
+	memmove(jr->ra_off + 1, jr->ra_off, i * sizeof(*jr->ra_off));
+	jr->ra_off[0] = off;
 }
 
 /* ---- the unwinder ---- */
@@ -1580,9 +1592,7 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 			if (jr) {
 				uint64_t off = f.sps[jit_at] - 8 - f.sps[jit_at - 1];
 
-				jit_ret_note(jr, f.ips[jit_at]);
-				jr->grafted = false;
-				jr->ra_off = off < ctx.size ? (uint32_t)off : 0;
+				jit_ret_note(jr, f.ips[jit_at], off < ctx.size ? off : 0);
 			}
 			w = next;
 			continue;
