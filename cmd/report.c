@@ -280,6 +280,22 @@ static void kinds_present(const struct profile *p, bool present[SAMPLE_KIND_MAX]
 }
 
 /* The sample kinds and weighing the options ask for. */
+/* The samples a report draws: those of the kinds selected (none selected: on-CPU). */
+static size_t drawn_samples(const struct profile *p, const struct render_select *sel)
+{
+	bool any = false;
+	size_t n = 0;
+
+	for (int k = 0; k < SAMPLE_KIND_MAX; k++)
+		any |= sel->kinds[k];
+	for (size_t i = 0; i < profile__nr_samples(p); i++) {
+		uint32_t kind = profile__get_sample(p, i)->kind;
+
+		n += any ? sel->kinds[kind] : kind == SAMPLE_ONCPU;
+	}
+	return n;
+}
+
 static struct render_select selection(const struct report_opts *o, const struct profile *p)
 {
 	const struct select_opts *so = &o->sel;
@@ -378,7 +394,7 @@ int cmd_report(int argc, char **argv)
 		goto out;
 	}
 	if (o.output && strcmp(o.output, "-"))
-		info("wrote %s (%zu samples)", o.output, profile__nr_samples(view ? view : p));
+		info("wrote %s (%zu samples)", o.output, drawn_samples(view ? view : p, &sel));
 	ret = EXIT_OK;
 out:
 	profile__free(view);
