@@ -199,11 +199,12 @@ static int push_addr(struct pipeline *pl, size_t *n, uint32_t pid, uint64_t ip, 
  * Returns the number of addresses seen in the chain.
  */
 static int push_callchain(struct pipeline *pl, size_t *n, const struct rec_sample *s, bool user_too,
-			  size_t *addrs)
+			  size_t *addrs, uint64_t *last_user)
 {
 	bool kernel = !s->user, first_in_ctx = true;
 
 	*addrs = 0;
+	*last_user = 0;
 	for (uint64_t i = 0; i < s->nr; i++) {
 		uint64_t ip = s->ips[i];
 		int err;
@@ -219,6 +220,8 @@ static int push_callchain(struct pipeline *pl, size_t *n, const struct rec_sampl
 			continue;
 		}
 		(*addrs)++;
+		if (!kernel)
+			*last_user = ip;
 		if (!kernel && !user_too)
 			continue;
 		/* the first address of a context is where the thread was; the rest return there */
@@ -230,18 +233,51 @@ static int push_callchain(struct pipeline *pl, size_t *n, const struct rec_sampl
 	return 0;
 }
 
-/* User frames from the copied stack; false if there is nothing to unwind. */
-static int push_unwound(struct pipeline *pl, size_t *n, const struct rec_sample *s, bool *done)
+/* A stack cut for `end`: its visible placeholder root. */
+static int push_cut(struct pipeline *pl, size_t *n, enum stack_end end)
+{
+	if (end == STACK_END_COMPLETE)
+		return 0;
+	if (end == STACK_END_JIT)
+		return special_frame(pl, n, "[JIT caller not recovered]");
+	pl->truncated++;
+	return special_frame(pl, n, "[truncated]");
+}
+
+static enum stack_end stack_end_of(enum unwind_end end)
+{
+	switch (end) {
+	case UNWIND_END_ROOT:
+		return STACK_END_COMPLETE;
+	case UNWIND_END_COPY:
+		return STACK_END_COPY;
+	case UNWIND_END_DEPTH:
+		return STACK_END_DEPTH;
+	case UNWIND_END_JIT_NO_CALLER:
+		return STACK_END_JIT;
+	default:
+		return STACK_END_ERROR;
+	}
+}
+
+/*
+ * User frames from the copied stack, and how they ended; *done false if
+ * there was nothing to unwind (*how then says why).
+ */
+static int push_unwound(struct pipeline *pl, size_t *n, const struct rec_sample *s, bool *done,
+			enum stack_end *how)
 {
 	uint64_t ips[PIPELINE_MAX_DEPTH];
-	enum unwind_end end = UNWIND_END_TRUNCATED;
+	enum unwind_end end = UNWIND_END_ERROR;
 	int k, err;
 
 	*done = false;
+	*how = STACK_END_NO_USER;
 	if (!s->uregs.abi || !s->stack_size)
 		return 0;
 	k = symbolizer__unwind(pl->sym, s->pid, s->uregs.regs, s->uregs.mask, s->stack,
 			       s->stack_size, ips, PIPELINE_MAX_DEPTH, &end);
+	*how = STACK_END_ERROR;
 	if (k <= 0)
 		return k == -ENOMEM ? k : 0; /* fall back to the kernel's user callchain */
 	*done = true;
@@ -250,31 +286,28 @@ static int push_unwound(struct pipeline *pl, size_t *n, const struct rec_sample 
 		if (err)
 			return err;
 	}
-	if (end == UNWIND_END_JIT_NO_CALLER)
-		return special_frame(pl, n, "[JIT caller not recovered]");
-	if (end == UNWIND_END_TRUNCATED) {
-		pl->truncated++;
-		return special_frame(pl, n, "[truncated]");
-	}
-	return 0;
+	*how = stack_end_of(end);
+	return push_cut(pl, n, *how);
 }
 
 /*
- * Builds the sample's stack into the profile. The result is the stack id,
- * or a negative errno.
+ * Builds the sample's stack into the profile and notes how it ended. The
+ * result is the stack id, or a negative errno.
  */
 static int64_t build_stack(struct pipeline *pl, const struct rec_sample *s)
 {
+	enum stack_end end = STACK_END_COMPLETE;
 	size_t n = 0, addrs = 0;
+	uint64_t last_user;
 	bool unwound = false;
 	int64_t stack = 0;
 	int err;
 
 	if (s->uregs.abi) {
 		/* DWARF mode: the kernel part of the chain, then the unwound user frames */
-		err = push_callchain(pl, &n, s, false, &addrs);
+		err = push_callchain(pl, &n, s, false, &addrs, &last_user);
 		if (!err)
-			err = push_unwound(pl, &n, s, &unwound);
+			err = push_unwound(pl, &n, s, &unwound, &end);
 		if (!err && !unwound) {
 			/*
 			 * The kernel did not walk user frames, so the chain holds
@@ -282,21 +315,26 @@ static int64_t build_stack(struct pipeline *pl, const struct rec_sample *s)
 			 */
 			err = push_addr(pl, &n, s->pid, s->uregs.regs[PERF_REG_X86_IP], false,
 					false);
-			if (!err) {
-				pl->truncated++;
-				err = special_frame(pl, &n, "[truncated]");
-			}
+			if (!err)
+				err = push_cut(pl, &n, end);
 		}
 	} else {
 		/* frame-pointer mode, or nothing to unwind: the kernel's chain, whole */
-		err = push_callchain(pl, &n, s, true, &addrs);
+		err = push_callchain(pl, &n, s, true, &addrs, &last_user);
 		if (!err && addrs == 0)
 			err = push_addr(pl, &n, s->pid, s->ip, !s->user, false);
-		/* the kernel stops a chain at perf_event_max_stack entries: its root is missing */
-		if (!err && addrs >= pl->max_stack) {
-			pl->truncated++;
-			err = special_frame(pl, &n, "[truncated]");
-		}
+		/*
+		 * The kernel stops a chain at perf_event_max_stack entries (its
+		 * root is missing) and a user part where the frame pointers end:
+		 * whole only if that is a thread's outermost frame. A chain with
+		 * no user part is a kernel thread's, whole.
+		 */
+		if (addrs >= pl->max_stack)
+			end = STACK_END_DEPTH;
+		else if (last_user && !symbolizer__outermost(pl->sym, s->pid, last_user))
+			end = STACK_END_ERROR;
+		if (!err && end == STACK_END_DEPTH)
+			err = push_cut(pl, &n, end);
 	}
 	if (err)
 		return err;
@@ -305,6 +343,7 @@ static int64_t build_stack(struct pipeline *pl, const struct rec_sample *s)
 		if (stack < 0)
 			return stack;
 	}
+	profile__set_stack_end(pl->prof, (uint32_t)stack, end);
 	return stack;
 }
 
@@ -328,11 +367,15 @@ static struct offcpu_thread *ot_of(struct pipeline *pl, uint32_t tid)
 static int64_t special_stack(struct pipeline *pl, const char *name)
 {
 	size_t n = 0;
+	int64_t stack;
 	int err = special_frame(pl, &n, name);
 
 	if (err)
 		return err;
-	return profile__stack(pl->prof, 0, pl->frames[0]);
+	stack = profile__stack(pl->prof, 0, pl->frames[0]);
+	if (stack > 0)
+		profile__set_stack_end(pl->prof, (uint32_t)stack, STACK_END_NOT_SAMPLED);
+	return stack;
 }
 
 static int add_block(struct pipeline *pl, uint32_t thread, uint32_t stack, uint64_t from,
@@ -349,6 +392,7 @@ static int add_block(struct pipeline *pl, uint32_t thread, uint32_t stack, uint6
 	if (to <= from)
 		return 0;
 	pl->offcpu_samples++;
+	pl->offcpu_end_ns[profile__stack_end(pl->prof, stack)] += smp.weight;
 	if (runqueue)
 		pl->runq_ns += smp.weight;
 	else
@@ -486,6 +530,7 @@ int pipeline__attached_thread(struct pipeline *pl, uint32_t pid, uint32_t tid, b
 	}
 	if (err)
 		return err;
+	profile__set_stack_end(pl->prof, (uint32_t)stack, STACK_END_NOT_SAMPLED);
 	t->before_stack = (uint32_t)stack;
 	t->has_before_stack = true;
 	return 0;
@@ -579,6 +624,7 @@ static int on_sample(struct pipeline *pl, const struct rec_sample *s)
 		.kind = SAMPLE_ONCPU,
 	};
 	pl->samples++;
+	pl->oncpu_ends[profile__stack_end(pl->prof, (uint32_t)stack)]++;
 	return profile__add_sample(pl->prof, &smp);
 }
 

@@ -48,6 +48,8 @@ struct pipeline {
 	uint32_t max_stack; /* kernel.perf_event_max_stack: a chain this long was cut */
 	uint64_t first_time, last_time;
 	uint64_t samples, lost, truncated;
+	uint64_t oncpu_ends[STACK_END_MAX]; /* on-CPU samples by how their stack ended */
+	uint64_t offcpu_end_ns[STACK_END_MAX]; /* blocked and runqueue ns, likewise */
 	uint64_t frames_scratch_cap;
 	uint32_t *frames; /* scratch: frame ids of one sample, leaf first */
 	int err; /* first error that stopped the pipeline */

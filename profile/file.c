@@ -9,10 +9,12 @@
  *            STRS u64 n, n x (u32 len, bytes)        string 0 is ""
  *            FRMS u64 n, n x (u32 name, module, kind, file, line, build_id)
  *            STKS u64 n, n x (u32 parent, frame)     entry 0 is the root; parent < index
+ *            ENDS u64 n, n x u8 enum stack_end       n = the stacks' n (version 2 on)
  *            THRS u64 n, n x (u32 pid, tid, comm)
  *            META u64 start, end, lost, freq; u32 event, command, hostname, flags
  *            SMPS u64 n, n x (u64 time, weight; u32 stack, thread, kind)
  *   Unknown tags are skipped, so a same-version writer may add sections.
+ *   Version 1 files (no ENDS) still read: their stacks' ends are unknown.
  *   The writer streams the payload through deflate (samples may come from the
  *   profile's spool file) and fills in the header last.
  *
@@ -46,6 +48,7 @@
 #define TAG_THRS TAG('T', 'H', 'R', 'S')
 #define TAG_META TAG('M', 'E', 'T', 'A')
 #define TAG_SMPS TAG('S', 'M', 'P', 'S')
+#define TAG_ENDS TAG('E', 'N', 'D', 'S')
 
 #define META_SIZE (4 * 8 + 4 * 4)
 #define FRAME_SIZE (6 * 4)
@@ -145,6 +148,11 @@ static int build_tables(const struct profile *p, struct wbuf *b)
 		wb_u32(b, p->stacks[i].parent);
 		wb_u32(b, p->stacks[i].frame);
 	}
+	section_end(b, at);
+
+	at = section_begin(b, TAG_ENDS);
+	wb_u64(b, p->nr_stacks);
+	wb_bytes(b, p->ends, p->nr_stacks);
 	section_end(b, at);
 
 	at = section_begin(b, TAG_THRS);
@@ -452,11 +460,11 @@ static int section_count(const struct section *s, size_t elem, const char *what,
 	return 0;
 }
 
-static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
+static int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profile *p,
 			  struct profile_read_error *e)
 {
-	struct section strs = { 0 }, frms = { 0 }, stks = { 0 }, thrs = { 0 }, meta = { 0 },
-		       smps = { 0 };
+	struct section strs = { 0 }, frms = { 0 }, stks = { 0 }, ends = { 0 }, thrs = { 0 },
+		       meta = { 0 }, smps = { 0 };
 	uint32_t *smap = NULL, *fmap = NULL, *kmap = NULL, *tmap = NULL;
 	uint64_t n;
 	size_t pos = 0;
@@ -482,6 +490,9 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 			break;
 		case TAG_STKS:
 			s = &stks;
+			break;
+		case TAG_ENDS:
+			s = version >= 2 ? &ends : NULL;
 			break;
 		case TAG_THRS:
 			s = &thrs;
@@ -622,6 +633,24 @@ static int decode_payload(const uint8_t *d, size_t len, struct profile *p,
 		}
 		kmap[i] = (uint32_t)id;
 	}
+	if (version >= 2) {
+		err = section_count(&ends, 1, "missing or malformed stack ends section", e, &n);
+		if (err)
+			goto out;
+		if (n != nstk) {
+			err = fail(e, "stack ends do not match the stacks", ends.off, true);
+			goto out;
+		}
+		for (uint64_t i = 0; i < n; i++) {
+			uint8_t end = ends.data[8 + i];
+
+			if (end >= STACK_END_MAX) {
+				err = fail(e, "bad stack end", ends.off + 24 + i, true);
+				goto out;
+			}
+			profile__set_stack_end(p, kmap[i], end);
+		}
+	}
 
 	err = section_count(&thrs, 12, "missing or malformed threads section", e, &n);
 	if (err)
@@ -703,6 +732,7 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 {
 	struct profile *p = NULL;
 	uint64_t plen, zlen;
+	uint32_t version;
 	uint8_t *payload = NULL;
 	z_stream zs = { 0 };
 	int err;
@@ -716,7 +746,8 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 			return fail(e, "truncated header", len, false);
 		return fail(e, "unsupported profile format (magic version)", 7, false);
 	}
-	if (get_le32(buf + 8) != PROFILE_VERSION)
+	version = get_le32(buf + 8);
+	if (version < 1 || version > PROFILE_VERSION)
 		return fail(e, "unsupported profile version", 8, false);
 	if (get_le32(buf + 12) & ~FLAG_FINALIZED)
 		return fail(e, "unknown header flags", 12, false);
@@ -770,7 +801,7 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 			goto out;
 		}
 	}
-	err = decode_payload(payload, plen, p, e);
+	err = decode_payload(payload, plen, version, p, e);
 	if (err)
 		goto out;
 	if (p->meta.finalized != !!(get_le32(buf + 12) & FLAG_FINALIZED)) {

@@ -21,7 +21,8 @@ struct profile {
 	size_t nr_frames, cap_frames;
 	struct pf_stack *stacks;
 	uint32_t *depths;
-	size_t nr_stacks, cap_stacks, cap_depths;
+	uint8_t *ends; /* enum stack_end per stack */
+	size_t nr_stacks, cap_stacks, cap_depths, cap_ends;
 	struct pf_thread *threads;
 	size_t nr_threads, cap_threads;
 	struct pf_sample *samples; /* the samples after the spilled ones */

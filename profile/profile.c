@@ -43,6 +43,7 @@ void profile__free(struct profile *p)
 	free(p->frames);
 	free(p->stacks);
 	free(p->depths);
+	free(p->ends);
 	free(p->threads);
 	free(p->samples);
 	free(p->spill_dir);
@@ -182,10 +183,12 @@ int64_t profile__stack(struct profile *p, uint32_t parent, uint32_t frame)
 	/* the very first call creates the root (stack 0) */
 	if (p->nr_stacks == 0) {
 		if (grow_array((void **)&p->stacks, &p->cap_stacks, 1, sizeof(st)) ||
-		    grow_array((void **)&p->depths, &p->cap_depths, 1, sizeof(*p->depths)))
+		    grow_array((void **)&p->depths, &p->cap_depths, 1, sizeof(*p->depths)) ||
+		    grow_array((void **)&p->ends, &p->cap_ends, 1, sizeof(*p->ends)))
 			return -ENOMEM;
 		p->stacks[0] = (struct pf_stack){ 0, 0 };
 		p->depths[0] = 0;
+		p->ends[0] = STACK_END_UNKNOWN;
 		p->nr_stacks = 1;
 		return 0;
 	}
@@ -199,10 +202,12 @@ int64_t profile__stack(struct profile *p, uint32_t parent, uint32_t frame)
 		return (int64_t)id;
 	if (p->nr_stacks >= UINT32_MAX ||
 	    grow_array((void **)&p->stacks, &p->cap_stacks, p->nr_stacks + 1, sizeof(st)) ||
-	    grow_array((void **)&p->depths, &p->cap_depths, p->nr_stacks + 1, sizeof(*p->depths)))
+	    grow_array((void **)&p->depths, &p->cap_depths, p->nr_stacks + 1, sizeof(*p->depths)) ||
+	    grow_array((void **)&p->ends, &p->cap_ends, p->nr_stacks + 1, sizeof(*p->ends)))
 		return -ENOMEM;
 	p->stacks[p->nr_stacks] = st;
 	p->depths[p->nr_stacks] = p->depths[parent] + 1;
+	p->ends[p->nr_stacks] = STACK_END_UNKNOWN;
 	if (u64map_put(&p->stack_ids, slot, p->nr_stacks))
 		return -ENOMEM;
 	return (int64_t)p->nr_stacks++;
@@ -423,6 +428,36 @@ uint32_t profile__stack_depth(const struct profile *p, uint32_t id)
 	return p->depths[id];
 }
 
+int profile__set_stack_end(struct profile *p, uint32_t stack, enum stack_end end)
+{
+	if (stack >= p->nr_stacks || (unsigned)end >= STACK_END_MAX)
+		return -EINVAL;
+	if (p->ends[stack] == STACK_END_UNKNOWN)
+		p->ends[stack] = (uint8_t)end;
+	return 0;
+}
+
+enum stack_end profile__stack_end(const struct profile *p, uint32_t id)
+{
+	return (enum stack_end)p->ends[id];
+}
+
+const char *profile__stack_end_name(enum stack_end end)
+{
+	static const char *const names[STACK_END_MAX] = {
+		[STACK_END_UNKNOWN] = "not recorded",
+		[STACK_END_COMPLETE] = "complete",
+		[STACK_END_COPY] = "stack copy exhausted",
+		[STACK_END_ERROR] = "unwind error",
+		[STACK_END_DEPTH] = "depth limit",
+		[STACK_END_JIT] = "JIT caller not recovered",
+		[STACK_END_NO_USER] = "user stack not sampled",
+		[STACK_END_NOT_SAMPLED] = "stack not sampled",
+	};
+
+	return (unsigned)end < STACK_END_MAX ? names[end] : "?";
+}
+
 struct pf_meta *profile__meta(struct profile *p)
 {
 	return &p->meta;
@@ -526,6 +561,7 @@ struct profile *profile__relabel(const struct profile *p, bool with_lines)
 			profile__stack(q, (uint32_t)r.stacks[p->stacks[i].parent], (uint32_t)fr);
 		if (r.stacks[i] < 0)
 			goto out;
+		profile__set_stack_end(q, (uint32_t)r.stacks[i], p->ends[i]);
 	}
 	for (size_t i = 0; i < p->nr_threads; i++) {
 		const struct pf_thread *t = &p->threads[i];
@@ -572,6 +608,30 @@ out:
 	free(r.chunk);
 	profile__free(q);
 	return ret;
+}
+
+int profile__foreach_sample(const struct profile *p, profile_sample_fn fn, void *ctx)
+{
+	uint8_t *buf = NULL;
+	int err = 0;
+
+	for (uint64_t i = 0; i < p->nr_spilled && !err; i += SPOOL_CHUNK) {
+		size_t n = p->nr_spilled - i < SPOOL_CHUNK ? p->nr_spilled - i : SPOOL_CHUNK;
+
+		if (!buf && !(buf = malloc(SPOOL_CHUNK * SAMPLE_SIZE)))
+			return -ENOMEM;
+		err = spool_read(p, i, buf, n);
+		for (size_t k = 0; k < n && !err; k++) {
+			struct pf_sample s;
+
+			sample_decode(buf + k * SAMPLE_SIZE, &s);
+			err = fn(ctx, &s);
+		}
+	}
+	free(buf);
+	for (size_t i = 0; i < p->nr_samples && !err; i++)
+		err = fn(ctx, &p->samples[i]);
+	return err;
 }
 
 /* ---- replacing frames by chains ---- */
@@ -645,20 +705,31 @@ struct tables {
 	size_t nr_frames, cap_frames;
 	struct pf_stack *stacks;
 	uint32_t *depths;
-	size_t nr_stacks, cap_stacks, cap_depths;
+	uint8_t *ends;
+	size_t nr_stacks, cap_stacks, cap_depths, cap_ends;
 	struct u64map frame_ids, stack_ids;
 };
 
 static void tables_take(struct tables *t, struct profile *p)
 {
-	*t =
-		(struct tables){ p->frames,    p->nr_frames, p->cap_frames, p->stacks,
-				 p->depths,    p->nr_stacks, p->cap_stacks, p->cap_depths,
-				 p->frame_ids, p->stack_ids };
+	*t = (struct tables){ .frames = p->frames,
+			      .nr_frames = p->nr_frames,
+			      .cap_frames = p->cap_frames,
+			      .stacks = p->stacks,
+			      .depths = p->depths,
+			      .ends = p->ends,
+			      .nr_stacks = p->nr_stacks,
+			      .cap_stacks = p->cap_stacks,
+			      .cap_depths = p->cap_depths,
+			      .cap_ends = p->cap_ends,
+			      .frame_ids = p->frame_ids,
+			      .stack_ids = p->stack_ids };
 	p->frames = NULL;
 	p->stacks = NULL;
 	p->depths = NULL;
+	p->ends = NULL;
 	p->nr_frames = p->cap_frames = p->nr_stacks = p->cap_stacks = p->cap_depths = 0;
+	p->cap_ends = 0;
 	u64map_init(&p->frame_ids);
 	u64map_init(&p->stack_ids);
 }
@@ -668,6 +739,7 @@ static void tables_free(struct tables *t)
 	free(t->frames);
 	free(t->stacks);
 	free(t->depths);
+	free(t->ends);
 	u64map_free(&t->frame_ids);
 	u64map_free(&t->stack_ids);
 }
@@ -684,9 +756,11 @@ static void tables_restore(struct profile *p, struct tables *t)
 	p->cap_frames = t->cap_frames;
 	p->stacks = t->stacks;
 	p->depths = t->depths;
+	p->ends = t->ends;
 	p->nr_stacks = t->nr_stacks;
 	p->cap_stacks = t->cap_stacks;
 	p->cap_depths = t->cap_depths;
+	p->cap_ends = t->cap_ends;
 	u64map_free(&p->frame_ids);
 	u64map_free(&p->stack_ids);
 	p->frame_ids = t->frame_ids;
@@ -717,6 +791,7 @@ static int ex_build(struct profile *p, struct expand *x, const struct tables *ol
 				return (int)at;
 		}
 		x->smap[i] = (uint32_t)at;
+		profile__set_stack_end(p, (uint32_t)at, old->ends[i]);
 	}
 	return 0;
 }

@@ -54,6 +54,26 @@ struct pf_stack {
 	uint32_t frame; /* frame id; meaningless for stack 0 */
 };
 
+/*
+ * How a stack's unwinding ended, stored per stack: complete, or cut and why.
+ * A cut stack also ends in a visible placeholder frame ([truncated],
+ * [JIT caller not recovered], [stack not sampled]); this says which cause.
+ */
+enum stack_end {
+	STACK_END_UNKNOWN = 0, /* not recorded (format version 1), or no sample ends here */
+	STACK_END_COMPLETE, /* reached the outermost frame of its thread */
+	STACK_END_COPY, /* the user stack copy ended before the stack did */
+	STACK_END_ERROR, /* an unwind error, missing CFI or an implausible frame */
+	STACK_END_DEPTH, /* a depth limit: the unwinder's or the kernel's perf_event_max_stack */
+	STACK_END_JIT, /* JIT code whose caller was not recovered */
+	STACK_END_NO_USER, /* the kernel part only: the user stack was not sampled */
+	STACK_END_NOT_SAMPLED, /* no stack: a block whose switch sample is missing, or before attach */
+	STACK_END_MAX,
+};
+
+/* "complete", "stack copy exhausted", ...: what a report calls each end. */
+const char *profile__stack_end_name(enum stack_end end);
+
 struct pf_thread {
 	uint32_t pid;
 	uint32_t tid;
@@ -116,6 +136,14 @@ const struct pf_sample *profile__get_sample(const struct profile *p, size_t i);
 uint32_t profile__stack_depth(const struct profile *p, uint32_t id);
 
 /*
+ * How the samples whose leaf is `stack` were unwound. The first end set
+ * stays (stacks that only a cause of [truncated] tells apart may share a
+ * node); STACK_END_UNKNOWN never overrides. 0 or -EINVAL.
+ */
+int profile__set_stack_end(struct profile *p, uint32_t stack, enum stack_end end);
+enum stack_end profile__stack_end(const struct profile *p, uint32_t id);
+
+/*
  * Bounded memory for long recordings. With a threshold > 0, once that many
  * samples are held in memory, the next profile__add_sample() first moves them
  * to an unlinked temporary file in `dir` (or $TMPDIR, or /tmp, when dir is
@@ -126,6 +154,12 @@ uint32_t profile__stack_depth(const struct profile *p, uint32_t id);
  * reports may use profile__get_sample() on every sample.
  */
 int profile__set_spill(struct profile *p, size_t threshold, const char *dir);
+/*
+ * Calls fn for every sample in order, spilled ones included, until it
+ * returns non-zero; returns that, or a negative errno from reading them back.
+ */
+typedef int (*profile_sample_fn)(void *ctx, const struct pf_sample *s);
+int profile__foreach_sample(const struct profile *p, profile_sample_fn fn, void *ctx);
 uint64_t profile__nr_spilled(const struct profile *p);
 
 /*
@@ -177,6 +211,7 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 		      struct profile_read_error *err);
 
 #define PROFILE_MAGIC "DLFLAME\x01"
-#define PROFILE_VERSION 1
+/* 2: stack ends (ENDS section). Version 1 files still read, their stacks' ends unknown. */
+#define PROFILE_VERSION 2
 
 #endif

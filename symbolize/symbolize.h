@@ -179,8 +179,11 @@ int symbolizer__load_proc_maps(struct symbolizer *s, uint32_t pid);
 
 /* Why an unwind stopped. */
 enum unwind_end {
-	UNWIND_END_ROOT = 0, /* reached the outermost frame (_start, thread start) */
-	UNWIND_END_TRUNCATED, /* stack copy exhausted, unwind error or depth limit */
+	UNWIND_END_ROOT =
+		0, /* reached the outermost frame: CFI marks its return address undefined */
+	UNWIND_END_COPY, /* the next frame lies beyond the stack copy */
+	UNWIND_END_ERROR, /* an unwind error, no CFI, or an implausible frame */
+	UNWIND_END_DEPTH, /* no room for more frames (max) */
 	UNWIND_END_JIT_NO_CALLER, /* stopped in JIT code whose caller was not recovered */
 };
 
@@ -198,6 +201,13 @@ enum unwind_end {
 int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,
 		       const uint8_t *stack, size_t stack_size, uint64_t *ips, size_t max,
 		       enum unwind_end *end);
+
+/*
+ * Whether the return address ra is in the outermost frame of a thread: the
+ * CFI that covers ra - 1 marks the return address undefined, as glibc's
+ * _start and clone3 do. A frame-pointer chain that ends there is whole.
+ */
+bool symbolizer__outermost(struct symbolizer *s, uint32_t pid, uint64_t ra);
 
 /*
  * JIT symbols: perf-map files (/tmp/perf-PID.map, read through

@@ -125,6 +125,7 @@ struct mod_unwind {
 	struct uw_load loads[UW_MAX_LOADS];
 	size_t nloads;
 	uint64_t lo, hi; /* extent of the PT_LOADs (vaddr) */
+	uint64_t entry; /* e_entry (vaddr), 0 for none */
 	struct uw_buf hdr, eh;
 	uint64_t hdr_vaddr, table_vaddr, fde_count; /* fde_count 0: no CFI */
 	uint64_t text_tag[TEXT_LINES]; /* line number + 1; 0: empty */
@@ -350,6 +351,7 @@ static int mod_parse(struct mod_unwind *mu)
 	    eh.e_phnum > UW_MAX_PHDRS)
 		return -ENOEXEC;
 	mu->lo = UINT64_MAX;
+	mu->entry = eh.e_entry;
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
 		uint64_t end;
 
@@ -980,6 +982,27 @@ static bool chain_join(struct uw_ctx *ctx, struct frames *f);
 static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra);
 
 /*
+ * A process's first frame: the code at the ELF entry point of its executable
+ * or its interpreter, which calls on and never returns. glibc's _start says
+ * so in its CFI; ld.so's entry (RTLD_START, running _dl_start and _dl_init
+ * before the program's own _start) has no CFI at all, so a walk that stops
+ * there has reached the root too. ip is a return address.
+ */
+#define ENTRY_CODE 128 /* bytes of entry code that call on */
+
+static bool at_entry(struct uw_ctx *ctx, uint64_t ip)
+{
+	struct mod_unwind *mu;
+	struct map *m = proc_lookup(ctx->p, ip);
+	uint64_t bias, at;
+
+	if (!m || !(mu = map_unwind(ctx, m, &bias)) || !mu->entry)
+		return false;
+	at = ip - 1 - bias;
+	return at >= mu->entry && at - mu->entry < ENTRY_CODE;
+}
+
+/*
  * Step with CFI from the last frame of f until something stops it. Every
  * frame must lie above the one before (this bounds loops) and return to
  * code just after a call, or to JIT code, or from a signal handler.
@@ -1002,9 +1025,12 @@ static enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f
 		ctx->oob = false;
 		ret = unw_step(&w->c);
 		if (ret == 0)
-			return ctx->noinfo ? WALK_FAIL : WALK_ROOT;
+			return !ctx->noinfo || (f->n > 1 && at_entry(ctx, ip)) ? WALK_ROOT
+									       : WALK_FAIL;
+		if (ret < 0 && ctx->oob)
+			return WALK_OOB;
 		if (ret < 0)
-			return ctx->oob ? WALK_OOB : WALK_FAIL;
+			return f->n > 1 && at_entry(ctx, ip) ? WALK_ROOT : WALK_FAIL;
 		nip = reg_of(&w->c, UNW_REG_IP);
 		nsp = reg_of(&w->c, UNW_REG_SP);
 		if (nsp <= sp)
@@ -1013,7 +1039,7 @@ static enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f
 		if (!after_call(ctx, nip, false) &&
 		    (ctx->noinfo || (!is_jit(ctx, nip, false) && !is_sigreturn(ctx, nip) &&
 				     !is_sigreturn(ctx, ip))))
-			return WALK_FAIL;
+			return ctx->noinfo && f->n > 1 && at_entry(ctx, ip) ? WALK_ROOT : WALK_FAIL;
 		push(f, nip, nsp);
 	}
 }
@@ -1524,6 +1550,22 @@ static void jit_ret_note(struct jit_ret *jr, uint64_t ra, uint64_t ra_off)
 
 /* ---- the unwinder ---- */
 
+static enum unwind_end end_of(enum walk_end how)
+{
+	switch (how) {
+	case WALK_ROOT:
+		return UNWIND_END_ROOT;
+	case WALK_OOB:
+		return UNWIND_END_COPY;
+	case WALK_FULL:
+		return UNWIND_END_DEPTH;
+	case WALK_JIT:
+		return UNWIND_END_JIT_NO_CALLER;
+	default:
+		return UNWIND_END_ERROR;
+	}
+}
+
 int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,
 		       const uint8_t *stack, size_t stack_size, uint64_t *ips, size_t max,
 		       enum unwind_end *end)
@@ -1538,7 +1580,7 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 
 	if (!s || !regs || !ips || !end || (!stack && stack_size))
 		return -EINVAL;
-	*end = UNWIND_END_TRUNCATED;
+	*end = UNWIND_END_ERROR;
 	if ((regs_mask & need) != need)
 		return -EINVAL;
 	if (!max)
@@ -1572,7 +1614,11 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 		size_t jit_at;
 		bool grafted;
 
-		if (++jit_frames > JIT_MAX_FRAMES || f.n >= f.max) {
+		if (f.n >= f.max) {
+			how = WALK_FULL;
+			break;
+		}
+		if (++jit_frames > JIT_MAX_FRAMES) {
 			how = WALK_FAIL;
 			break;
 		}
@@ -1603,19 +1649,41 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 			s->stats.jit_callers_recovered++;
 			if (jr)
 				jr->grafted = true;
-			*end = how == WALK_ROOT ? UNWIND_END_ROOT : UNWIND_END_TRUNCATED;
+			*end = end_of(how);
 			return (int)f.n;
 		}
 		s->stats.jit_callers_missed++;
 		*end = UNWIND_END_JIT_NO_CALLER;
 		return (int)f.n;
 	}
+	*end = end_of(how);
 	if (how == WALK_ROOT) {
-		*end = UNWIND_END_ROOT;
 		/* also the frames that came from a known stack: that marks them recently used */
 		chains_store(up, &ctx, &f);
 	} else {
 		s->stats.unwind_errors++;
 	}
 	return (int)f.n;
+}
+
+bool symbolizer__outermost(struct symbolizer *s, uint32_t pid, uint64_t ra)
+{
+	/* no stack at all: a step that needs to read the return address fails */
+	struct uw_ctx ctx = { .s = s, .sp0 = 1ull << 12 };
+	struct frames f;
+	struct walker w = { 0 };
+	uint64_t ips[2], sps[2];
+
+	if (!s || ra < 2)
+		return false;
+	ctx.p = proc_find(s, pid);
+	if (!ctx.p || !(ctx.up = unwind_proc_get(ctx.p)))
+		return false;
+	f = (struct frames){ .ips = ips, .sps = sps, .max = 2 };
+	/* inside the call instruction, as for any return address */
+	w.arg.regs[UNW_X86_64_RIP] = ra - 1;
+	w.arg.regs[UNW_X86_64_RSP] = ctx.sp0;
+	walker_init(&w, &ctx);
+	push(&f, ra - 1, ctx.sp0);
+	return walk(&ctx, &w, &f) == WALK_ROOT && f.n == 1;
 }

@@ -513,6 +513,9 @@ Test(profile, expand_frames_rebuilds_stacks_and_repoints_samples)
 	/* interned by the callback's owner before expanding, as the pipeline does */
 	c.fn = (uint32_t)profile__frame_str(p, "work", "app", FRAME_USER);
 	c.inl = (uint32_t)profile__frame_str(p, "helper", "app", FRAME_INLINED);
+	/* how each stack ended stays with it through the rebuild */
+	cr_assert_eq(profile__set_stack_end(p, (uint32_t)s1, STACK_END_COMPLETE), 0);
+	cr_assert_eq(profile__set_stack_end(p, (uint32_t)s_k, STACK_END_COPY), 0);
 
 	for (int i = 0; i < 1000; i++) {
 		struct pf_sample s = { .time = (uint64_t)i,
@@ -546,6 +549,10 @@ Test(profile, expand_frames_rebuilds_stacks_and_repoints_samples)
 
 		cr_assert_eq(s->time, i);
 		cr_assert_eq(profile__stack_depth(q, st), depth, "sample %zu", i);
+		/* s1 and s2 became one stack, which keeps s1's end */
+		cr_assert_eq(profile__stack_end(q, st),
+			     s->time % 3 == 2 ? STACK_END_COPY : STACK_END_COMPLETE, "sample %zu",
+			     i);
 		for (size_t d = depth; d-- > 0; st = profile__get_stack(q, st)->parent)
 			cr_assert_str_eq(
 				profile__str(q,
@@ -588,5 +595,60 @@ Test(profile, expand_frames_errors_are_returned)
 	profile__free(p);
 	p = make_profile();
 	cr_assert_eq(profile__expand_frames(p, expand_bad, NULL), -EINVAL);
+	profile__free(p);
+}
+
+Test(profile, stack_ends_are_kept_and_written)
+{
+	struct profile *p = make_profile(), *q = NULL, *r;
+	struct profile_read_error e = { 0 };
+	uint32_t leaf = (uint32_t)profile__nr_stacks(p) - 1; /* main;work;do_syscall_64 */
+	char path[128];
+
+	cr_assert_eq(profile__stack_end(p, leaf), STACK_END_UNKNOWN);
+	cr_assert_eq(profile__set_stack_end(p, leaf, STACK_END_JIT), 0);
+	/* the first end stays; unknown never overrides */
+	cr_assert_eq(profile__set_stack_end(p, leaf, STACK_END_COMPLETE), 0);
+	cr_assert_eq(profile__set_stack_end(p, leaf - 1, STACK_END_COMPLETE), 0);
+	cr_assert_eq(profile__stack_end(p, leaf), STACK_END_JIT);
+	cr_assert_eq(profile__set_stack_end(p, leaf, STACK_END_MAX), -EINVAL);
+	cr_assert_eq(profile__set_stack_end(p, leaf + 1, STACK_END_COPY), -EINVAL);
+
+	snprintf(path, sizeof(path), "%s/ends.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, &e), 0, "%s at %lu", e.what, (unsigned long)e.offset);
+	for (size_t i = 0; i < profile__nr_samples(q); i++) {
+		const struct pf_sample *s = profile__get_sample(q, i);
+
+		cr_assert_eq(profile__stack_end(q, s->stack), profile__stack_depth(q, s->stack) == 3
+								      ? STACK_END_JIT
+								      : STACK_END_COMPLETE);
+	}
+	r = profile__relabel(q, false);
+	cr_assert_not_null(r);
+	for (size_t i = 0; i < profile__nr_samples(r); i++) {
+		const struct pf_sample *s = profile__get_sample(r, i);
+
+		cr_assert_eq(profile__stack_end(r, s->stack), profile__stack_depth(r, s->stack) == 3
+								      ? STACK_END_JIT
+								      : STACK_END_COMPLETE);
+	}
+	cr_assert_str_eq(profile__stack_end_name(STACK_END_COPY), "stack copy exhausted");
+	profile__free(r);
+	profile__free(q);
+	profile__free(p);
+}
+
+/* Written by the version-1 writer (before stack ends): still read, every end unknown. */
+Test(profile, version_1_files_still_read)
+{
+	struct profile *p = NULL;
+	struct profile_read_error e = { 0 };
+
+	cr_assert_eq(profile__read(FIXTURES_SRC "/../golden/fixed-v1.data", &p, &e), 0, "%s at %lu",
+		     e.what, (unsigned long)e.offset);
+	cr_assert_gt(profile__nr_samples(p), 20);
+	for (size_t i = 0; i < profile__nr_stacks(p); i++)
+		cr_assert_eq(profile__stack_end(p, (uint32_t)i), STACK_END_UNKNOWN);
 	profile__free(p);
 }

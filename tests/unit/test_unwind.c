@@ -257,7 +257,7 @@ Test(unwind, depth_limit_truncates)
 	n = symbolizer__unwind(sym, (uint32_t)getpid(), smp->regs, regs_mask, smp->stack, smp->size,
 			       ips, 3, &end);
 	cr_assert_eq(n, 3);
-	cr_assert_eq(end, UNWIND_END_TRUNCATED);
+	cr_assert_eq(end, UNWIND_END_DEPTH);
 	sample_free(smp);
 }
 
@@ -313,7 +313,7 @@ Test(unwind, cut_copy_is_truncated_and_read_in_bounds)
 	uw_a(smp);
 	unwind_sample(smp, smp->stack, smp->size, &full);
 	cr_assert_eq(full.end, UNWIND_END_ROOT);
-	/* every cut short of the whole copy ends TRUNCATED, and never reads past it */
+	/* every cut short of the whole copy ends for want of copy, and never reads past it */
 	for (size_t cut = 0; cut < smp->size; cut += cut < 256 ? 8 : 1024) {
 		uint8_t *copy = guarded_copy(smp->stack, cut, &map, &maplen);
 
@@ -322,14 +322,32 @@ Test(unwind, cut_copy_is_truncated_and_read_in_bounds)
 		if (u.end == UNWIND_END_ROOT)
 			cr_assert_eq(u.n, full.n, "cut %zu: a root, but not the whole stack", cut);
 		else
-			cr_assert_eq(u.end, UNWIND_END_TRUNCATED, "cut %zu: ended %d", cut, u.end);
+			cr_assert_eq(u.end, UNWIND_END_COPY, "cut %zu: ended %d", cut, u.end);
 		if (cut < 256)
-			cr_assert_eq(u.end, UNWIND_END_TRUNCATED, "cut %zu reached the root", cut);
+			cr_assert_eq(u.end, UNWIND_END_COPY, "cut %zu reached the root", cut);
 		cr_assert_leq(u.n, full.n);
 		for (int i = 0; i < u.n; i++)
 			cr_assert_eq(u.ips[i], full.ips[i], "cut %zu: frame %d differs", cut, i);
 		munmap(map, maplen);
 	}
+	sample_free(smp);
+}
+
+/* A frame-pointer chain is whole when it ends where CFI says a thread starts. */
+Test(unwind, outermost_is_where_cfi_ends_the_stack)
+{
+	struct sample *smp = sample_new();
+	struct unwound u;
+
+	uw_a(smp);
+	unwind_sample(smp, smp->stack, smp->size, &u);
+	cr_assert_eq(u.end, UNWIND_END_ROOT);
+	cr_assert(symbolizer__outermost(sym, (uint32_t)getpid(), u.ips[u.n - 1]),
+		  "%s is not outermost", u.names[u.n - 1]);
+	for (int i = 1; i < u.n - 1; i++)
+		cr_assert_not(symbolizer__outermost(sym, (uint32_t)getpid(), u.ips[i]),
+			      "frame %d (%s) taken for the outermost", i, u.names[i]);
+	cr_assert_not(symbolizer__outermost(sym, 999999999, u.ips[u.n - 1]));
 	sample_free(smp);
 }
 
@@ -427,7 +445,8 @@ Test(unwind, corrupt_cfi_ends_in_bounds)
 				       ips, ARRAY_SIZE(ips), &end);
 		cr_assert_geq(k, 1, "round %d: %d", round, k);
 		cr_assert_leq(k, (int)ARRAY_SIZE(ips));
-		cr_assert(end == UNWIND_END_ROOT || end == UNWIND_END_TRUNCATED ||
+		cr_assert(end == UNWIND_END_ROOT || end == UNWIND_END_COPY ||
+			  end == UNWIND_END_ERROR || end == UNWIND_END_DEPTH ||
 			  end == UNWIND_END_JIT_NO_CALLER);
 		unlink(copy);
 		strcpy(copy, "/tmp/dlflame-unwtest-XXXXXX");
