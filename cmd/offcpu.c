@@ -142,6 +142,7 @@ int cmd_offcpu(int argc, char **argv)
 	struct sampler_opts so = { .offcpu = true, .offcpu_only = true };
 	struct session ss = { 0 };
 	struct output out;
+	char ends[256];
 	const char *name;
 	int status, err, ret = EXIT_BAD;
 	bool child_done;
@@ -188,8 +189,10 @@ int cmd_offcpu(int argc, char **argv)
 		error("cannot write %s: %s", name, strerror(-rerr));
 		goto out;
 	}
-	info("%.2f s, %.2f s blocked in %zu threads -> %s", (double)(now_ns() - t0) / 1e9,
-	     (double)ss.pl.offcpu_ns / 1e9, profile__nr_threads(ss.prof), name);
+	render_ends_line(ss.pl.offcpu_end_ns, ends, sizeof(ends));
+	info("%.2f s, %.2f s blocked in %zu threads%s%s -> %s", (double)(now_ns() - t0) / 1e9,
+	     (double)ss.pl.offcpu_ns / 1e9, profile__nr_threads(ss.prof), *ends ? ", " : "", ends,
+	     name);
 	session__warnings(&ss);
 	if (!ss.pl.offcpu_samples)
 		warning("no blocking was recorded: the targets ran (or waited for a CPU) the whole "

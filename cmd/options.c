@@ -87,6 +87,13 @@ int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char
 	case OPT_REVERSE:
 		f->reverse = true;
 		break;
+	case OPT_COMPLETE:
+	case OPT_CUT:
+		if (c == OPT_COMPLETE ? f->cut_only : f->complete_only)
+			return usage_error(cmd, "--complete and --cut do not go together");
+		f->complete_only = c == OPT_COMPLETE;
+		f->cut_only = c == OPT_CUT;
+		break;
 	case OPT_TITLE:
 		o->svg.title = arg;
 		o->svg_only = "--title";

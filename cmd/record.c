@@ -6,6 +6,7 @@
 #include "cmd.h"
 #include "options.h"
 #include "pipeline.h"
+#include "quality.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -631,7 +632,8 @@ int cmd_record(int argc, char **argv)
 	struct sampler_opts so = { 0 };
 	struct session ss = { 0 };
 	const struct sampler_stats *st;
-	char msg[512], offcpu[64] = "", **env = NULL, **cmd = NULL;
+	char msg[512], offcpu[64] = "", ends[256], **env = NULL, **cmd = NULL;
+	const struct render_select hint_sel = { .kinds = { [SAMPLE_ONCPU] = true } };
 	char *command = NULL;
 	pid_t child = -1;
 	int status = 0, cmd_index = 0, err, ret = EXIT_BAD;
@@ -719,11 +721,16 @@ int cmd_record(int argc, char **argv)
 	st = sampler__stats(ss.s);
 	if (ss.offcpu)
 		snprintf(offcpu, sizeof(offcpu), ", %.2f s blocked", (double)ss.pl.offcpu_ns / 1e9);
-	info("%.2f s, %llu samples%s, %llu lost, %zu threads -> %s; next: dlflame report%s%s --svg",
-	     secs, (unsigned long long)ss.pl.samples, offcpu, (unsigned long long)st->lost,
-	     profile__nr_threads(ss.prof), o.output, strcmp(o.output, DEFAULT_OUTPUT) ? " -i " : "",
+	render_ends_line(ss.pl.samples ? ss.pl.oncpu_ends : ss.pl.offcpu_end_ns, ends,
+			 sizeof(ends));
+	info("%.2f s, %llu samples%s, %llu lost, %s%s%zu threads -> %s; next: dlflame report%s%s "
+	     "--svg",
+	     secs, (unsigned long long)ss.pl.samples, offcpu, (unsigned long long)st->lost, ends,
+	     *ends ? ", " : "", profile__nr_threads(ss.prof), o.output,
+	     strcmp(o.output, DEFAULT_OUTPUT) ? " -i " : "",
 	     strcmp(o.output, DEFAULT_OUTPUT) ? o.output : "");
 	session__warnings(&ss);
+	quality_symbol_hints(ss.prof, &hint_sel);
 	if (ss.pl.samples == 0 && !ss.pl.offcpu_samples)
 		warning("no samples were recorded: %s ran for too short a time",
 			cmd ? cmd[0] : "the target");

@@ -5,6 +5,7 @@
  * report takes.
  */
 #include "cmd.h"
+#include "quality.h"
 #include "import.h"
 #include "options.h"
 
@@ -67,6 +68,9 @@ static void report_usage(FILE *f)
 	      "                        empty), e.g. --time 5, to leave out warm-up\n"
 	      "      --per-thread      root each thread's stacks under a comm-PID/TID frame\n"
 	      "      --reverse         leaf first: who calls the hot leaves (--svg, --folded)\n"
+	      "      --complete        only samples whose stack was unwound whole\n"
+	      "      --cut             only samples whose stack was cut short (see the\n"
+	      "                        completeness line every report prints)\n"
 	      "      --lines           a frame per source line: name (file:line); pprof always\n"
 	      "                        has lines\n\n"
 	      "SVG:\n"
@@ -142,6 +146,8 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "comm", required_argument, NULL, OPT_COMM },
 		{ "time", required_argument, NULL, OPT_TIME },
 		{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
+		{ "complete", no_argument, NULL, OPT_COMPLETE },
+		{ "cut", no_argument, NULL, OPT_CUT },
 		{ "lines", no_argument, NULL, OPT_LINES },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -340,7 +346,7 @@ int cmd_report(int argc, char **argv)
 	struct render_select sel;
 	struct profile *p = NULL, *view = NULL;
 	struct output out;
-	char subtitle[128];
+	char subtitle[512], ends[256];
 	int err, cerr, ret = EXIT_BAD;
 
 	err = parse_args(argc, argv, &o);
@@ -378,10 +384,29 @@ int cmd_report(int argc, char **argv)
 		error("cannot create %s: %s", o.output, strerror(-err));
 		goto out;
 	}
-	if (o.format == FMT_SVG && profile__cmeta(p)->lost && !o.sel.svg.subtitle) {
-		snprintf(subtitle, sizeof(subtitle), "%llu samples lost while recording",
-			 (unsigned long long)profile__cmeta(p)->lost);
-		o.sel.svg.subtitle = subtitle;
+	err = quality_ends_line(view ? view : p, &sel, ends, sizeof(ends));
+	if (err) {
+		output_close(&out, false);
+		error("cannot read %s: %s", o.input,
+		      err == -EINVAL ? "the profile is inconsistent (a corrupt file?)"
+				     : strerror(-err));
+		goto out;
+	}
+	if (o.format == FMT_SVG) {
+		/* the user's subtitle first; then what the graph is worth */
+		int n = 0;
+
+		if (o.sel.svg.subtitle)
+			n = snprintf(subtitle, sizeof(subtitle), "%s", o.sel.svg.subtitle);
+		if (profile__cmeta(p)->lost && n < (int)sizeof(subtitle))
+			n += snprintf(subtitle + n, sizeof(subtitle) - (size_t)n,
+				      "%s%llu samples lost while recording", n ? "; " : "",
+				      (unsigned long long)profile__cmeta(p)->lost);
+		if (*ends && n < (int)sizeof(subtitle))
+			n += snprintf(subtitle + n, sizeof(subtitle) - (size_t)n, "%s%s",
+				      n ? "; " : "", ends);
+		if (n)
+			o.sel.svg.subtitle = subtitle;
 	}
 	err = render(&o, view ? view : p, &sel, out.f);
 	cerr = output_close(&out, err == 0);
@@ -395,6 +420,10 @@ int cmd_report(int argc, char **argv)
 	}
 	if (o.output && strcmp(o.output, "-"))
 		info("wrote %s (%zu samples)", o.output, drawn_samples(view ? view : p, &sel));
+	/* --top has it in its header */
+	if (*ends && o.format != FMT_TOP)
+		info("%s", ends);
+	quality_symbol_hints(view ? view : p, &sel);
 	ret = EXIT_OK;
 out:
 	profile__free(view);

@@ -231,6 +231,7 @@ static int64_t copy_stack(struct copier *c, uint32_t id, bool runqueue)
 	}
 	if (u64map_put(&c->stacks, key, (uint64_t)parent))
 		return -ENOMEM;
+	profile__set_stack_end(c->dst, (uint32_t)parent, profile__stack_end(c->src, id));
 	return parent;
 }
 
@@ -282,6 +283,9 @@ int profile_copy(struct profile *dst, const struct profile *src, const struct re
 		}
 		if (f && s->kind != SAMPLE_ONCPU && s->weight < f->min_block)
 			continue;
+		if (f && (f->complete_only || f->cut_only) &&
+		    (profile__stack_end(src, s->stack) == STACK_END_COMPLETE) != f->complete_only)
+			continue;
 		o.weight = clip(&c, s, base);
 		if (!o.weight && s->weight)
 			continue;
@@ -329,7 +333,7 @@ static bool needs_copy(const struct render_select *sel, const struct render_filt
 	if (kinds[SAMPLE_RUNQUEUE])
 		return true;
 	return f && (f->nr_pids || f->nr_tids || f->nr_comms || f->has_time || f->min_block ||
-		     f->per_thread || f->reverse);
+		     f->per_thread || f->reverse || f->complete_only || f->cut_only);
 }
 
 static int copy_meta(struct profile *dst, const struct profile *src)

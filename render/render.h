@@ -46,6 +46,8 @@ struct render_filter {
 	uint64_t time_end; /* ns from the profile's start; UINT64_MAX: to the end */
 	uint64_t min_block; /* ns: off-CPU and runqueue samples shorter are dropped */
 	bool per_thread; /* root each thread's stacks under "comm-PID/TID" */
+	bool complete_only; /* keep samples whose stack is complete */
+	bool cut_only; /* keep samples whose stack was cut (or whose end is unknown) */
 	bool reverse; /* stacks leaf first: the callers of each leaf */
 };
 
@@ -151,6 +153,36 @@ int render_diff_folded(const struct profile *base, const struct profile *cur,
 int render_diff_svg(const struct profile *base, const struct profile *cur,
 		    const struct render_select *sel, bool normalize, const struct svg_opts *opts,
 		    FILE *out);
+
+/*
+ * How the stacks of the samples chosen by sel ended: their weight (as sel
+ * weighs) per enum stack_end. 0, -ENOMEM, or -EINVAL for a broken profile.
+ */
+int render_stack_ends(const struct profile *p, const struct render_select *sel,
+		      uint64_t weight[STACK_END_MAX]);
+/*
+ * Those weights in one line, "99.2% of stacks complete; cut: stack copy
+ * exhausted 0.6%, unwind error 0.2%" (the three biggest causes), or a note
+ * that an older profile did not record them; empty for no weight. Returns
+ * the length written (truncated to size - 1).
+ */
+size_t render_ends_line(const uint64_t weight[STACK_END_MAX], char *buf, size_t size);
+
+/* A module whose code has no symbols for a share of the samples. */
+struct render_symbol_hint {
+	const char *module; /* its basename, as the profile holds it */
+	const char *build_id; /* lower-case hex, or "" */
+	uint64_t weight; /* of the chosen samples with a nameless frame in it */
+	double share; /* of all chosen samples' weight, 0..1 */
+};
+
+/*
+ * The modules (at most max, biggest share first) whose nameless frames
+ * ("module+0x...": no symbol covers them) are in at least min_share of the
+ * chosen samples' weight. 0, -ENOMEM or -EINVAL.
+ */
+int render_symbol_hints(const struct profile *p, const struct render_select *sel, double min_share,
+			struct render_symbol_hint *out, size_t max, size_t *n);
 
 /* Exposed for tests: sanitize a frame name for folded output into buf. */
 size_t render_folded_name(const char *name, size_t len, char *buf, size_t size);

@@ -187,7 +187,8 @@ int render_top(const struct profile *p, const struct render_select *sel,
 	struct row *v = NULL;
 	uint32_t *frames = NULL;
 	size_t frames_cap = 0;
-	char what[64], a[32], b[32];
+	char what[64], a[32], b[32], line[256];
+	uint64_t ends[STACK_END_MAX];
 	struct agg agg;
 	int err;
 
@@ -241,6 +242,11 @@ int render_top(const struct profile *p, const struct render_select *sel,
 	if (profile__cmeta(p)->lost)
 		fprintf(out, "Lost: %llu samples (ring buffer overflow)\n",
 			(unsigned long long)profile__cmeta(p)->lost);
+	err = render_stack_ends(p, sel, ends);
+	if (err)
+		goto out;
+	if (render_ends_line(ends, line, sizeof(line)))
+		fprintf(out, "%s\n", line);
 	fprintf(out, "%12s %7s %12s %7s  %s\n", "SELF", "SELF%", "TOTAL", "TOTAL%",
 		t.by == TOP_BY_KIND	? "KIND"
 		: t.by == TOP_BY_MODULE ? "MODULE"

@@ -69,6 +69,15 @@ static inline int64_t fixed_stack(struct profile *p, const struct fixed_frame *f
 			return -1;
 		s = profile__stack(p, (uint32_t)s, (uint32_t)fr);
 	}
+	/* as the recorder marks them: a placeholder says why the stack was cut */
+	if (s > 0) {
+		enum stack_end end = STACK_END_COMPLETE;
+
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(f[i].name, "[truncated]"))
+				end = STACK_END_COPY;
+		profile__set_stack_end(p, (uint32_t)s, end);
+	}
 	return s;
 }
 

@@ -657,3 +657,106 @@ Test(svg, write_errors)
 	cr_assert_eq(render_svg(p, NULL, NULL, full), -ENOSPC);
 	fclose(full);
 }
+
+/* ---- quality: stack completeness and nameless modules ---- */
+
+TestSuite(quality, .init = setup, .fini = teardown, .timeout = 30);
+
+/* A stack of (name, module) user frames, root first, ending as end says. */
+static uint32_t mod_stack(const char *const (*f)[2], size_t n, enum stack_end end)
+{
+	uint32_t s = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int64_t fid = profile__frame(p, str(f[i][0], 0), str(f[i][1], 0), FRAME_USER);
+		int64_t sid;
+
+		cr_assert_geq(fid, 0);
+		sid = profile__stack(p, s, (uint32_t)fid);
+		cr_assert_geq(sid, 0);
+		s = (uint32_t)sid;
+	}
+	cr_assert_eq(profile__set_stack_end(p, s, end), 0);
+	return s;
+}
+
+Test(quality, ends_line_names_the_biggest_causes)
+{
+	uint64_t w[STACK_END_MAX] = { 0 };
+	char buf[256];
+
+	cr_assert_eq(render_ends_line(w, buf, sizeof(buf)), 0, "no weight, no line");
+	cr_assert_str_eq(buf, "");
+	w[STACK_END_COMPLETE] = 9990;
+	w[STACK_END_COPY] = 4;
+	w[STACK_END_JIT] = 5;
+	w[STACK_END_ERROR] = 1;
+	render_ends_line(w, buf, sizeof(buf));
+	/* 99.9, never rounded up to the whole; the three causes, biggest first */
+	cr_assert_str_eq(buf, "99.9% of stacks complete; cut: JIT caller not recovered 0.1%, "
+			      "stack copy exhausted 0.1%, unwind error 0.1%");
+	w[STACK_END_DEPTH] = 2;
+	render_ends_line(w, buf, sizeof(buf));
+	cr_assert_null(strstr(buf, "unwind error"), "only three causes: %s", buf);
+	/* unknown ends (an older profile) do not count against completeness */
+	memset(w, 0, sizeof(w));
+	w[STACK_END_COMPLETE] = 3;
+	w[STACK_END_UNKNOWN] = 1;
+	render_ends_line(w, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "100.0% of stacks complete");
+	w[STACK_END_COMPLETE] = 0;
+	render_ends_line(w, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "how stacks ended was not recorded (an older profile)");
+	/* a short buffer is cut, still terminated */
+	w[STACK_END_COMPLETE] = 3;
+	cr_assert_eq(render_ends_line(w, buf, 8), 7);
+	cr_assert_str_eq(buf, "100.0% ");
+}
+
+Test(quality, stack_ends_follow_the_selection)
+{
+	const char *const whole[][2] = { { "_start", "app" }, { "main", "app" } };
+	const char *const cut[][2] = { { "[truncated]", "" }, { "work", "app" } };
+	uint32_t t = thread("app", 1), sw = mod_stack(whole, 2, STACK_END_COMPLETE),
+		 sc = mod_stack(cut, 2, STACK_END_COPY);
+	struct render_select wall = { .kinds = { true, true, false }, .weight_ns = true };
+	uint64_t w[STACK_END_MAX];
+
+	add(t, sw, SAMPLE_ONCPU, 10, 3);
+	add(t, sc, SAMPLE_ONCPU, 10, 1);
+	add(t, sc, SAMPLE_OFFCPU, 1000, 1);
+	cr_assert_eq(render_stack_ends(p, NULL, w), 0);
+	cr_assert_eq(w[STACK_END_COMPLETE], 3);
+	cr_assert_eq(w[STACK_END_COPY], 1);
+	cr_assert_eq(render_stack_ends(p, &wall, w), 0);
+	cr_assert_eq(w[STACK_END_COMPLETE], 30);
+	cr_assert_eq(w[STACK_END_COPY], 1010);
+}
+
+Test(quality, hints_name_modules_without_symbols)
+{
+	const char *const a[][2] = { { "libc.so.6+0x1098e0", "libc.so.6" },
+				     { "[libdnnl.so+0x40]", "libdnnl.so" },
+				     { "libc.so.6+0x2000", "libc.so.6" } };
+	const char *const b[][2] = { { "_start", "app" },
+				     { "main", "app" },
+				     { "app+0x10 is a name", "lib" } };
+	const char *const c[][2] = { { "_start", "app" }, { "app+0x20", "app" } };
+	uint32_t t = thread("app", 1), sa = mod_stack(a, 3, STACK_END_COMPLETE),
+		 sb = mod_stack(b, 3, STACK_END_COMPLETE), sc = mod_stack(c, 2, STACK_END_COMPLETE);
+	struct render_symbol_hint h[4];
+	size_t n;
+
+	add(t, sa, SAMPLE_ONCPU, 1, 60); /* libc twice in one stack: counted once */
+	add(t, sb, SAMPLE_ONCPU, 1, 36);
+	add(t, sc, SAMPLE_ONCPU, 1, 4);
+	cr_assert_eq(render_symbol_hints(p, NULL, 0.05, h, 4, &n), 0);
+	cr_assert_eq(n, 2, "libc.so.6 and libdnnl.so, not app at 4%%: %zu", n);
+	cr_assert_str_eq(h[0].module, "libc.so.6");
+	cr_assert_eq(h[0].weight, 60);
+	cr_assert_float_eq(h[0].share, 0.6, 1e-9);
+	cr_assert_str_eq(h[1].module, "libdnnl.so");
+	cr_assert_eq(render_symbol_hints(p, NULL, 0.01, h, 4, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_assert_str_eq(h[2].module, "app");
+}
