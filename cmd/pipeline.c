@@ -332,7 +332,7 @@ static int64_t build_stack(struct pipeline *pl, const struct rec_sample *s)
 		if (addrs >= pl->max_stack)
 			end = STACK_END_DEPTH;
 		else if (last_user && !symbolizer__outermost(pl->sym, s->pid, last_user))
-			end = STACK_END_ERROR;
+			end = STACK_END_FP;
 		if (!err && end == STACK_END_DEPTH)
 			err = push_cut(pl, &n, end);
 	}

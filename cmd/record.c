@@ -467,6 +467,33 @@ int session__attach(struct session *ss, const pid_t *pids, size_t n, bool thread
 }
 
 /*
+ * While recording on a terminal, one status line redrawn a few times a
+ * second, as py-spy and top do; nothing of it when stderr is a file or a
+ * pipe, so logs hold only the summary.
+ */
+#define STATUS_EVERY_NS 250000000ULL
+
+static void status_line(struct session *ss, uint64_t start)
+{
+	char ends[256] = "", blocked[48] = "";
+	const uint64_t *w = ss->pl.samples ? ss->pl.oncpu_ends : ss->pl.offcpu_end_ns;
+	uint64_t total = 0;
+
+	for (int e = 0; e < STACK_END_MAX; e++)
+		total += w[e];
+	if (total)
+		snprintf(ends, sizeof(ends), ", %.1f%% complete",
+			 100.0 * (double)w[STACK_END_COMPLETE] / (double)total);
+	if (ss->offcpu)
+		snprintf(blocked, sizeof(blocked), ", %.2f s blocked",
+			 (double)ss->pl.offcpu_ns / 1e9);
+	fprintf(stderr, "\rdlflame: recording %.1f s, %llu samples%s, %llu lost%s\033[K",
+		(double)(now_ns() - start) / 1e9, (unsigned long long)ss->pl.samples, blocked,
+		(unsigned long long)sampler__stats(ss->s)->lost, ends);
+	fflush(stderr);
+}
+
+/*
  * Record until the child exits (launch), the targets exit (attach), the
  * duration runs out or a signal comes; then drain and charge the threads
  * still blocked. Returns 0 or the negative errno that stopped the recording.
@@ -477,10 +504,15 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	/* attached: the duration counts from when the events were opened */
 	uint64_t start = ss->pl.start_time ? ss->pl.start_time : now_ns();
 	uint64_t deadline = 0, end_at = duration_ns ? start + duration_ns : 0;
+	uint64_t status_at = isatty(STDERR_FILENO) ? now_ns() + STATUS_EVERY_NS : 0;
 	int signalled = 0, err, ferr, kerr;
 
 	*child_done = false;
 	for (;;) {
+		if (status_at && now_ns() >= status_at) {
+			status_line(ss, start);
+			status_at = now_ns() + STATUS_EVERY_NS;
+		}
 		if (stop_signal && !signalled) {
 			signalled = stop_signal;
 			if (child <= 0)
@@ -517,6 +549,8 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		}
 	}
 	ss->end_time = now_ns();
+	if (status_at)
+		fputs("\r\033[K", stderr); /* the summary takes the status line's place */
 	/*
 	 * Kernel frames are named only now (see pipeline.h): kallsyms is read
 	 * while the last records are delivered, not while the target runs.

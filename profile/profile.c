@@ -453,6 +453,7 @@ const char *profile__stack_end_name(enum stack_end end)
 		[STACK_END_JIT] = "JIT caller not recovered",
 		[STACK_END_NO_USER] = "user stack not sampled",
 		[STACK_END_NOT_SAMPLED] = "stack not sampled",
+		[STACK_END_FP] = "frame pointers ended",
 	};
 
 	return (unsigned)end < STACK_END_MAX ? names[end] : "?";

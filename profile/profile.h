@@ -68,6 +68,7 @@ enum stack_end {
 	STACK_END_JIT, /* JIT code whose caller was not recovered */
 	STACK_END_NO_USER, /* the kernel part only: the user stack was not sampled */
 	STACK_END_NOT_SAMPLED, /* no stack: a block whose switch sample is missing, or before attach */
+	STACK_END_FP, /* a frame-pointer chain that stopped short of a thread's outermost frame */
 	STACK_END_MAX,
 };
 

@@ -17,6 +17,7 @@ struct stack_weights {
 	bool by_ns;
 	uint64_t *w; /* per stack id */
 	uint64_t total;
+	uint64_t samples; /* how many were chosen */
 };
 
 static int add_weight(void *ctx, const struct pf_sample *s)
@@ -29,6 +30,7 @@ static int add_weight(void *ctx, const struct pf_sample *s)
 	if (s->stack >= profile__nr_stacks(sw->p))
 		return -EINVAL;
 	w = sw->by_ns ? s->weight : 1;
+	sw->samples++;
 	sw->w[s->stack] = sat_add(sw->w[s->stack], w);
 	sw->total = sat_add(sw->total, w);
 	return 0;
@@ -133,6 +135,9 @@ static bool unnamed(const struct profile *p, const struct pf_frame *f)
 	return !strncmp(name, mod, mlen) && !strncmp(name + mlen, "+0x", 3);
 }
 
+/* Below this many samples a share says little about a module. */
+#define HINT_MIN_SAMPLES 50
+
 static int by_share(const void *a, const void *b)
 {
 	const struct render_symbol_hint *x = a, *y = b;
@@ -155,6 +160,10 @@ int render_symbol_hints(const struct profile *p, const struct render_select *sel
 	err = stack_weights(p, sel, &sw);
 	if (err)
 		return err;
+	if (sw.samples < HINT_MIN_SAMPLES) {
+		free(sw.w);
+		return 0;
+	}
 	err = -ENOMEM;
 	mod_w = calloc(nr_strings, sizeof(*mod_w));
 	stamp = calloc(nr_strings, sizeof(*stamp));

@@ -179,7 +179,8 @@ struct render_symbol_hint {
 /*
  * The modules (at most max, biggest share first) whose nameless frames
  * ("module+0x...": no symbol covers them) are in at least min_share of the
- * chosen samples' weight. 0, -ENOMEM or -EINVAL.
+ * chosen samples' weight; none when fewer than 50 samples are chosen.
+ * 0, -ENOMEM or -EINVAL.
  */
 int render_symbol_hints(const struct profile *p, const struct render_select *sel, double min_share,
 			struct render_symbol_hint *out, size_t max, size_t *n);

@@ -188,3 +188,76 @@ unsigned long count_chain(const char *folded, const char *chain)
 	}
 	return n;
 }
+
+double complete_share(const char *err)
+{
+	const char *at = strstr(err, "% of stacks complete");
+	const char *start;
+
+	if (!at)
+		return -1;
+	for (start = at;
+	     start > err && (start[-1] == '.' || (start[-1] >= '0' && start[-1] <= '9')); start--)
+		;
+	return strtod(start, NULL);
+}
+
+/* The placeholder frames a cut stack ends in; a complete one holds none. */
+static const char *const placeholders[] = {
+	"[truncated]",
+	"[JIT caller not recovered]",
+	"[stack not sampled]",
+	"[blocked before recording]",
+};
+
+static unsigned long with_placeholder(const char *folded, unsigned long *total)
+{
+	unsigned long n = 0;
+
+	*total = 0;
+	for (size_t i = 0; i < sizeof(placeholders) / sizeof(*placeholders); i++)
+		n += count_frame(folded, placeholders[i], total);
+	return n;
+}
+
+double assert_ends_agree(const char *data, const char *const *sel, bool cut_has_placeholder)
+{
+	const char *argv[16] = { need_env("DLFLAME"), "report", "-i", data, "--folded" };
+	unsigned long complete, cut, bad, total;
+	struct run_result all, only;
+	double share;
+	size_t n = 5;
+
+	for (; sel && *sel && n < 13; sel++)
+		argv[n++] = *sel;
+	all = run(NULL, NULL, NULL, argv);
+	cr_assert_eq(all.status, 0, "report failed: %s", all.err);
+	share = complete_share(all.err);
+	cr_assert_geq(share, 0, "no completeness line: %s", all.err);
+	cr_assert_eq(count_str(all.err, "of stacks complete"), 1, "one line: %s", all.err);
+	with_placeholder(all.out, &total);
+
+	argv[n] = "--complete";
+	only = run(NULL, NULL, NULL, argv);
+	cr_assert_eq(only.status, 0, "report --complete failed: %s", only.err);
+	bad = with_placeholder(only.out, &complete);
+	cr_assert_eq(bad, 0, "%lu samples counted complete hold a placeholder frame", bad);
+	run_free(&only);
+
+	argv[n] = "--cut";
+	only = run(NULL, NULL, NULL, argv);
+	cr_assert_eq(only.status, 0, "report --cut failed: %s", only.err);
+	bad = with_placeholder(only.out, &cut);
+	if (cut_has_placeholder)
+		cr_assert_eq(bad, cut, "%lu of %lu cut samples show no placeholder", cut - bad,
+			     cut);
+	run_free(&only);
+
+	/* the figure is the share of the stacks drawn (to its rounding) */
+	cr_assert_eq(complete + cut, total, "complete %lu + cut %lu != %lu", complete, cut, total);
+	cr_assert(total && share > 100.0 * (double)complete / (double)total - 0.1 &&
+			  share < 100.0 * (double)complete / (double)total + 0.1,
+		  "%.1f%% stated, %lu of %lu complete", share, complete, total);
+	run_free(&all);
+	return share;
+}

@@ -3,6 +3,7 @@
 #ifndef DLFLAME_TEST_RUN_H
 #define DLFLAME_TEST_RUN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -39,5 +40,15 @@ size_t count_str(const char *hay, const char *needle);
  */
 unsigned long count_frame(const char *folded, const char *frame, unsigned long *total);
 unsigned long count_chain(const char *folded, const char *chain);
+
+/* The N of "N% of stacks complete" in a report's stderr; -1 if it is not there. */
+double complete_share(const char *err);
+/*
+ * `dlflame report -i data --folded` with the options in sel (NULL-terminated,
+ * may be NULL): its completeness line agrees with --complete and --cut, no
+ * stack counted complete holds a placeholder frame, and (cut_has_placeholder)
+ * every cut one does. Returns the stated share.
+ */
+double assert_ends_agree(const char *data, const char *const *sel, bool cut_has_placeholder);
 
 #endif

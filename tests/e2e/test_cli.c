@@ -43,6 +43,7 @@ static char *record_split(const char *name)
 	cr_assert_not_null(strstr(r.err, " samples, "), "summary line: %s", r.err);
 	cr_assert_not_null(strstr(r.err, data), "summary names the output: %s", r.err);
 	cr_assert_not_null(strstr(r.err, "next: dlflame report"), "%s", r.err);
+	cr_assert_null(strstr(r.err, "\r"), "a status line on a pipe: %s", r.err);
 	run_free(&r);
 	return data;
 }
@@ -118,6 +119,43 @@ Test(record, default_paths_in_the_working_directory)
 	cr_assert_gt(st.st_size, 1000);
 	run_free(&r);
 	free(svg);
+}
+
+/*
+ * On a terminal, record redraws one status line while it runs, then the
+ * summary takes its place; on a pipe there is none (record_split's runs).
+ */
+Test(record, status_line_on_a_terminal_only)
+{
+	char *data = path_in(dir, "tty.data"), *log = path_in(dir, "tty.log");
+	char cmd[1024];
+	const char *argv[] = { "/usr/bin/script", "-qec", cmd, log, NULL };
+	struct run_result r;
+	char *out;
+	FILE *f;
+	long n;
+
+	/* script(1) gives the command a pseudo-terminal; its output goes to log */
+	snprintf(cmd, sizeof(cmd), "'%s' record -o '%s' -- '%s' 150 >/dev/null",
+		 need_env("DLFLAME"), data, need_env("FIXTURE_SPLIT"));
+	r = run(dir, NULL, "/dev/null", argv);
+	cr_assert_eq(r.status, 0, "script: %d %s", r.status, r.err);
+	run_free(&r);
+	f = fopen(log, "r");
+	cr_assert_not_null(f);
+	out = calloc(1, 1 << 20);
+	n = (long)fread(out, 1, (1 << 20) - 1, f);
+	fclose(f);
+	cr_assert_gt(n, 0);
+	cr_assert_geq(count_str(out, "\rdlflame: recording "), 1, "no status line: %s", out);
+	cr_assert_not_null(strstr(out, " s blocked, 0 lost, "), "%s", out);
+	cr_assert_not_null(strstr(out, "% complete\033[K"), "%s", out);
+	/* cleared before the summary */
+	cr_assert_not_null(strstr(out, "\r\033[Kdlflame: "), "%s", out);
+	cr_assert_not_null(strstr(out, "% of stacks complete"), "%s", out);
+	free(out);
+	free(log);
+	free(data);
 }
 
 Test(record, mlp_with_two_openmp_threads_samples_both)

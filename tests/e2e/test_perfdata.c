@@ -151,8 +151,39 @@ Test(perfdata, dwarf_file_of_a_no_frame_pointer_chain_has_whole_stacks)
 	fclose(f);
 	cr_assert_gt(hot, 100, "samples in hot: %lu", hot);
 	cr_assert_eq(whole, hot, "every hot sample has main;a;b;c;hot (%lu of %lu)", whole, hot);
+	/* the importer says how stacks ended, as record does: here all of them whole */
+	cr_assert_geq(assert_ends_agree(data, NULL, true), 99.0);
 	free(data);
 	free(out);
+}
+
+/*
+ * perf's default 8 KiB copies are too small for oneDNN's GEMM frame: the
+ * import counts those stacks cut, and says why.
+ */
+Test(perfdata, dwarf_file_of_the_mlp_states_how_stacks_ended)
+{
+	const char *mlp = getenv("MLP");
+	char *data = path_in(dir, "mlp.data");
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--top", NULL };
+	struct run_result r;
+	double share;
+
+	if (!mlp || !*mlp)
+		cr_skip_test("MLP is not set (built without libdnnl)");
+	sh("OMP_NUM_THREADS=1 perf record -q --call-graph dwarf -F 999 -o '%s' -- '%s' 300 "
+	   ">/dev/null 2>&1",
+	   data, mlp);
+	share = assert_ends_agree(data, NULL, true);
+	cr_assert_lt(share, 90.0, "8 KiB copies: %.1f%% complete", share);
+	r = run(dir, NULL, NULL, argv);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "of stacks complete; cut: "), "%s", r.out);
+	cr_assert(strstr(r.out, "stack copy exhausted ") ||
+			  strstr(r.out, "JIT caller not recovered "),
+		  "%s", r.out);
+	run_free(&r);
+	free(data);
 }
 
 Test(perfdata, truncated_file_is_an_error_not_a_crash)

@@ -759,4 +759,13 @@ Test(quality, hints_name_modules_without_symbols)
 	cr_assert_eq(render_symbol_hints(p, NULL, 0.01, h, 4, &n), 0);
 	cr_assert_eq(n, 3);
 	cr_assert_str_eq(h[2].module, "app");
+	/* on-CPU samples are chosen: off-CPU ones alone are too few to judge by */
+	struct render_select off = { .kinds = { [SAMPLE_OFFCPU] = true } };
+
+	add(t, sa, SAMPLE_OFFCPU, 1000, 49);
+	cr_assert_eq(render_symbol_hints(p, &off, 0.05, h, 4, &n), 0);
+	cr_assert_eq(n, 0, "49 samples: no hint");
+	add(t, sa, SAMPLE_OFFCPU, 1000, 1);
+	cr_assert_eq(render_symbol_hints(p, &off, 0.05, h, 4, &n), 0);
+	cr_assert_eq(n, 2, "50 samples");
 }
