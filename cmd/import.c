@@ -7,7 +7,8 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "pipeline.h"
+#include "collect/collect.h"
+#include "session.h"
 #include "sampler/perfdata.h"
 
 static int profile_error(const char *path, int err, const struct profile_read_error *e)
@@ -37,11 +38,11 @@ static int import_perfdata(const char *path, struct profile **out)
 	struct symbolizer *sym = symbolizer__new();
 	struct perfdata_error e = { 0 };
 	struct perfdata_info info;
-	struct pipeline pl;
+	struct collector *col = prof && sym ? collector__new(prof, sym) : NULL;
+	const struct collect_stats *cs;
 	int err, ret = EXIT_BAD;
 
-	pipeline__init(&pl, prof, sym);
-	if (!prof || !sym) {
+	if (!col) {
 		error("out of memory");
 		goto out;
 	}
@@ -50,7 +51,7 @@ static int import_perfdata(const char *path, struct profile **out)
 	 * as perf does; it is read meanwhile, they are named at the end.
 	 */
 	symbolizer__load_kallsyms_async(sym, "/proc/kallsyms");
-	err = perfdata__read(path, pipeline__record, &pl, &info, &e);
+	err = perfdata__read(path, collector__record, col, &info, &e);
 	if (err == -EINVAL && e.what) {
 		error("cannot read %s: %s (%s record at byte offset %llu); the perf.data is corrupt "
 		      "or truncated: record it again",
@@ -62,14 +63,16 @@ static int import_perfdata(const char *path, struct profile **out)
 		goto out;
 	}
 	/* threads still switched out when perf stopped are charged up to its last record */
-	err = pipeline__finish(&pl, pl.last_time);
+	cs = collector__stats(col);
+	err = collector__finish(col, cs->last_time);
 	if (err) {
 		error("cannot import %s: %s", path, strerror(-err));
 		goto out;
 	}
+	warn_dropped(cs);
 	struct pf_meta *m = profile__meta(prof);
-	m->start_time = pl.first_time;
-	m->end_time = pl.last_time;
+	m->start_time = cs->first_time;
+	m->end_time = cs->last_time;
 	m->lost = info.lost;
 	m->freq = info.freq;
 	m->finalized = info.finalized;
@@ -79,7 +82,7 @@ static int import_perfdata(const char *path, struct profile **out)
 	prof = NULL;
 	ret = 0;
 out:
-	pipeline__exit(&pl);
+	collector__free(col);
 	symbolizer__free(sym);
 	profile__free(prof);
 	return ret;

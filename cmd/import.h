@@ -8,7 +8,7 @@
 /*
  * Reads `path` ("-": a perf pipe-mode stream on stdin) into a profile.
  * A perf.data file is decoded, unwound and symbolized with the same
- * pipeline as `record`. On failure prints one line (what, where, what to
+ * collector as `record`. On failure prints one line (what, where, what to
  * do) and returns EXIT_BAD; 0 on success.
  */
 int load_input(const char *path, struct profile **out);

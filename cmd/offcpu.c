@@ -4,8 +4,9 @@
  * long their threads block, and draw it at once.
  */
 #include "cmd.h"
+#include "util/util.h"
 #include "options.h"
-#include "pipeline.h"
+#include "session.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -99,14 +100,6 @@ static int parse_args(int argc, char **argv, struct offcpu_opts *o)
 	return 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static int draw(struct session *ss, const struct offcpu_opts *o, struct output *out)
 {
 	struct render_select sel = { .kinds = { [SAMPLE_OFFCPU] = true }, .weight_ns = true };
@@ -124,12 +117,14 @@ static int draw(struct session *ss, const struct offcpu_opts *o, struct output *
 		profile__free(view);
 		return err;
 	}
-	snprintf(subtitle, sizeof(subtitle), "%.2f s blocked%s%s", (double)ss->pl.offcpu_ns / 1e9,
-		 ss->command ? " in " : "", ss->command ? ss->command : "");
+	snprintf(subtitle, sizeof(subtitle), "%.2f s blocked%s%s",
+		 (double)collector__stats(ss->col)->offcpu_ns / 1e9, ss->command ? " in " : "",
+		 ss->command ? ss->command : "");
 	if (lost)
 		snprintf(subtitle, sizeof(subtitle),
 			 "%.2f s blocked; %llu records lost: it undercounts",
-			 (double)ss->pl.offcpu_ns / 1e9, (unsigned long long)lost);
+			 (double)collector__stats(ss->col)->offcpu_ns / 1e9,
+			 (unsigned long long)lost);
 	svg.subtitle = subtitle;
 	err = render_svg(view, &sel, &svg, out->f);
 	profile__free(view);
@@ -167,7 +162,7 @@ int cmd_offcpu(int argc, char **argv)
 	if (session__open(&ss, &so))
 		goto out;
 	ss.offcpu = true;
-	t0 = now_ns();
+	t0 = monotonic_ns();
 	if (session__attach(&ss, o.target.pids, o.target.nr_pids, o.target.threads_only))
 		goto out;
 	session__handle_signals();
@@ -189,12 +184,12 @@ int cmd_offcpu(int argc, char **argv)
 		error("cannot write %s: %s", name, strerror(-rerr));
 		goto out;
 	}
-	render_ends_line(ss.pl.offcpu_end_ns, ends, sizeof(ends));
-	info("%.2f s, %.2f s blocked in %zu threads%s%s -> %s", (double)(now_ns() - t0) / 1e9,
-	     (double)ss.pl.offcpu_ns / 1e9, profile__nr_threads(ss.prof), *ends ? ", " : "", ends,
-	     name);
+	render_ends_line(collector__stats(ss.col)->offcpu_end_ns, ends, sizeof(ends));
+	info("%.2f s, %.2f s blocked in %zu threads%s%s -> %s", (double)(monotonic_ns() - t0) / 1e9,
+	     (double)collector__stats(ss.col)->offcpu_ns / 1e9, profile__nr_threads(ss.prof),
+	     *ends ? ", " : "", ends, name);
 	session__warnings(&ss);
-	if (!ss.pl.offcpu_samples)
+	if (!collector__stats(ss.col)->offcpu_samples)
 		warning("no blocking was recorded: the targets ran (or waited for a CPU) the whole "
 			"time; see 'dlflame record -p' for on-CPU time");
 	ret = err ? EXIT_BAD : EXIT_OK;

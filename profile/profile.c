@@ -154,6 +154,18 @@ int64_t profile__frame_full(struct profile *p, const struct pf_frame *in)
 	return (int64_t)p->nr_frames++;
 }
 
+int64_t profile__frame_unique(struct profile *p, const struct pf_frame *f)
+{
+	if (f->name >= p->nr_strings || f->module >= p->nr_strings || f->kind >= FRAME_KIND_MAX ||
+	    f->file >= p->nr_strings || f->build_id >= p->nr_strings)
+		return -EINVAL;
+	if (p->nr_frames >= UINT32_MAX ||
+	    grow_array((void **)&p->frames, &p->cap_frames, p->nr_frames + 1, sizeof(*f)))
+		return -ENOMEM;
+	p->frames[p->nr_frames] = *f;
+	return (int64_t)p->nr_frames++;
+}
+
 int64_t profile__frame_str(struct profile *p, const char *name, const char *module,
 			   enum frame_kind kind)
 {

@@ -114,6 +114,11 @@ int profile__add_sample(struct profile *p, const struct pf_sample *s);
 
 /* Intern a frame with every field (ids must be valid string ids). */
 int64_t profile__frame_full(struct profile *p, const struct pf_frame *f);
+/*
+ * A new frame that interning never returns, however equal its fields: a
+ * placeholder that profile__expand_frames replaces later.
+ */
+int64_t profile__frame_unique(struct profile *p, const struct pf_frame *f);
 
 /* Convenience: intern a frame by C strings. */
 int64_t profile__frame_str(struct profile *p, const char *name, const char *module,

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "util.h"
 
+#include <time.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -242,4 +244,12 @@ int open_output_in_place(const char *path, int *fd)
 		return -errno;
 	fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
 	return 0;
+}
+
+uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }

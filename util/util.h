@@ -49,6 +49,9 @@ int parse_u64(const char *s, int base, uint64_t min, uint64_t max, uint64_t *out
 int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int parse_double(const char *s, double min, double max, double *out);
 
+/* CLOCK_MONOTONIC in ns: the clock perf stamps records with. */
+uint64_t monotonic_ns(void);
+
 /*
  * Outputs are written to a temporary file and renamed over their path, so a
  * reader never sees half a file. That is wrong for what exists and is not a

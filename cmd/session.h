@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A recording, as `record` and `offcpu` run it: sampler -> collector ->
+ * profile. The functions print their own errors (this is cmd/) and return
+ * an exit code, except session__run.
+ */
+#ifndef DLFLAME_SESSION_H
+#define DLFLAME_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "collect/collect.h"
+#include "profile/profile.h"
+#include "sampler/sampler.h"
+#include "symbolize/symbolize.h"
+
+struct session {
+	struct sampler *s;
+	struct symbolizer *sym;
+	struct profile *prof;
+	struct collector *col;
+	bool attached, offcpu;
+	bool targets_gone; /* attach: the recording ended because they exited */
+	uint64_t start_time; /* attach: when the events were opened; 0 at launch */
+	uint64_t end_time; /* CLOCK_MONOTONIC ns when the recording stopped */
+	char *command; /* attach: the first target's command line, or NULL */
+};
+
+int session__open(struct session *ss, const struct sampler_opts *so);
+void session__close(struct session *ss); /* also after a failed open */
+int session__attach(struct session *ss, const pid_t *pids, size_t n, bool threads_only);
+/* SIGINT, SIGTERM and SIGHUP stop session__run (the profile is still written). */
+void session__handle_signals(void);
+/* 0 or the negative errno that stopped the recording (what was recorded is kept). */
+int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *status,
+		 bool *child_done);
+void session__fill_meta(struct session *ss, uint64_t freq, const char *command);
+/* Warnings every recording may end with, after its summary line. */
+void session__warnings(struct session *ss);
+/* One warning per kind of record the collector could not use. */
+void warn_dropped(const struct collect_stats *cs);
+
+/*
+ * A launched command's environment: ours, plus the oneDNN perf-map switches
+ * unless the user set either. NULL when out of memory; free() the array only.
+ */
+char **session__child_env(void);
+
+/* 0 or a negative errno: whether a file could be created at path. */
+int check_output_dir(const char *path);
+
+#endif

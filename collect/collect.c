@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/* Records in, samples out: the collector's dispatch, its stats, the end of a recording. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t read_max_stack(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/perf_event_max_stack", "r");
+	unsigned v = 127;
+
+	if (f) {
+		if (fscanf(f, "%u", &v) != 1)
+			v = 127;
+		fclose(f);
+	}
+	return v;
+}
+
+struct collector *collector__new(struct profile *prof, struct symbolizer *sym)
+{
+	struct collector *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->prof = prof;
+	c->sym = sym;
+	frames_init(&c->fr, prof, sym);
+	threads_init(&c->th, prof);
+	c->sb = (struct stack_builder){ .fr = &c->fr, .max_stack = read_max_stack() };
+	c->off = (struct offcpu){
+		.prof = prof, .fr = &c->fr, .th = &c->th, .sb = &c->sb, .st = &c->st
+	};
+	offcpu_init(&c->off);
+	return c;
+}
+
+void collector__free(struct collector *c)
+{
+	if (!c)
+		return;
+	frames_exit(&c->fr);
+	threads_exit(&c->th);
+	offcpu_exit(&c->off);
+	free(c);
+}
+
+void collector__set_start(struct collector *c, uint64_t start_time)
+{
+	c->off.start_time = start_time;
+}
+
+int collector__set_comm(struct collector *c, uint32_t tid, const char *comm)
+{
+	return threads_set_comm(&c->th, tid, comm);
+}
+
+int collector__attached_thread(struct collector *c, uint32_t pid, uint32_t tid, bool blocked,
+			       uint64_t pc, const char *wchan)
+{
+	return offcpu_attached(&c->off, pid, tid, blocked, pc, wchan);
+}
+
+const struct collect_stats *collector__stats(const struct collector *c)
+{
+	return &c->st;
+}
+
+static int on_sample(struct collector *c, const struct rec_sample *s)
+{
+	enum stack_end end;
+	int64_t thread, stack;
+	int err;
+
+	if (s->event == EV_SWITCH)
+		return offcpu_switch_sample(&c->off, s);
+	/* attach: a thread seen running was not blocked before the start */
+	err = offcpu_running(&c->off, s->tid);
+	if (err)
+		return err;
+	stack = build_stack(&c->sb, s, &end);
+	if (stack < 0)
+		return (int)stack;
+	thread = threads_id(&c->th, s->pid, s->tid);
+	if (thread < 0)
+		return (int)thread;
+
+	struct pf_sample smp = {
+		.time = s->time,
+		.weight = s->period,
+		.stack = (uint32_t)stack,
+		.thread = (uint32_t)thread,
+		.kind = SAMPLE_ONCPU,
+	};
+	err = profile__add_sample(c->prof, &smp);
+	if (err)
+		return err;
+	c->st.samples++;
+	c->st.oncpu_ends[end]++;
+	return 0;
+}
+
+static int on_mmap2(struct collector *c, const struct rec_mmap2 *m)
+{
+	struct sym_file_id id = {
+		.maj = m->maj,
+		.min = m->min,
+		.ino = m->ino,
+	};
+
+	if (m->has_build_id && m->build_id_size <= sizeof(id.build_id)) {
+		id.build_id_size = m->build_id_size;
+		memcpy(id.build_id, m->build_id, id.build_id_size);
+	}
+	return symbolizer__mmap_id(c->sym, m->pid, m->addr, m->len, m->pgoff, m->prot, m->filename,
+				   &id);
+}
+
+/* What a failed record costs, for the count the user sees. */
+static enum collect_drop drop_kind(const struct rec *r)
+{
+	switch (r->type) {
+	case REC_SAMPLE:
+		return r->sample.event == EV_SWITCH ? COLLECT_DROP_SWITCH : COLLECT_DROP_SAMPLE;
+	case REC_SWITCH:
+		return COLLECT_DROP_SWITCH;
+	case REC_MMAP2:
+		return COLLECT_DROP_MAP;
+	default:
+		return COLLECT_DROP_TASK;
+	}
+}
+
+int collector__record(void *ctx, const struct rec *r)
+{
+	struct collector *c = ctx;
+	int err = 0;
+
+	if (r->time) {
+		if (!c->st.first_time || r->time < c->st.first_time)
+			c->st.first_time = r->time;
+		if (r->time > c->st.last_time)
+			c->st.last_time = r->time;
+	}
+	switch (r->type) {
+	case REC_SAMPLE:
+		err = on_sample(c, &r->sample);
+		break;
+	case REC_MMAP2:
+		err = on_mmap2(c, &r->mmap2);
+		break;
+	case REC_COMM:
+		err = threads_set_comm(&c->th, r->comm.tid, r->comm.comm);
+		if (!err)
+			err = symbolizer__comm(c->sym, r->comm.pid, r->comm.tid, r->comm.exec);
+		break;
+	case REC_FORK:
+		err = threads_fork(&c->th, r->fork.ptid, r->fork.tid);
+		if (!err)
+			err = symbolizer__fork(c->sym, r->fork.pid, r->fork.ppid);
+		if (!err)
+			err = offcpu_task(&c->off, r->fork.tid, false);
+		break;
+	case REC_EXIT:
+		err = symbolizer__exit(c->sym, r->fork.pid, r->fork.tid);
+		if (!err)
+			err = offcpu_task(&c->off, r->fork.tid, true);
+		break;
+	case REC_SWITCH:
+		err = offcpu_switch(&c->off, &r->sw);
+		break;
+	case REC_LOST:
+		c->st.lost += r->lost.lost;
+		break;
+	default:
+		break;
+	}
+	if (err == -ENOMEM)
+		return err;
+	if (err) {
+		/* the rest of the recording goes on; what was dropped is counted */
+		enum collect_drop k = drop_kind(r);
+
+		if (!c->st.dropped[k]++)
+			c->st.drop_err[k] = err;
+	}
+	return 0;
+}
+
+int collector__finish(struct collector *c, uint64_t end_time)
+{
+	int err, e;
+
+	if (end_time < c->st.last_time)
+		end_time = c->st.last_time;
+	err = offcpu_finish(&c->off, end_time);
+	if (!err && end_time > c->st.last_time)
+		c->st.last_time = end_time;
+	c->st.truncated = c->sb.truncated;
+	e = frames_name_deferred(&c->fr);
+	return err ? err : e;
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The collection stage: decoded records -> stacks and samples in a profile.
+ *
+ * It owns what a recording means: each sample's stack, built from the
+ * kernel's callchain and one user-stack source (frame pointers, or DWARF
+ * unwinding of the copied stack), with how it ended; off-CPU time from
+ * context switches (blocked, preempted, blocked before an attach, still
+ * blocked at the end); naming the frames once the recording is over. One
+ * collector serves a live recording (record, offcpu) and a perf.data file
+ * alike: collector__record is the record callback of both readers.
+ *
+ * Library code: returns 0 or a negative errno, never prints.
+ */
+#ifndef DLFLAME_COLLECT_H
+#define DLFLAME_COLLECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "profile/profile.h"
+#include "sampler/sampler.h"
+#include "symbolize/symbolize.h"
+
+/* The frame under which attach charges a thread blocked before the recording began. */
+#define BLOCKED_BEFORE_FRAME "[blocked before recording]"
+/* The stack of a block whose context-switch sample is missing (lost, or kernel excluded). */
+#define NO_STACK_FRAME "[stack not sampled]"
+
+/* Records that could not be used, by kind; each count is shown to the user. */
+enum collect_drop {
+	COLLECT_DROP_SAMPLE, /* an on-CPU sample not stored */
+	COLLECT_DROP_SWITCH, /* a context switch (sample or record) not accounted */
+	COLLECT_DROP_MAP, /* a mapping not tracked: its addresses may be [unknown] */
+	COLLECT_DROP_TASK, /* a comm, fork or exit not tracked */
+	COLLECT_DROP_MAX,
+};
+
+struct collect_stats {
+	uint64_t first_time, last_time; /* of the records seen (CLOCK_MONOTONIC ns) */
+	uint64_t samples; /* on-CPU samples stored */
+	uint64_t lost; /* records the kernel lost (PERF_RECORD_LOST) */
+	uint64_t truncated; /* stacks cut short, drawn with [truncated] */
+	uint64_t oncpu_ends[STACK_END_MAX]; /* on-CPU samples by how their stack ended */
+	uint64_t offcpu_end_ns[STACK_END_MAX]; /* blocked and runqueue ns, likewise */
+	uint64_t offcpu_samples; /* blocks stored (voluntary and runqueue) */
+	uint64_t offcpu_ns, runq_ns; /* their total weights */
+	uint64_t switch_unmatched; /* switch-ins without a switch-out (records lost) */
+	uint64_t dropped[COLLECT_DROP_MAX];
+	int drop_err[COLLECT_DROP_MAX]; /* the first error of each kind (negative errno) */
+};
+
+struct collector;
+
+/* NULL when out of memory. The collector uses prof and sym; it owns neither. */
+struct collector *collector__new(struct profile *prof, struct symbolizer *sym);
+void collector__free(struct collector *c); /* accepts NULL */
+
+/*
+ * A rec_cb: feeds one record, in time order. Returns 0, or -ENOMEM, which
+ * stops the recording; any other failure drops the record and is counted
+ * in the stats.
+ */
+int collector__record(void *c, const struct rec *r);
+
+/*
+ * Attach: the events were opened at start_time (CLOCK_MONOTONIC ns). A
+ * thread whose first record is a switch-in was blocked then, and one that
+ * /proc saw sleeping and that has no record at all was blocked throughout:
+ * they are charged from start_time. Call before the first record.
+ */
+void collector__set_start(struct collector *c, uint64_t start_time);
+/*
+ * Attach: a thread that existed when the recording began, as /proc saw it
+ * after the events were opened: sleeping or not, where (user PC from
+ * /proc/PID/task/TID/syscall, 0 if unknown) and on what (its wchan, NULL
+ * if unknown). Name it with collector__set_comm first.
+ */
+int collector__attached_thread(struct collector *c, uint32_t pid, uint32_t tid, bool blocked,
+			       uint64_t pc, const char *wchan);
+/* Name a thread before its first record (attach: from /proc/PID/task/TID/comm). */
+int collector__set_comm(struct collector *c, uint32_t tid, const char *comm);
+
+/*
+ * The recording ended at end_time: threads still off the CPU are charged
+ * up to then, and the frames left for later are named. 0 or a negative
+ * errno; call it even after an error stopped the records, or the profile
+ * keeps placeholder frames.
+ */
+int collector__finish(struct collector *c, uint64_t end_time);
+
+const struct collect_stats *collector__stats(const struct collector *c);
+
+#endif

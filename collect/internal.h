@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared by the files of collect/ only. Who calls whom (no file calls one
+ * that calls it back):
+ *
+ *   collect.c  records in, stats out   -> offcpu.c, stack.c, frames.c, threads.c
+ *   offcpu.c   context switches        -> stack.c, frames.c, threads.c
+ *   stack.c    one sample's stack      -> the stack sources, frames.c
+ *   stack_fp.c, stack_dwarf.c          -> frames.c
+ *   frames.c   frames, deferred naming (leaf)
+ *   threads.c  tid -> comm, thread ids (leaf)
+ */
+#ifndef DLFLAME_COLLECT_INTERNAL_H
+#define DLFLAME_COLLECT_INTERNAL_H
+
+#include "collect.h"
+#include "util/util.h"
+
+#define COLLECT_MAX_DEPTH 1024 /* user frames unwound per sample */
+#define COLLECT_MAX_INLINE 16 /* inline levels per address */
+
+/* ---- frames.c: a sample's frames, and naming them later ---- */
+
+/*
+ * Kernel addresses and addresses in module files are named once recording
+ * is over, so that reading kallsyms, symbol tables and DWARF does not
+ * compete with the target: until then each distinct location is a
+ * placeholder frame of its own (a frame interning never returns), and
+ * `placeholders` maps it to its location.
+ */
+struct frames {
+	struct profile *prof;
+	struct symbolizer *sym;
+	struct u64map str_ids; /* address of a symbolizer string -> profile string id */
+	uint32_t *ids; /* scratch: frame ids of one sample, leaf first */
+	size_t n, cap;
+	struct u64map loc_frames; /* module << 40 | offset -> placeholder frame id */
+	struct u64map kernel_frames; /* kernel address -> placeholder frame id */
+	struct u64map placeholders; /* placeholder frame id -> index in locs */
+	struct sym_loc *locs;
+	size_t nr_locs, locs_cap;
+};
+
+void frames_init(struct frames *fr, struct profile *prof, struct symbolizer *sym);
+void frames_exit(struct frames *fr);
+/* Start a new sample's frames. */
+static inline void frames_reset(struct frames *fr)
+{
+	fr->n = 0;
+}
+int frames_push_id(struct frames *fr, int64_t id);
+/* An address and its inline levels (leaf first), named now or after the recording. */
+int frames_push_addr(struct frames *fr, uint32_t pid, uint64_t ip, bool kernel, bool return_addr);
+/* A placeholder such as [truncated]. */
+int frames_push_special(struct frames *fr, const char *name);
+int frames_push_named(struct frames *fr, const struct sym_frame *sf);
+/* The frames pushed, root first, as a stack of the profile (0 for none). */
+int64_t frames_stack(struct frames *fr);
+/* Name every placeholder; 0 or a negative errno. */
+int frames_name_deferred(struct frames *fr);
+
+/* ---- threads.c ---- */
+
+struct threads {
+	struct profile *prof;
+	struct u64map comms; /* tid -> comm string id */
+};
+
+void threads_init(struct threads *t, struct profile *prof);
+void threads_exit(struct threads *t);
+int threads_set_comm(struct threads *t, uint32_t tid, const char *comm);
+/* A new thread or process starts with its parent thread's name. */
+int threads_fork(struct threads *t, uint32_t ptid, uint32_t tid);
+/* The profile's thread id of (pid, tid), named after its comm or "[tid N]". */
+int64_t threads_id(struct threads *t, uint32_t pid, uint32_t tid);
+
+/* ---- stack.c and its sources ---- */
+
+/*
+ * A stack source builds the user part of a sample's stack (the kernel part
+ * always comes from the kernel's callchain), leaf first, onto fr, and says
+ * how it ended. It may leave the end to the builder's placeholder.
+ */
+struct stack_source {
+	const char *name;
+	/* Can it build s's user stack (does s carry what it needs)? */
+	bool (*applies)(const struct rec_sample *s);
+	/* 0 or a negative errno; *end is how the user part ended. */
+	int (*push_user)(struct frames *fr, const struct rec_sample *s, uint32_t max_stack,
+			 enum stack_end *end);
+};
+
+extern const struct stack_source stack_source_fp; /* the kernel's frame-pointer callchain */
+extern const struct stack_source stack_source_dwarf; /* unwinding the copied user stack */
+
+/*
+ * The frames of one callchain context in s: kernel addresses (kernel) or
+ * user ones. The first address of a context is where the thread was; the
+ * rest are return addresses. *addrs counts every address of the chain,
+ * *last_user the last user one (0: none).
+ */
+int push_callchain(struct frames *fr, const struct rec_sample *s, bool kernel, size_t *addrs,
+		   uint64_t *last_user);
+
+struct stack_builder {
+	struct frames *fr;
+	uint32_t max_stack; /* kernel.perf_event_max_stack: a chain this long was cut */
+	uint64_t truncated;
+};
+
+/* s's stack in the profile, with how it ended; the id or a negative errno. */
+int64_t build_stack(struct stack_builder *b, const struct rec_sample *s, enum stack_end *end);
+/* A stack of one placeholder frame, for blocks whose real stack is not known. */
+int64_t special_stack(struct frames *fr, const char *name);
+
+/* ---- offcpu.c ---- */
+
+/* Off-CPU state of one thread, between its switch-out and its switch-in. */
+struct offcpu_thread {
+	uint64_t out_time; /* when it left the CPU (valid while out) */
+	uint32_t stack; /* where it blocked: the stack of its last context-switch sample */
+	uint32_t thread; /* profile thread id */
+	bool has_stack; /* a context-switch sample came since it last switched in */
+	bool out; /* off the CPU now */
+	bool preempt; /* ... because it was preempted (runnable, waiting for a CPU) */
+	bool seen; /* a record of it arrived (or it was created while recording) */
+	bool dead; /* it exited: later records of this tid are ignored */
+	/* attach mode: what /proc said of it when the recording began */
+	bool attached; /* it existed then */
+	bool blocked_at_start; /* sleeping (S or D) */
+	bool has_before_stack;
+	uint32_t before_stack; /* BLOCKED_BEFORE_FRAME, its user PC and kernel wait channel */
+};
+
+struct offcpu {
+	struct profile *prof;
+	struct frames *fr;
+	struct threads *th;
+	struct stack_builder *sb;
+	struct collect_stats *st;
+	uint64_t start_time; /* attach: when the events were opened; 0 at launch */
+	struct u64map idx; /* tid -> index in ot[] */
+	struct offcpu_thread *ot;
+	size_t nr_ot, ot_cap;
+};
+
+void offcpu_init(struct offcpu *o);
+void offcpu_exit(struct offcpu *o);
+/* A running thread was seen: it was not blocked before the attach. */
+int offcpu_running(struct offcpu *o, uint32_t tid);
+int offcpu_switch_sample(struct offcpu *o, const struct rec_sample *s);
+int offcpu_switch(struct offcpu *o, const struct rec_switch *sw);
+/* A thread created (exited false) or gone (exited true) while recording. */
+int offcpu_task(struct offcpu *o, uint32_t tid, bool exited);
+int offcpu_attached(struct offcpu *o, uint32_t pid, uint32_t tid, bool blocked, uint64_t pc,
+		    const char *wchan);
+/* Charge what is still open at end_time. */
+int offcpu_finish(struct offcpu *o, uint64_t end_time);
+
+/* ---- collect.c ---- */
+
+struct collector {
+	struct profile *prof;
+	struct symbolizer *sym;
+	struct frames fr;
+	struct threads th;
+	struct stack_builder sb;
+	struct offcpu off;
+	struct collect_stats st;
+};
+
+#endif

@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collect/: synthetic record sequences through the collector, as the
+ * sampler or the perf.data reader would deliver them. The off-CPU rules
+ * (switch out and in, preemption, exit while blocked, blocked before an
+ * attach, still blocked at the end, fork and exec) and the stack sources
+ * (frame pointers on canned callchains, DWARF on this thread's own stack).
+ * Kernel addresses are named from a small kallsyms file of the test's own.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+
+#include <asm/perf_regs.h>
+#include <linux/perf_event.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "collect/collect.h"
+#include "tests/unit/capture.h"
+
+#define K_SCHEDULE 0xffffffff81000100ull
+#define K_NANOSLEEP 0xffffffff81000200ull
+#define K_FUTEX 0xffffffff81000300ull
+#define PID 4000u
+
+static struct profile *prof;
+static struct symbolizer *sym;
+static struct collector *col;
+static char kallsyms[] = "/tmp/dlflame-kallsyms-XXXXXX";
+
+static void setup(void)
+{
+	int fd = mkstemp(kallsyms);
+	FILE *f;
+
+	cr_assert_geq(fd, 0);
+	f = fdopen(fd, "w");
+	fprintf(f, "ffffffff81000000 T _stext\n"
+		   "ffffffff81000100 T schedule\n"
+		   "ffffffff81000200 T do_nanosleep\n"
+		   "ffffffff81000300 T futex_wait\n"
+		   "ffffffff81000400 T _etext\n");
+	fclose(f);
+	prof = profile__new();
+	sym = symbolizer__new();
+	cr_assert(prof && sym);
+	cr_assert_eq(symbolizer__load_kallsyms(sym, kallsyms), 0);
+	col = collector__new(prof, sym);
+	cr_assert_not_null(col);
+}
+
+static void teardown(void)
+{
+	collector__free(col);
+	symbolizer__free(sym);
+	profile__free(prof);
+	unlink(kallsyms);
+}
+
+TestSuite(offcpu, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(sources, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(collect, .init = setup, .fini = teardown, .timeout = 30);
+
+static void feed(const struct rec *r)
+{
+	cr_assert_eq(collector__record(col, r), 0);
+}
+
+static void comm(uint32_t tid, const char *name, bool exec)
+{
+	struct rec r = { .type = REC_COMM,
+			 .comm = { .pid = PID, .tid = tid, .comm = name, .exec = exec } };
+
+	feed(&r);
+}
+
+/* A context-switch sample: where tid leaves the CPU, two kernel frames deep. */
+static void switch_sample(uint32_t tid, uint64_t t, uint64_t leaf)
+{
+	/* schedule's is a return address: inside it, after a call */
+	const uint64_t ips[] = { PERF_CONTEXT_KERNEL, leaf, K_SCHEDULE + 0x20 };
+	struct rec r = { .type = REC_SAMPLE, .time = t };
+
+	r.sample = (struct rec_sample){ .pid = PID,
+					.tid = tid,
+					.time = t,
+					.period = 1,
+					.nr = 3,
+					.ips = ips,
+					.event = EV_SWITCH };
+	feed(&r);
+}
+
+static void sw(uint32_t tid, uint64_t t, bool out, bool preempt)
+{
+	struct rec r = { .type = REC_SWITCH, .time = t };
+
+	r.sw = (struct rec_switch){
+		.pid = PID, .tid = tid, .time = t, .out = out, .preempt = preempt
+	};
+	feed(&r);
+}
+
+static void task(enum rec_type type, uint32_t tid, uint32_t ptid, uint64_t t)
+{
+	struct rec r = { .type = type, .time = t };
+
+	r.fork = (struct rec_fork){ .pid = PID, .ppid = PID, .tid = tid, .ptid = ptid, .time = t };
+	feed(&r);
+}
+
+/* The frames of a stack, root first, joined by ';'. */
+static void stack_str(uint32_t stack, char *buf, size_t size)
+{
+	uint32_t chain[1100];
+	size_t n = 0, len = 0;
+
+	for (; stack && n < 1100; stack = profile__get_stack(prof, stack)->parent)
+		chain[n++] = stack;
+	buf[0] = '\0';
+	while (n-- > 0 && len < size) {
+		const struct pf_frame *f =
+			profile__get_frame(prof, profile__get_stack(prof, chain[n])->frame);
+
+		len += (size_t)snprintf(buf + len, size - len, "%s%s", len ? ";" : "",
+					profile__str(prof, f->name));
+	}
+}
+
+/* The only sample of kind `kind`: its weight, stack and thread's comm. */
+static const struct pf_sample *only(enum sample_kind kind, char *stack, size_t size)
+{
+	const struct pf_sample *found = NULL;
+
+	for (size_t i = 0; i < profile__nr_samples(prof); i++) {
+		const struct pf_sample *s = profile__get_sample(prof, i);
+
+		if (s->kind != kind)
+			continue;
+		cr_assert_null(found, "more than one sample of kind %d", kind);
+		found = s;
+	}
+	cr_assert_not_null(found, "no sample of kind %d", kind);
+	stack_str(found->stack, stack, size);
+	return found;
+}
+
+static size_t count(enum sample_kind kind)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < profile__nr_samples(prof); i++)
+		n += profile__get_sample(prof, i)->kind == kind;
+	return n;
+}
+
+Test(offcpu, switch_out_then_in_charges_the_stack_it_left_with)
+{
+	const struct collect_stats *st = collector__stats(col);
+	const struct pf_sample *s;
+	char stack[512];
+
+	comm(11, "worker", false);
+	switch_sample(11, 1000, K_NANOSLEEP);
+	sw(11, 1000, true, false);
+	sw(11, 5000, false, false);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	s = only(SAMPLE_OFFCPU, stack, sizeof(stack));
+	cr_assert_eq(s->weight, 4000);
+	cr_assert_eq(s->time, 1000);
+	cr_assert_str_eq(stack, "schedule;do_nanosleep");
+	cr_assert_str_eq(profile__str(prof, profile__get_thread(prof, s->thread)->comm), "worker");
+	/* a kernel-only chain is whole */
+	cr_assert_eq(profile__stack_end(prof, s->stack), STACK_END_COMPLETE);
+	cr_assert_eq(st->offcpu_samples, 1);
+	cr_assert_eq(st->offcpu_ns, 4000);
+	cr_assert_eq(st->offcpu_end_ns[STACK_END_COMPLETE], 4000);
+	cr_assert_eq(st->runq_ns, 0);
+}
+
+Test(offcpu, preemption_is_runqueue_time_not_blocking)
+{
+	const struct pf_sample *s;
+	char stack[512];
+
+	switch_sample(11, 1000, K_FUTEX);
+	sw(11, 1000, true, true);
+	sw(11, 1700, false, false);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	s = only(SAMPLE_RUNQUEUE, stack, sizeof(stack));
+	cr_assert_eq(s->weight, 700);
+	cr_assert_eq(count(SAMPLE_OFFCPU), 0);
+	cr_assert_eq(collector__stats(col)->runq_ns, 700);
+	cr_assert_eq(collector__stats(col)->offcpu_ns, 0);
+}
+
+Test(offcpu, a_thread_that_exits_while_blocked_is_not_charged_past_it)
+{
+	switch_sample(11, 1000, K_NANOSLEEP);
+	sw(11, 1000, true, false);
+	task(REC_EXIT, 11, 11, 3000);
+	/* late records of the dead tid (from another CPU's ring) change nothing */
+	sw(11, 3500, true, false);
+	sw(11, 4000, false, false);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	cr_assert_eq(count(SAMPLE_OFFCPU), 0);
+}
+
+Test(offcpu, still_blocked_at_the_end_is_charged_up_to_it)
+{
+	const struct pf_sample *s;
+	char stack[512];
+
+	switch_sample(11, 1000, K_FUTEX);
+	sw(11, 1000, true, false);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	s = only(SAMPLE_OFFCPU, stack, sizeof(stack));
+	cr_assert_eq(s->weight, 8000);
+	cr_assert_str_eq(stack, "schedule;futex_wait");
+}
+
+Test(offcpu, a_switch_out_without_its_sample_has_no_stack)
+{
+	const struct pf_sample *s;
+	char stack[512];
+
+	sw(11, 1000, true, false);
+	sw(11, 3000, false, false);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	s = only(SAMPLE_OFFCPU, stack, sizeof(stack));
+	cr_assert_str_eq(stack, NO_STACK_FRAME);
+	cr_assert_eq(profile__stack_end(prof, s->stack), STACK_END_NOT_SAMPLED);
+}
+
+Test(offcpu, blocked_before_the_attach_is_charged_from_its_start)
+{
+	const struct pf_sample *s;
+	char stack[512];
+
+	collector__set_start(col, 500);
+	/* its first record is a switch-in: it was asleep when the events were opened */
+	sw(12, 2000, false, false);
+	/* one that ran first, then switched in again, was not */
+	switch_sample(13, 600, K_NANOSLEEP);
+	sw(13, 600, true, false);
+	sw(13, 900, false, false);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	cr_assert_eq(count(SAMPLE_OFFCPU), 2);
+	for (size_t i = 0; i < profile__nr_samples(prof); i++) {
+		s = profile__get_sample(prof, i);
+		stack_str(s->stack, stack, sizeof(stack));
+		if (profile__get_thread(prof, s->thread)->tid == 12) {
+			cr_assert_eq(s->time, 500);
+			cr_assert_eq(s->weight, 1500);
+			cr_assert_str_eq(stack, BLOCKED_BEFORE_FRAME);
+		} else {
+			cr_assert_eq(s->weight, 300);
+		}
+	}
+}
+
+Test(offcpu, attached_sleeper_without_records_is_charged_throughout)
+{
+	const struct pf_sample *s;
+	char stack[512];
+
+	collector__set_start(col, 500);
+	cr_assert_eq(collector__set_comm(col, 30, "sleeper"), 0);
+	cr_assert_eq(collector__attached_thread(col, PID, 30, true, 0, "do_nanosleep"), 0);
+	/* awake at the attach and silent since: not blocked */
+	cr_assert_eq(collector__attached_thread(col, PID, 31, false, 0, "0"), 0);
+	cr_assert_eq(collector__finish(col, 9500), 0);
+	s = only(SAMPLE_OFFCPU, stack, sizeof(stack));
+	cr_assert_eq(s->weight, 9000);
+	cr_assert_str_eq(stack, BLOCKED_BEFORE_FRAME ";do_nanosleep");
+	cr_assert_str_eq(profile__str(prof, profile__get_thread(prof, s->thread)->comm), "sleeper");
+	cr_assert_eq(profile__stack_end(prof, s->stack), STACK_END_NOT_SAMPLED);
+}
+
+Test(offcpu, threads_created_while_recording_were_not_blocked_before)
+{
+	collector__set_start(col, 500);
+	comm(11, "loader", false);
+	task(REC_FORK, 41, 11, 1000);
+	/* the new thread's first record is a switch-in: it just started, nothing to charge */
+	sw(41, 2000, false, false);
+	switch_sample(41, 3000, K_FUTEX);
+	sw(41, 3000, true, false);
+	sw(41, 3500, false, false);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	cr_assert_eq(count(SAMPLE_OFFCPU), 1);
+	for (size_t i = 0; i < profile__nr_samples(prof); i++) {
+		const struct pf_sample *s = profile__get_sample(prof, i);
+
+		cr_assert_eq(s->weight, 500);
+		/* it inherited its creator's name */
+		cr_assert_str_eq(profile__str(prof, profile__get_thread(prof, s->thread)->comm),
+				 "loader");
+	}
+}
+
+Test(offcpu, unmatched_switch_ins_at_launch_are_counted)
+{
+	switch_sample(11, 1000, K_FUTEX);
+	sw(11, 1000, true, false);
+	sw(11, 2000, false, false);
+	sw(11, 3000, false, false); /* its switch-out was lost */
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	cr_assert_eq(collector__stats(col)->switch_unmatched, 1);
+	cr_assert_eq(count(SAMPLE_OFFCPU), 1);
+}
+
+Test(collect, exec_renames_and_times_are_kept)
+{
+	const uint64_t ips[] = { PERF_CONTEXT_KERNEL, K_SCHEDULE };
+	struct rec r = { .type = REC_SAMPLE, .time = 7000 };
+	const struct collect_stats *st = collector__stats(col);
+	const struct pf_sample *s;
+	char stack[512];
+
+	comm(11, "sh", false);
+	comm(11, "python3", true);
+	r.sample = (struct rec_sample){ .pid = PID,
+					.tid = 11,
+					.time = 7000,
+					.period = 1001,
+					.nr = 2,
+					.ips = ips,
+					.event = EV_ONCPU };
+	feed(&r);
+	r = (struct rec){ .type = REC_LOST, .lost = { .lost = 3 } };
+	feed(&r);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+	s = only(SAMPLE_ONCPU, stack, sizeof(stack));
+	cr_assert_eq(s->weight, 1001);
+	cr_assert_str_eq(stack, "schedule");
+	cr_assert_str_eq(profile__str(prof, profile__get_thread(prof, s->thread)->comm), "python3");
+	cr_assert_eq(st->samples, 1);
+	cr_assert_eq(st->lost, 3);
+	cr_assert_eq(st->first_time, 7000);
+	cr_assert_eq(st->last_time, 9000);
+	cr_assert_eq(st->oncpu_ends[STACK_END_COMPLETE], 1);
+}
+
+Test(collect, a_record_that_cannot_be_used_is_counted_not_fatal)
+{
+	struct rec r = { .type = REC_MMAP2 };
+
+	/* a mapping past the end of the address space, as a corrupt perf.data may hold */
+	r.mmap2 = (struct rec_mmap2){ .pid = PID,
+				      .tid = PID,
+				      .addr = UINT64_MAX - 10,
+				      .len = 4096,
+				      .prot = 5,
+				      .filename = "/nonexistent/lib.so" };
+	feed(&r);
+	cr_assert_eq(collector__stats(col)->dropped[COLLECT_DROP_MAP], 1);
+	cr_assert_lt(collector__stats(col)->drop_err[COLLECT_DROP_MAP], 0);
+	cr_assert_eq(collector__finish(col, 9000), 0);
+}
+
+/* ---- stack sources ---- */
+
+extern char _start[];
+
+__attribute__((noipa)) static uint64_t fp_leaf(void)
+{
+	return (uint64_t)(uintptr_t)__builtin_return_address(0);
+}
+
+__attribute__((noipa)) static uint64_t fp_mid(void)
+{
+	uint64_t r = fp_leaf();
+
+	__asm__ volatile("" ::: "memory");
+	return r;
+}
+
+/* One on-CPU sample of this process with a callchain of user addresses. */
+static uint32_t fp_sample(const uint64_t *user, size_t n, enum stack_end *end)
+{
+	uint64_t ips[256] = { PERF_CONTEXT_USER };
+	struct rec r = { .type = REC_SAMPLE, .time = 100 };
+
+	cr_assert_lt(n, 255);
+	memcpy(ips + 1, user, n * sizeof(*user));
+	r.sample = (struct rec_sample){ .pid = (uint32_t)getpid(),
+					.tid = (uint32_t)getpid(),
+					.time = 100,
+					.period = 1,
+					.nr = n + 1,
+					.ips = ips,
+					.user = true,
+					.event = EV_ONCPU };
+	feed(&r);
+	cr_assert_eq(collector__finish(col, 200), 0);
+	cr_assert_eq(profile__nr_samples(prof), 1);
+	*end = profile__stack_end(prof, profile__get_sample(prof, 0)->stack);
+	return profile__get_sample(prof, 0)->stack;
+}
+
+Test(sources, frame_pointer_chain_whole_only_at_a_thread_start)
+{
+	uint64_t ra = fp_mid(); /* a return address in fp_mid, after its call */
+	const uint64_t user[] = { (uint64_t)(uintptr_t)&fp_leaf, ra,
+				  (uint64_t)(uintptr_t)_start + 8 };
+	enum stack_end end;
+	char stack[512];
+
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	stack_str(fp_sample(user, 3, &end), stack, sizeof(stack));
+	cr_assert_str_eq(stack, "_start;fp_mid;fp_leaf");
+	cr_assert_eq(end, STACK_END_COMPLETE, "ended %d", end);
+}
+
+Test(sources, frame_pointer_chain_that_stops_short_is_cut)
+{
+	uint64_t ra = fp_mid();
+	const uint64_t user[] = { (uint64_t)(uintptr_t)&fp_leaf, ra };
+	enum stack_end end;
+	char stack[512];
+
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	stack_str(fp_sample(user, 2, &end), stack, sizeof(stack));
+	/* perf's look: no placeholder; the end says it */
+	cr_assert_str_eq(stack, "fp_mid;fp_leaf");
+	cr_assert_eq(end, STACK_END_FP, "ended %d", end);
+}
+
+Test(sources, frame_pointer_chain_at_the_kernel_limit_is_cut)
+{
+	uint64_t user[200];
+	enum stack_end end;
+	char stack[512];
+
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	for (size_t i = 0; i < 200; i++)
+		user[i] = (uint64_t)(uintptr_t)&fp_leaf;
+	stack_str(fp_sample(user, 200, &end), stack, sizeof(stack));
+	cr_assert_eq(end, STACK_END_DEPTH);
+	cr_assert_eq(strncmp(stack, "[truncated];", 12), 0, "%s", stack);
+}
+
+/* ---- DWARF: this thread's own stack ---- */
+
+__attribute__((noipa)) static size_t cl_b(struct sample *smp)
+{
+	capture_regs(smp);
+	__asm__ volatile("" ::: "memory");
+	return smp->size + 1;
+}
+
+__attribute__((noipa)) static size_t cl_a(struct sample *smp)
+{
+	size_t r = cl_b(smp);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+static uint32_t dwarf_sample(size_t copy, enum stack_end *end)
+{
+	struct sample *smp = sample_new();
+	struct rec r = { .type = REC_SAMPLE, .time = 100 };
+	uint32_t stack;
+
+	find_stack_top();
+	cl_a(smp);
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	r.sample = (struct rec_sample){
+		.pid = (uint32_t)getpid(),
+		.tid = (uint32_t)getpid(),
+		.time = 100,
+		.period = 1,
+		.ip = smp->regs[PERF_REG_X86_IP],
+		.user = true,
+		.event = EV_ONCPU,
+		.uregs = { .abi = PERF_SAMPLE_REGS_ABI_64, .mask = regs_mask },
+		.stack = smp->stack,
+		.stack_size = copy < smp->size ? copy : smp->size,
+	};
+	memcpy(r.sample.uregs.regs, smp->regs, sizeof(smp->regs));
+	feed(&r);
+	sample_free(smp);
+	cr_assert_eq(collector__finish(col, 200), 0);
+	cr_assert_eq(profile__nr_samples(prof), 1);
+	stack = profile__get_sample(prof, 0)->stack;
+	*end = profile__stack_end(prof, stack);
+	return stack;
+}
+
+Test(sources, dwarf_unwinds_the_copied_stack_to_the_root)
+{
+	enum stack_end end;
+	char stack[2048];
+
+	stack_str(dwarf_sample(SIZE_MAX, &end), stack, sizeof(stack));
+	cr_log_info("%s", stack);
+	cr_assert_eq(end, STACK_END_COMPLETE, "ended %d: %s", end, stack);
+	cr_assert_not_null(strstr(stack, ";cl_a;cl_b"), "%s", stack);
+	cr_assert_eq(strncmp(stack, "_start;", 7), 0, "%s", stack);
+	cr_assert_eq(collector__stats(col)->oncpu_ends[STACK_END_COMPLETE], 1);
+}
+
+Test(sources, dwarf_with_a_short_copy_is_cut_for_want_of_copy)
+{
+	enum stack_end end;
+	char stack[2048];
+
+	stack_str(dwarf_sample(64, &end), stack, sizeof(stack));
+	cr_assert_eq(end, STACK_END_COPY, "ended %d: %s", end, stack);
+	cr_assert_eq(strncmp(stack, "[truncated];", 12), 0, "%s", stack);
+	cr_assert_eq(collector__stats(col)->truncated, 1);
+}
+
+Test(sources, dwarf_without_a_copy_keeps_the_ip_and_says_so)
+{
+	enum stack_end end;
+	char stack[2048];
+
+	stack_str(dwarf_sample(0, &end), stack, sizeof(stack));
+	cr_assert_eq(end, STACK_END_NO_USER, "ended %d: %s", end, stack);
+	cr_assert_str_eq(stack, "[truncated];cl_b");
+}
