@@ -88,5 +88,12 @@ int target_opts__parse(struct target_opts *o, const char *cmd, int c, const char
 /* 0 or -EINVAL (-ENOMEM); the outputs are untouched on failure. */
 int parse_call_graph(const char *arg, enum callgraph_mode *mode, uint32_t *stack_size);
 int parse_pid_list(const char *arg, pid_t **pids, size_t *nr);
+/*
+ * --time: "START,END" in seconds from the profile's start (either may be
+ * empty, "START" alone runs to the end) -> [start, end) in ns. 0 or -EINVAL.
+ */
+int parse_time_range(const char *arg, uint64_t *start, uint64_t *end);
+/* --pid, --tid: "1,2,3" -> a malloc'ed array appended to *ids. 0, -EINVAL or -ENOMEM. */
+int parse_id_list(const char *arg, uint32_t **ids, size_t *nr);
 
 #endif

@@ -8,7 +8,6 @@
  * recording copies only the part it shows.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,73 +382,4 @@ int render_filter(const struct profile *p, const struct render_select *sel,
 	}
 	*out = q;
 	return 0;
-}
-
-static int parse_seconds(const char *s, size_t len, uint64_t *ns)
-{
-	char buf[64];
-	double v;
-
-	if (!len || len >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	/* a year is more than any recording; keeps the product in range */
-	if (parse_double(buf, 0, 366.0 * 86400, &v))
-		return -EINVAL;
-	*ns = (uint64_t)llround(v * 1e9);
-	return 0;
-}
-
-int render_parse_time_range(const char *s, uint64_t *start, uint64_t *end)
-{
-	const char *comma = strchr(s, ',');
-	uint64_t a = 0, b = UINT64_MAX;
-
-	if (!*s)
-		return -EINVAL;
-	if (!comma)
-		comma = s + strlen(s);
-	if (comma > s && parse_seconds(s, (size_t)(comma - s), &a))
-		return -EINVAL;
-	if (*comma && comma[1] && parse_seconds(comma + 1, strlen(comma + 1), &b))
-		return -EINVAL;
-	if (*comma && !comma[1] && comma == s)
-		return -EINVAL; /* "," alone */
-	if (a >= b)
-		return -EINVAL;
-	*start = a;
-	*end = b;
-	return 0;
-}
-
-int render_parse_ids(const char *s, uint32_t **ids, size_t *nr)
-{
-	size_t cap = *nr, n = *nr;
-	uint32_t *v = *ids;
-	const char *p = s;
-
-	if (!*s)
-		return -EINVAL;
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		char buf[16];
-		uint64_t id;
-
-		if (!len || len >= sizeof(buf))
-			return -EINVAL;
-		memcpy(buf, p, len);
-		buf[len] = '\0';
-		if (parse_u64(buf, 10, 0, UINT32_MAX, &id))
-			return -EINVAL;
-		if (grow_array((void **)&v, &cap, n + 1, sizeof(*v)))
-			return -ENOMEM;
-		*ids = v;
-		v[n++] = (uint32_t)id;
-		*nr = n;
-		if (!comma)
-			return 0;
-		p = comma + 1;
-	}
 }

@@ -62,14 +62,6 @@ int render_filter(const struct profile *p, const struct render_select *sel,
 		  const struct render_filter *f, struct profile **out);
 
 /*
- * "START,END" in seconds from the profile's start (either may be empty,
- * "START" alone runs to the end) -> [start, end) in ns. 0 or -EINVAL.
- */
-int render_parse_time_range(const char *s, uint64_t *start, uint64_t *end);
-/* "1,2,3" -> a malloc'ed array appended to *ids. 0, -EINVAL or -ENOMEM. */
-int render_parse_ids(const char *s, uint32_t **ids, size_t *nr);
-
-/*
  * Folded stacks, FlameGraph's format: `comm;root;...;leaf count\n`, one line
  * per distinct (comm, stack), lines sorted bytewise. Kernel frames get the
  * suffix `_[k]`, JIT `_[j]`, inlined `_[i]`. Names are sanitised so that they
