@@ -29,7 +29,7 @@ static int parse_minwidth(const char *arg, struct svg_opts *svg)
 
 int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char *arg)
 {
-	struct render_filter *f = &o->filter;
+	struct profile_filter *f = &o->filter;
 	uint64_t u;
 	int err;
 

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "profile/filter.h"
 #include "render/render.h"
 #include "sampler/sampler.h"
 
@@ -48,7 +49,7 @@ struct select_opts {
 	bool min_block_set;
 	const char *svg_only; /* an SVG option given, for the error message */
 	struct svg_opts svg;
-	struct render_filter filter; /* points into pids, tids and comms */
+	struct profile_filter filter; /* points into pids, tids and comms */
 	uint32_t *pids, *tids;
 	size_t nr_pids, nr_tids;
 	const char **comms;
