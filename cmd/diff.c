@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profile/filter.h"
 #include "profile/profile.h"
 #include "render/render.h"
 #include "util/util.h"
@@ -168,7 +169,7 @@ int cmd_diff(int argc, char **argv)
 		if (profile__cmeta(p[i])->lost)
 			warning("%s: %llu samples were lost while recording", o.paths[i],
 				(unsigned long long)profile__cmeta(p[i])->lost);
-		err = render_filter(p[i], &sel, &o.sel.filter, &view[i]);
+		err = profile__filter(p[i], sel.kinds, &o.sel.filter, &view[i]);
 		if (err) {
 			error("cannot filter %s: %s", o.paths[i], strerror(-err));
 			goto out;

@@ -4,6 +4,7 @@
 #include "cmd.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,7 @@ static int parse_minwidth(const char *arg, struct svg_opts *svg)
 
 int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char *arg)
 {
-	struct render_filter *f = &o->filter;
+	struct profile_filter *f = &o->filter;
 	uint64_t u;
 	int err;
 
@@ -50,8 +51,8 @@ int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char
 		break;
 	case OPT_PID:
 	case OPT_TID:
-		err = c == OPT_PID ? render_parse_ids(arg, &o->pids, &o->nr_pids)
-				   : render_parse_ids(arg, &o->tids, &o->nr_tids);
+		err = c == OPT_PID ? parse_id_list(arg, &o->pids, &o->nr_pids)
+				   : parse_id_list(arg, &o->tids, &o->nr_tids);
 		f->pids = o->pids;
 		f->nr_pids = o->nr_pids;
 		f->tids = o->tids;
@@ -74,7 +75,7 @@ int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char
 		break;
 	}
 	case OPT_TIME:
-		if (render_parse_time_range(arg, &f->time_start, &f->time_end))
+		if (parse_time_range(arg, &f->time_start, &f->time_end))
 			return usage_error(cmd,
 					   "--time takes START,END in seconds from the start, "
 					   "START < END (either may be empty), got '%s'",
@@ -207,6 +208,76 @@ int parse_pid_list(const char *arg, pid_t **pids, size_t *nr)
 	}
 	free(copy);
 	return err;
+}
+
+/* One side of "START,END": seconds (0 to a year) -> ns. */
+static int parse_seconds(const char *s, size_t len, uint64_t *ns)
+{
+	char buf[64];
+	double v;
+
+	if (!len || len >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	/* a year is more than any recording; keeps the product in range */
+	if (parse_double(buf, 0, 366.0 * 86400, &v))
+		return -EINVAL;
+	*ns = (uint64_t)llround(v * 1e9);
+	return 0;
+}
+
+int parse_time_range(const char *s, uint64_t *start, uint64_t *end)
+{
+	const char *comma = strchr(s, ',');
+	uint64_t a = 0, b = UINT64_MAX;
+
+	if (!*s)
+		return -EINVAL;
+	if (!comma)
+		comma = s + strlen(s);
+	if (comma > s && parse_seconds(s, (size_t)(comma - s), &a))
+		return -EINVAL;
+	if (*comma && comma[1] && parse_seconds(comma + 1, strlen(comma + 1), &b))
+		return -EINVAL;
+	if (*comma && !comma[1] && comma == s)
+		return -EINVAL; /* "," alone */
+	if (a >= b)
+		return -EINVAL;
+	*start = a;
+	*end = b;
+	return 0;
+}
+
+int parse_id_list(const char *s, uint32_t **ids, size_t *nr)
+{
+	size_t cap = *nr, n = *nr;
+	uint32_t *v = *ids;
+	const char *p = s;
+
+	if (!*s)
+		return -EINVAL;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		char buf[16];
+		uint64_t id;
+
+		if (!len || len >= sizeof(buf))
+			return -EINVAL;
+		memcpy(buf, p, len);
+		buf[len] = '\0';
+		if (parse_u64(buf, 10, 0, UINT32_MAX, &id))
+			return -EINVAL;
+		if (grow_array((void **)&v, &cap, n + 1, sizeof(*v)))
+			return -ENOMEM;
+		*ids = v;
+		v[n++] = (uint32_t)id;
+		*nr = n;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
 }
 
 int target_opts__parse(struct target_opts *o, const char *cmd, int c, const char *arg)

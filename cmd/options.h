@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "profile/filter.h"
 #include "render/render.h"
 #include "sampler/sampler.h"
 
@@ -48,7 +49,7 @@ struct select_opts {
 	bool min_block_set;
 	const char *svg_only; /* an SVG option given, for the error message */
 	struct svg_opts svg;
-	struct render_filter filter; /* points into pids, tids and comms */
+	struct profile_filter filter; /* points into pids, tids and comms */
 	uint32_t *pids, *tids;
 	size_t nr_pids, nr_tids;
 	const char **comms;
@@ -88,5 +89,12 @@ int target_opts__parse(struct target_opts *o, const char *cmd, int c, const char
 /* 0 or -EINVAL (-ENOMEM); the outputs are untouched on failure. */
 int parse_call_graph(const char *arg, enum callgraph_mode *mode, uint32_t *stack_size);
 int parse_pid_list(const char *arg, pid_t **pids, size_t *nr);
+/*
+ * --time: "START,END" in seconds from the profile's start (either may be
+ * empty, "START" alone runs to the end) -> [start, end) in ns. 0 or -EINVAL.
+ */
+int parse_time_range(const char *arg, uint64_t *start, uint64_t *end);
+/* --pid, --tid: "1,2,3" -> a malloc'ed array appended to *ids. 0, -EINVAL or -ENOMEM. */
+int parse_id_list(const char *arg, uint32_t **ids, size_t *nr);
 
 #endif

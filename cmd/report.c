@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profile/filter.h"
 #include "profile/profile.h"
 #include "render/render.h"
 #include "util/util.h"
@@ -152,7 +153,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	const struct render_filter *f = &o->sel.filter;
+	const struct profile_filter *f = &o->sel.filter;
 	uint64_t u;
 	int c, err;
 
@@ -371,7 +372,7 @@ int cmd_report(int argc, char **argv)
 		}
 	}
 	sel = selection(&o, p);
-	err = render_filter(p, &sel, &o.sel.filter, &view);
+	err = profile__filter(p, sel.kinds, &o.sel.filter, &view);
 	if (err) {
 		error("cannot filter %s: %s", o.input, strerror(-err));
 		goto out;

@@ -124,6 +124,7 @@ int render_diff_svg(const struct profile *base, const struct profile *cur,
 		    FILE *out)
 {
 	struct agg ab = { 0 }, an = { 0 };
+	bool kinds[SAMPLE_KIND_MAX];
 	struct profile *both;
 	size_t n_cur;
 	int err;
@@ -133,10 +134,11 @@ int render_diff_svg(const struct profile *base, const struct profile *cur,
 	both = profile__new();
 	if (!both)
 		return -ENOMEM;
-	err = profile_copy(both, cur, sel, NULL, false);
+	select_kinds(sel, kinds);
+	err = profile__copy(both, cur, kinds, NULL, false);
 	n_cur = profile__nr_samples(both);
 	if (!err)
-		err = profile_copy(both, base, sel, NULL, false);
+		err = profile__copy(both, base, kinds, NULL, false);
 	if (!err)
 		err = agg_samples_range(both, sel, 0, n_cur, &an);
 	if (!err)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "profile/filter.h"
 #include "render/render.h"
 #include "util/util.h"
 
@@ -111,22 +112,17 @@ int folded_lines(const struct profile *p, const struct agg *agg, struct strbuf *
 int sb_add_json(struct strbuf *sb, const char *s, size_t len);
 
 /*
- * Append the samples of src chosen by sel and f to dst, interning src's
- * names, frames, stacks and threads into dst as needed (see render_filter);
- * with rq_frames, runqueue samples get a RUNQUEUE_FRAME leaf.
- */
-int profile_copy(struct profile *dst, const struct profile *src, const struct render_select *sel,
-		 const struct render_filter *f, bool rq_frames);
-
-/*
  * The SVG of agg cur over p; with base (an aggregate over the same
  * profile's ids), a differential graph.
  */
 int svg_render(const struct profile *p, const struct render_select *sel, const struct agg *cur,
 	       const struct agg *base, bool normalize, const struct svg_opts *opts, FILE *out);
 
-/* Where sample times count from: the recorded start, or the first sample. */
-uint64_t profile_time_base(const struct profile *p);
+/* profile__time_base() (profile/filter.h), by the name trace.c calls it. */
+static inline uint64_t profile_time_base(const struct profile *p)
+{
+	return profile__time_base(p);
+}
 
 /* Write a whole buffer; 0 or the write error. */
 static inline int put_buf(FILE *out, const void *buf, size_t len)

@@ -27,48 +27,6 @@ struct render_select {
 	bool weight_ns; /* weigh by ns (else count samples) */
 };
 
-/* The frame that render_filter() puts on top of runqueue samples. */
-#define RUNQUEUE_FRAME "[runqueue]"
-
-/*
- * Filters and transforms that every report takes. Thread filters of
- * different kinds combine with AND, the values of one kind with OR.
- */
-struct render_filter {
-	const uint32_t *pids; /* keep only these processes (nr_pids 0: all) */
-	size_t nr_pids;
-	const uint32_t *tids; /* keep only these threads */
-	size_t nr_tids;
-	const char *const *comms; /* keep only threads with one of these names */
-	size_t nr_comms;
-	bool has_time; /* keep [time_start, time_end) only */
-	uint64_t time_start; /* ns from the profile's start */
-	uint64_t time_end; /* ns from the profile's start; UINT64_MAX: to the end */
-	uint64_t min_block; /* ns: off-CPU and runqueue samples shorter are dropped */
-	bool per_thread; /* root each thread's stacks under "comm-PID/TID" */
-	bool complete_only; /* keep samples whose stack is complete */
-	bool cut_only; /* keep samples whose stack was cut (or whose end is unknown) */
-	bool reverse; /* stacks leaf first: the callers of each leaf */
-};
-
-/*
- * A new profile with only the samples chosen by sel and f, transformed as f
- * says; runqueue samples (when sel includes them) get a RUNQUEUE_FRAME leaf.
- * Off-CPU blocks that straddle the time range are clipped to it. *out is
- * NULL when nothing needs to change: then use p as it is. Frees nothing of
- * p; the caller frees *out with profile__free().
- */
-int render_filter(const struct profile *p, const struct render_select *sel,
-		  const struct render_filter *f, struct profile **out);
-
-/*
- * "START,END" in seconds from the profile's start (either may be empty,
- * "START" alone runs to the end) -> [start, end) in ns. 0 or -EINVAL.
- */
-int render_parse_time_range(const char *s, uint64_t *start, uint64_t *end);
-/* "1,2,3" -> a malloc'ed array appended to *ids. 0, -EINVAL or -ENOMEM. */
-int render_parse_ids(const char *s, uint32_t **ids, size_t *nr);
-
 /*
  * Folded stacks, FlameGraph's format: `comm;root;...;leaf count\n`, one line
  * per distinct (comm, stack), lines sorted bytewise. Kernel frames get the

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "profile/filter.h"
 #include "profile/profile.h"
 #include "render/render.h"
 #include "tests/golden/fixed_profile.h"
@@ -115,11 +116,11 @@ static struct out render(const struct profile *q, enum fmt fmt, const struct ren
 }
 
 /* p filtered by sel and f; the caller frees the result. */
-static struct profile *filtered(const struct render_select *sel, const struct render_filter *f)
+static struct profile *filtered(const struct render_select *sel, const struct profile_filter *f)
 {
 	struct profile *q = NULL;
 
-	cr_assert_eq(render_filter(p, sel, f, &q), 0);
+	cr_assert_eq(profile__filter(p, sel->kinds, f, &q), 0);
 	cr_assert_not_null(q, "the filter should have made a copy");
 	return q;
 }
@@ -277,7 +278,7 @@ Test(golden, trace_wall_runqueue)
 /* new = the first 100 ms of the same profile: half the work, shifted */
 Test(golden, difffolded)
 {
-	struct render_filter f = { .has_time = true, .time_start = 0, .time_end = 100 * MS };
+	struct profile_filter f = { .has_time = true, .time_start = 0, .time_end = 100 * MS };
 	struct profile *q = filtered(&oncpu, &f);
 	struct out o = { 0 };
 	FILE *mf = open_memstream(&o.buf, &o.len);
@@ -300,12 +301,12 @@ Test(golden, difffolded)
 
 /* Filters: exact outputs. */
 
-static char *folded_of(const struct render_select *sel, const struct render_filter *f)
+static char *folded_of(const struct render_select *sel, const struct profile_filter *f)
 {
 	struct profile *q = NULL;
 	struct out o;
 
-	cr_assert_eq(render_filter(p, sel, f, &q), 0);
+	cr_assert_eq(profile__filter(p, sel->kinds, f, &q), 0);
 	o = render(q, F_FOLDED, sel, NULL);
 	profile__free(q);
 	return o.buf;
@@ -313,15 +314,15 @@ static char *folded_of(const struct render_select *sel, const struct render_filt
 
 Test(filter, nothing_to_do_means_no_copy)
 {
-	struct render_filter none = { 0 };
+	struct profile_filter none = { 0 };
 	struct profile *q = (struct profile *)1;
 
-	cr_assert_eq(render_filter(p, &oncpu, &none, &q), 0);
+	cr_assert_eq(profile__filter(p, oncpu.kinds, &none, &q), 0);
 	cr_assert_null(q);
-	cr_assert_eq(render_filter(p, &offcpu, NULL, &q), 0);
+	cr_assert_eq(profile__filter(p, offcpu.kinds, NULL, &q), 0);
 	cr_assert_null(q);
 	/* runqueue samples get their frame: that is a copy */
-	cr_assert_eq(render_filter(p, &wall, NULL, &q), 0);
+	cr_assert_eq(profile__filter(p, wall.kinds, NULL, &q), 0);
 	cr_assert_not_null(q);
 	profile__free(q);
 }
@@ -330,9 +331,9 @@ Test(filter, tid_pid_comm)
 {
 	uint32_t tid = 101, pid = 100, other = 7;
 	const char *comms[] = { "loader", "nope" };
-	struct render_filter by_tid = { .tids = &tid, .nr_tids = 1 };
-	struct render_filter by_pid = { .pids = &other, .nr_pids = 1 };
-	struct render_filter both = { .pids = &pid, .nr_pids = 1, .comms = comms, .nr_comms = 2 };
+	struct profile_filter by_tid = { .tids = &tid, .nr_tids = 1 };
+	struct profile_filter by_pid = { .pids = &other, .nr_pids = 1 };
+	struct profile_filter both = { .pids = &pid, .nr_pids = 1, .comms = comms, .nr_comms = 2 };
 	char *out;
 
 	out = folded_of(&oncpu, &by_tid);
@@ -352,7 +353,7 @@ Test(filter, tid_pid_comm)
 Test(filter, time_range_clips_blocks)
 {
 	/* [50 ms, 100 ms): on-CPU samples by their time, blocks clipped */
-	struct render_filter f = { .has_time = true, .time_start = 50 * MS, .time_end = 100 * MS };
+	struct profile_filter f = { .has_time = true, .time_start = 50 * MS, .time_end = 100 * MS };
 	char *out;
 
 	out = folded_of(&oncpu, &f);
@@ -375,7 +376,7 @@ Test(filter, time_range_clips_blocks)
 Test(filter, min_block)
 {
 	/* the 0.4 ms futex wait goes, the 30 ms one stays */
-	struct render_filter f = { .min_block = 1000 * 1000 };
+	struct profile_filter f = { .min_block = 1000 * 1000 };
 	char *out = folded_of(&offcpu, &f);
 
 	cr_assert(strstr(out, "futex_wait_[k];schedule_[k] 30000\n"), "%s", out);
@@ -384,7 +385,7 @@ Test(filter, min_block)
 
 Test(filter, per_thread)
 {
-	struct render_filter f = { .per_thread = true };
+	struct profile_filter f = { .per_thread = true };
 	char *out = folded_of(&oncpu, &f);
 
 	cr_assert(strstr(out, "mlp-100/100;main;train_epoch;forward 2\n"), "%s", out);
@@ -395,7 +396,7 @@ Test(filter, per_thread)
 
 Test(filter, reverse)
 {
-	struct render_filter f = { .reverse = true };
+	struct profile_filter f = { .reverse = true };
 	char *out = folded_of(&oncpu, &f);
 
 	cr_assert(strstr(out, "mlp;reduce;reduce;reduce;train_epoch;main 2\n"), "%s", out);
@@ -413,42 +414,6 @@ Test(filter, runqueue_frame)
 
 	cr_assert_str_eq(out, "mlp;main;train_epoch;forward;" RUNQUEUE_FRAME " 4000\n");
 	free(out);
-}
-
-Test(filter, parse)
-{
-	uint64_t a = 1, b = 2;
-	uint32_t *ids = NULL;
-	size_t n = 0;
-
-	cr_assert_eq(render_parse_time_range("5,10", &a, &b), 0);
-	cr_assert_eq(a, 5000000000ULL);
-	cr_assert_eq(b, 10000000000ULL);
-	cr_assert_eq(render_parse_time_range("2.5,", &a, &b), 0);
-	cr_assert_eq(a, 2500000000ULL);
-	cr_assert_eq(b, UINT64_MAX);
-	cr_assert_eq(render_parse_time_range(",0.001", &a, &b), 0);
-	cr_assert_eq(a, 0);
-	cr_assert_eq(b, 1000000);
-	cr_assert_eq(render_parse_time_range("7", &a, &b), 0);
-	cr_assert_eq(a, 7000000000ULL);
-	a = 42;
-	for (const char *bad[] = { "", ",", "10,5", "5,5", "-1,2", "x,1", "1,2,3", "1e99,", "nan,",
-				   " 1,2" },
-			**s = bad;
-	     s < bad + sizeof(bad) / sizeof(bad[0]); s++)
-		cr_assert_eq(render_parse_time_range(*s, &a, &b), -EINVAL, "'%s'", *s);
-	cr_assert_eq(a, 42, "untouched on failure");
-
-	cr_assert_eq(render_parse_ids("1,22,333", &ids, &n), 0);
-	cr_assert_eq(render_parse_ids("4", &ids, &n), 0);
-	cr_assert_eq(n, 4);
-	cr_assert(ids[0] == 1 && ids[1] == 22 && ids[2] == 333 && ids[3] == 4);
-	for (const char *bad[] = { "", ",", "1,", ",1", "-1", "4294967296", "1 ", "0x10" },
-			**s = bad;
-	     s < bad + sizeof(bad) / sizeof(bad[0]); s++)
-		cr_assert_eq(render_parse_ids(*s, &ids, &n), -EINVAL, "'%s'", *s);
-	free(ids);
 }
 
 /* top */
@@ -819,7 +784,7 @@ Test(svgmodes, wall_colours_offcpu_blue)
 
 Test(svgmodes, diff_colours_and_shape)
 {
-	struct render_filter f = { .has_time = true, .time_start = 0, .time_end = 100 * MS };
+	struct profile_filter f = { .has_time = true, .time_start = 0, .time_end = 100 * MS };
 	struct profile *q = filtered(&oncpu, &f);
 	struct out o = { 0 };
 	FILE *mf = open_memstream(&o.buf, &o.len);
@@ -973,8 +938,8 @@ Test(hostile, folded_adds_no_frames)
 	same_shape(&a, &b);
 	free(a.buf);
 	free(b.buf);
-	cr_assert_eq(render_filter(fixed, &wall, NULL, &fw), 0);
-	cr_assert_eq(render_filter(p, &wall, NULL, &hw), 0);
+	cr_assert_eq(profile__filter(fixed, wall.kinds, NULL, &fw), 0);
+	cr_assert_eq(profile__filter(p, wall.kinds, NULL, &hw), 0);
 	a = render(fw, F_FOLDED, &wall, NULL);
 	b = render(hw, F_FOLDED, &wall, NULL);
 	same_shape(&a, &b);

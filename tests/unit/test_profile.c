@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "profile/filter.h"
 #include "profile/profile.h"
 
 static struct profile *make_profile(void)
@@ -650,5 +651,85 @@ Test(profile, version_1_files_still_read)
 	cr_assert_gt(profile__nr_samples(p), 20);
 	for (size_t i = 0; i < profile__nr_stacks(p); i++)
 		cr_assert_eq(profile__stack_end(p, (uint32_t)i), STACK_END_UNKNOWN);
+	profile__free(p);
+}
+
+/* The filters on a plain profile (their outputs are checked in test_outputs.c). */
+
+static const bool oncpu_only[SAMPLE_KIND_MAX] = { [SAMPLE_ONCPU] = true };
+
+Test(filter, time_base)
+{
+	struct profile *p = make_profile(), *e = profile__new();
+
+	cr_assert_eq(profile__time_base(p), 1000000, "the recorded start");
+	profile__meta(p)->start_time = 0;
+	cr_assert_eq(profile__time_base(p), 1000000, "else the first sample");
+	cr_assert_eq(profile__time_base(e), 0);
+	profile__free(p);
+	profile__free(e);
+}
+
+Test(filter, copies_only_when_needed)
+{
+	struct profile *p = make_profile(), *q = (struct profile *)1;
+	struct profile_filter none = { 0 },
+			      empty = { .has_time = true, .time_start = 5, .time_end = 5 };
+
+	cr_assert_eq(profile__filter(p, oncpu_only, &none, &q), 0);
+	cr_assert_null(q);
+	q = (struct profile *)1;
+	cr_assert_eq(profile__filter(p, oncpu_only, &empty, &q), -EINVAL);
+	cr_assert_null(q);
+	profile__free(p);
+}
+
+Test(filter, tid_per_thread_reverse)
+{
+	struct profile *p = make_profile(), *q = NULL;
+	uint32_t tid = 101;
+	struct profile_filter f = {
+		.tids = &tid, .nr_tids = 1, .per_thread = true, .reverse = true
+	};
+	const struct pf_thread *t;
+	const struct pf_stack *st;
+
+	cr_assert_eq(profile__filter(p, oncpu_only, &f, &q), 0);
+	cr_assert_not_null(q);
+	cr_assert_eq(profile__nr_samples(q), 500, "thread 101 has every other sample");
+	cr_assert_eq(profile__nr_threads(q), 1);
+	t = profile__get_thread(q, 0);
+	cr_assert_eq(t->tid, 101);
+	cr_assert_str_eq(profile__str(q, t->comm), "app-100/101");
+	cr_assert_eq(profile__cmeta(q)->start_time, 1000000);
+	cr_assert_str_eq(profile__str(q, profile__cmeta(q)->command), "./app --x");
+	for (size_t i = 0; i < profile__nr_samples(q); i++) {
+		/* reversed: the root is the leaf, main is at the end */
+		st = profile__get_stack(q, profile__get_sample(q, i)->stack);
+		cr_assert_str_eq(profile__str(q, profile__get_frame(q, st->frame)->name), "main");
+	}
+	profile__free(q);
+	profile__free(p);
+}
+
+Test(filter, runqueue_gets_its_frame)
+{
+	struct profile *p = make_profile(), *q = NULL;
+	const bool rq[SAMPLE_KIND_MAX] = { [SAMPLE_RUNQUEUE] = true };
+	struct pf_sample s = {
+		.time = 3000000, .weight = 4000, .stack = 1, .kind = SAMPLE_RUNQUEUE
+	};
+	const struct pf_stack *st;
+
+	cr_assert_eq(profile__add_sample(p, &s), 0);
+	cr_assert_eq(profile__filter(p, rq, NULL, &q), 0);
+	cr_assert_not_null(q, "runqueue frames are a copy");
+	cr_assert_eq(profile__nr_samples(q), 1);
+	st = profile__get_stack(q, profile__get_sample(q, 0)->stack);
+	cr_assert_str_eq(profile__str(q, profile__get_frame(q, st->frame)->name), RUNQUEUE_FRAME);
+	cr_assert_eq(profile__get_frame(q, st->frame)->kind, FRAME_SPECIAL);
+	st = profile__get_stack(q, st->parent);
+	cr_assert_str_eq(profile__str(q, profile__get_frame(q, st->frame)->name), "main");
+	profile__free(q);
 	profile__free(p);
 }

@@ -1,26 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The filters and transforms every report takes (--pid, --tid, --comm,
- * --time, --min-block, --per-thread, --reverse, runqueue frames), applied
- * once by copying the chosen samples into a new profile, so that each
- * renderer only ever sees a plain profile. Names, frames and stacks are
- * copied lazily, as the samples reach them: a filtered view of a long
- * recording copies only the part it shows.
+ * The filters and transforms every report takes (filter.h), applied once
+ * by copying the chosen samples into a new profile. Names, frames and
+ * stacks are copied lazily, as the samples reach them: a filtered view of
+ * a long recording copies only the part it shows.
  */
+#include "filter.h"
+
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "render/internal.h"
+#include "util/util.h"
 
 #define UNSET UINT32_MAX
 
 struct copier {
 	const struct profile *src;
 	struct profile *dst;
-	const struct render_filter *f;
+	const struct profile_filter *f;
 	bool kinds[SAMPLE_KIND_MAX];
 	uint32_t *strings; /* src id -> dst id, UNSET until copied */
 	uint32_t *frames;
@@ -31,6 +30,48 @@ struct copier {
 	size_t path_cap;
 	int64_t rq_frame; /* dst id of RUNQUEUE_FRAME, -1 until needed */
 };
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/*
+ * The frames of stack, root first, into *frames (grown as needed). Checks
+ * that parent ids decrease, so a corrupt table cannot loop. Returns the
+ * depth or a negative errno. (render/ has the same walk, stack_frames().)
+ */
+static int64_t stack_path(const struct profile *p, uint32_t stack, uint32_t **frames, size_t *cap)
+{
+	size_t nr_stacks = profile__nr_stacks(p);
+	size_t nr_frames = profile__nr_frames(p);
+	size_t n = 0;
+	int err;
+
+	if (stack >= nr_stacks)
+		return -EINVAL;
+	while (stack) {
+		const struct pf_stack *st = profile__get_stack(p, stack);
+
+		/* interning creates parents first; anything else could loop */
+		if (st->parent >= stack || st->frame >= nr_frames)
+			return -EINVAL;
+		err = grow_array((void **)frames, cap, n + 1, sizeof(**frames));
+		if (err)
+			return err;
+		(*frames)[n++] = st->frame;
+		stack = st->parent;
+	}
+	for (size_t i = 0; i < n / 2; i++) {
+		uint32_t tmp = (*frames)[i];
+
+		(*frames)[i] = (*frames)[n - 1 - i];
+		(*frames)[n - 1 - i] = tmp;
+	}
+	return (int64_t)n;
+}
 
 static void copier_free(struct copier *c)
 {
@@ -52,14 +93,14 @@ static uint32_t *unset_array(size_t n)
 }
 
 static int copier_init(struct copier *c, struct profile *dst, const struct profile *src,
-		       const struct render_select *sel, const struct render_filter *f)
+		       const bool kinds[SAMPLE_KIND_MAX], const struct profile_filter *f)
 {
 	memset(c, 0, sizeof(*c));
 	c->src = src;
 	c->dst = dst;
 	c->f = f;
 	c->rq_frame = -1;
-	select_kinds(sel, c->kinds);
+	memcpy(c->kinds, kinds, sizeof(c->kinds));
 	u64map_init(&c->stacks);
 	c->strings = unset_array(profile__nr_strings(src));
 	c->frames = unset_array(profile__nr_frames(src));
@@ -126,7 +167,7 @@ static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
 
 static bool thread_wanted(const struct copier *c, const struct pf_thread *t)
 {
-	const struct render_filter *f = c->f;
+	const struct profile_filter *f = c->f;
 	const char *comm = profile__str(c->src, t->comm);
 	size_t len = profile__str_len(c->src, t->comm);
 	bool ok;
@@ -200,7 +241,7 @@ static int64_t copy_stack(struct copier *c, uint32_t id, bool runqueue)
 
 	if (u64map_get(&c->stacks, key, &v))
 		return (int64_t)v;
-	depth = stack_frames(c->src, id, &c->path, &c->path_cap);
+	depth = stack_path(c->src, id, &c->path, &c->path_cap);
 	if (depth < 0)
 		return depth;
 	for (int64_t d = 0; d < depth; d++) {
@@ -241,7 +282,7 @@ static int64_t copy_stack(struct copier *c, uint32_t id, bool runqueue)
  */
 static uint64_t clip(const struct copier *c, const struct pf_sample *s, uint64_t base)
 {
-	const struct render_filter *f = c->f;
+	const struct profile_filter *f = c->f;
 	uint64_t t, end;
 
 	if (!f || !f->has_time)
@@ -257,17 +298,17 @@ static uint64_t clip(const struct copier *c, const struct pf_sample *s, uint64_t
 	return end > t ? end - t : 0;
 }
 
-int profile_copy(struct profile *dst, const struct profile *src, const struct render_select *sel,
-		 const struct render_filter *f, bool rq_frames)
+int profile__copy(struct profile *dst, const struct profile *src, const bool kinds[SAMPLE_KIND_MAX],
+		  const struct profile_filter *f, bool rq_frames)
 {
 	size_t nr_samples = profile__nr_samples(src);
 	size_t nr_stacks = profile__nr_stacks(src);
 	size_t nr_threads = profile__nr_threads(src);
-	uint64_t base = profile_time_base(src);
+	uint64_t base = profile__time_base(src);
 	struct copier c;
 	int err;
 
-	err = copier_init(&c, dst, src, sel, f);
+	err = copier_init(&c, dst, src, kinds, f);
 	if (err)
 		return err;
 	for (size_t i = 0; i < nr_samples; i++) {
@@ -308,7 +349,7 @@ int profile_copy(struct profile *dst, const struct profile *src, const struct re
 	return err;
 }
 
-uint64_t profile_time_base(const struct profile *p)
+uint64_t profile__time_base(const struct profile *p)
 {
 	uint64_t base = profile__cmeta(p)->start_time;
 	size_t n = profile__nr_samples(p);
@@ -325,11 +366,8 @@ uint64_t profile_time_base(const struct profile *p)
 	return n ? base : 0;
 }
 
-static bool needs_copy(const struct render_select *sel, const struct render_filter *f)
+static bool needs_copy(const bool kinds[SAMPLE_KIND_MAX], const struct profile_filter *f)
 {
-	bool kinds[SAMPLE_KIND_MAX];
-
-	select_kinds(sel, kinds);
 	if (kinds[SAMPLE_RUNQUEUE])
 		return true;
 	return f && (f->nr_pids || f->nr_tids || f->nr_comms || f->has_time || f->min_block ||
@@ -353,15 +391,15 @@ static int copy_meta(struct profile *dst, const struct profile *src)
 	}
 	*d = *m;
 	/* the time base stays that of the source, so --time means the same */
-	d->start_time = profile_time_base(src);
+	d->start_time = profile__time_base(src);
 	d->event = (uint32_t)out[0];
 	d->command = (uint32_t)out[1];
 	d->hostname = (uint32_t)out[2];
 	return 0;
 }
 
-int render_filter(const struct profile *p, const struct render_select *sel,
-		  const struct render_filter *f, struct profile **out)
+int profile__filter(const struct profile *p, const bool kinds[SAMPLE_KIND_MAX],
+		    const struct profile_filter *f, struct profile **out)
 {
 	struct profile *q;
 	int err;
@@ -369,87 +407,18 @@ int render_filter(const struct profile *p, const struct render_select *sel,
 	*out = NULL;
 	if (f && f->has_time && f->time_start >= f->time_end)
 		return -EINVAL;
-	if (!needs_copy(sel, f))
+	if (!needs_copy(kinds, f))
 		return 0;
 	q = profile__new();
 	if (!q)
 		return -ENOMEM;
 	err = copy_meta(q, p);
 	if (!err)
-		err = profile_copy(q, p, sel, f, true);
+		err = profile__copy(q, p, kinds, f, true);
 	if (err) {
 		profile__free(q);
 		return err;
 	}
 	*out = q;
 	return 0;
-}
-
-static int parse_seconds(const char *s, size_t len, uint64_t *ns)
-{
-	char buf[64];
-	double v;
-
-	if (!len || len >= sizeof(buf))
-		return -EINVAL;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
-	/* a year is more than any recording; keeps the product in range */
-	if (parse_double(buf, 0, 366.0 * 86400, &v))
-		return -EINVAL;
-	*ns = (uint64_t)llround(v * 1e9);
-	return 0;
-}
-
-int render_parse_time_range(const char *s, uint64_t *start, uint64_t *end)
-{
-	const char *comma = strchr(s, ',');
-	uint64_t a = 0, b = UINT64_MAX;
-
-	if (!*s)
-		return -EINVAL;
-	if (!comma)
-		comma = s + strlen(s);
-	if (comma > s && parse_seconds(s, (size_t)(comma - s), &a))
-		return -EINVAL;
-	if (*comma && comma[1] && parse_seconds(comma + 1, strlen(comma + 1), &b))
-		return -EINVAL;
-	if (*comma && !comma[1] && comma == s)
-		return -EINVAL; /* "," alone */
-	if (a >= b)
-		return -EINVAL;
-	*start = a;
-	*end = b;
-	return 0;
-}
-
-int render_parse_ids(const char *s, uint32_t **ids, size_t *nr)
-{
-	size_t cap = *nr, n = *nr;
-	uint32_t *v = *ids;
-	const char *p = s;
-
-	if (!*s)
-		return -EINVAL;
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		size_t len = comma ? (size_t)(comma - p) : strlen(p);
-		char buf[16];
-		uint64_t id;
-
-		if (!len || len >= sizeof(buf))
-			return -EINVAL;
-		memcpy(buf, p, len);
-		buf[len] = '\0';
-		if (parse_u64(buf, 10, 0, UINT32_MAX, &id))
-			return -EINVAL;
-		if (grow_array((void **)&v, &cap, n + 1, sizeof(*v)))
-			return -ENOMEM;
-		*ids = v;
-		v[n++] = (uint32_t)id;
-		*nr = n;
-		if (!comma)
-			return 0;
-		p = comma + 1;
-	}
 }
