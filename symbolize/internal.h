@@ -242,9 +242,12 @@ struct map {
 	uint32_t type;
 };
 
+struct unwind_proc;
+
 struct proc {
 	struct map *maps;
 	struct perfmap *perfmap; /* owned by perfmap.c: JIT symbols read for this pid */
+	struct unwind_proc *unw; /* owned by unwind.c: unwinding state of this pid */
 	size_t n, cap;
 	size_t last; /* index of the last hit: consecutive frames share mappings */
 	uint64_t misses;
@@ -292,18 +295,13 @@ struct map *proc_lookup(struct proc *p, uint64_t addr);
 
 #include <sys/types.h>
 
-/*
- * Per-process JIT state, hung on proc->perfmap and freed with the process:
- * the symbols of its perf map (perfmap.c) and its unwinding state (unwind.c).
- */
+/* The JIT symbols of one process's perf map, hung on proc->perfmap. */
 struct perfmap_entry {
 	uint64_t start;
 	uint64_t end; /* exclusive */
 	const char *name; /* interned in the symbolizer's pool */
 	uint64_t seq; /* position over all reads: the later line wins a tie */
 };
-
-struct unwind_proc;
 
 struct perfmap {
 	struct perfmap_entry *ents; /* every entry read, sorted by start */
@@ -317,12 +315,11 @@ struct perfmap {
 	bool tried;
 	bool rejected; /* an unsafe file: never read again for this pid */
 	bool skip_line; /* the last read stopped inside an overlong line */
-	struct unwind_proc *unw; /* owned by unwind.c */
 };
 
 /* The pid's JIT state, created at first use; NULL on -ENOMEM. */
 struct perfmap *perfmap__get(struct proc *p);
-/* Frees pm with its unwinding state; accepts NULL. */
+/* Accepts NULL. */
 void perfmap__free(struct perfmap *pm);
 /*
  * Read a perf-map file (or, when it is the file read last time and has grown,

@@ -446,7 +446,8 @@ static void proc_free(struct proc *p)
 {
 	if (!p)
 		return;
-	perfmap__free(p->perfmap); /* unwind/perfmap: JIT symbols and unwinding state */
+	perfmap__free(p->perfmap); /* JIT symbols */
+	unwind__proc_free(p->unw);
 	free(p->maps);
 	free(p);
 }
@@ -850,6 +851,8 @@ int symbolizer__comm(struct symbolizer *s, uint32_t pid, uint32_t tid, bool exec
 		/* a new image: the old one's JIT names and unwinding state no longer apply */
 		perfmap__free(p->perfmap);
 		p->perfmap = NULL;
+		unwind__proc_free(p->unw);
+		p->unw = NULL;
 		p->n = 0;
 		p->last = 0;
 		p->misses = 0;

@@ -815,13 +815,10 @@ static unw_accessors_t accessors = {
 
 static struct unwind_proc *unwind_proc_get(struct proc *p)
 {
-	struct perfmap *pm = perfmap__get(p);
 	struct unwind_proc *u;
 
-	if (!pm)
-		return NULL;
-	if (pm->unw)
-		return pm->unw;
+	if (p->unw)
+		return p->unw;
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
@@ -838,7 +835,7 @@ static struct unwind_proc *unwind_proc_get(struct proc *p)
 	unw_set_caching_policy(u->as, UNW_CACHE_PER_THREAD);
 	/* oneDNN and its callers return to a few thousand distinct addresses */
 	unw_set_cache_size(u->as, UW_CACHE_SIZE, 0);
-	pm->unw = u;
+	p->unw = u;
 	return u;
 }
 
