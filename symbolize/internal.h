@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /*
  * Strings that live as long as the pool: chunks are never moved or freed
@@ -65,6 +66,95 @@ int read_lines(const char *path, size_t max_line, uint64_t max_bytes,
  * params false drops the parameter list (and the cv-qualifiers after it).
  */
 size_t sym_demangle(const char *name, bool params, char *out, size_t cap);
+
+/* ---- elf.c: ELF files read by hand (program headers, code, unwind tables) ---- */
+
+/*
+ * .eh_frame_hdr: version 1, then eh_frame_ptr and fde_count, then the
+ * binary-search table (only the datarel sdata4 pairs every linker writes are
+ * accepted), at table_off from the start. p[0..size) at vaddr. False when
+ * malformed.
+ */
+struct eh_hdr {
+	uint64_t eh_frame_ptr;
+	uint64_t fde_count; /* as written: check it against the table's size */
+	size_t table_off;
+};
+bool eh_hdr_parse(const uint8_t *p, size_t size, uint64_t vaddr, struct eh_hdr *out);
+/*
+ * Start of the FDE covering vaddr: a binary search of table (fde_count
+ * pairs, relative to hdr_vaddr), then the FDE itself in eh[0..eh_size) at
+ * eh_vaddr must agree with the table and cover vaddr.
+ */
+bool eh_fde_lookup(const uint8_t *table, size_t fde_count, uint64_t hdr_vaddr, const uint8_t *eh,
+		   size_t eh_size, uint64_t eh_vaddr, uint64_t vaddr, uint64_t *start);
+
+#define ELF_FILE_SEGS 16
+#define ELF_TEXT_LINE 64
+#define ELF_TEXT_LINES 64
+
+/* One PT_LOAD of an elf_file. */
+struct elf_seg {
+	uint64_t off, filesz, vaddr;
+	uint32_t flags;
+};
+
+/* Bytes copied out of the file: [vaddr, vaddr + len). */
+struct elf_buf {
+	uint8_t *data;
+	uint64_t vaddr, len;
+};
+
+/*
+ * An ELF file as the unwinder reads it: through an fd with pread (or from
+ * memory, for the vDSO), its PT_LOADs, its entry point and its
+ * .eh_frame_hdr search table. fde_count 0: no CFI.
+ */
+struct elf_file {
+	int err; /* the owner's verdict: 0 usable */
+	int fd; /* -1 for an image in our memory */
+	bool own_fd; /* elf_file__free closes fd */
+	const uint8_t *mem; /* the vDSO: the kernel maps the same image into every process */
+	uint64_t mem_size;
+	struct elf_seg segs[ELF_FILE_SEGS];
+	size_t nsegs;
+	uint64_t lo, hi; /* extent of the PT_LOADs (vaddr) */
+	uint64_t entry; /* e_entry (vaddr), 0 for none */
+	struct elf_buf hdr, eh; /* .eh_frame_hdr and .eh_frame */
+	uint64_t hdr_vaddr, table_vaddr, fde_count;
+	uint64_t text_tag[ELF_TEXT_LINES]; /* line number + 1; 0: empty */
+	uint8_t text[ELF_TEXT_LINES][ELF_TEXT_LINE];
+};
+
+/* A file with fd -1 and nothing read; set fd (and own_fd), then parse. NULL: -ENOMEM. */
+struct elf_file *elf_file__new(void);
+/* Read the headers and unwind tables of f->fd. 0 (also for a file without CFI) or -errno. */
+int elf_file__parse(struct elf_file *f);
+/* Our own vDSO, parsed; NULL when there is none. */
+struct elf_file *elf_file__vdso(void);
+void elf_file__free(struct elf_file *f); /* accepts NULL */
+int elf_file__read_segs(struct elf_file *f, uint64_t vaddr, void *dst, size_t len);
+
+static inline bool elf_buf__read(const struct elf_buf *b, uint64_t vaddr, void *dst, size_t len)
+{
+	if (!b->data || vaddr < b->vaddr || vaddr - b->vaddr > b->len ||
+	    len > b->len - (vaddr - b->vaddr))
+		return false;
+	memcpy(dst, b->data + (vaddr - b->vaddr), len);
+	return true;
+}
+
+/*
+ * len bytes at an ELF virtual address of f; past the end of the file reads
+ * as zeros, as in a mapping. 0 or -1. Inline: the unwinder's memory reads
+ * mostly hit the unwind tables.
+ */
+static inline int elf_file__read(struct elf_file *f, uint64_t vaddr, void *dst, size_t len)
+{
+	if (elf_buf__read(&f->hdr, vaddr, dst, len) || elf_buf__read(&f->eh, vaddr, dst, len))
+		return 0;
+	return elf_file__read_segs(f, vaddr, dst, len);
+}
 
 /* What the symbolizer's users can tune; read by every module load. */
 struct sym_config {

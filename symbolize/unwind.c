@@ -11,7 +11,8 @@
  *    a UNW_INFO_FORMAT_REMOTE_TABLE whose FDEs libunwind reads through the
  *    memory accessor;
  *  - no dynamic unwind info.
- * Each module's program headers, .eh_frame_hdr and .eh_frame are read once
+ * Each module's program headers, .eh_frame_hdr and .eh_frame are read once,
+ * by elf.c,
  * (module->unwind) and shared by every process that maps it; each process
  * has its own libunwind address space and register-state cache.
  *
@@ -39,14 +40,12 @@
  * remembered stacks are capped; SP must grow at every frame.
  */
 #include <asm/perf_regs.h>
-#include <dwarf.h> /* DW_EH_PE_* */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libunwind.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,13 +57,6 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
 					      unw_dyn_info_t *di, unw_proc_info_t *pi,
 					      int need_unwind_info, void *arg);
 
-#define UW_MAX_LOADS 16
-#define UW_MAX_PHDRS 256
-#define UW_MAX_SHDRS 65280
-/* .eh_frame_hdr plus .eh_frame kept per module */
-#define UW_MAX_TABLES (256ull << 20)
-#define TEXT_LINE 64
-#define TEXT_LINES 64
 #define UW_RECENT 8
 /* memory reads per unwind: a few hundred per frame when nothing is cached */
 #define UW_MAX_READS 200000
@@ -104,361 +96,23 @@ static const uint8_t perf_reg_of[] = {
 };
 #define UW_NREGS (UNW_X86_64_RIP + 1)
 
-/* ---- module images: program headers, unwind tables, code ---- */
-
-struct uw_load {
-	uint64_t off, filesz, vaddr;
-	uint32_t flags;
-};
-
-struct uw_buf {
-	uint8_t *data;
-	uint64_t vaddr, len;
-};
-
-struct mod_unwind {
-	int err; /* 0: usable */
-	int fd; /* -1 for an image in our memory */
-	bool own_fd;
-	const uint8_t *mem; /* the vDSO: the kernel maps the same image into every process */
-	uint64_t mem_size;
-	struct uw_load loads[UW_MAX_LOADS];
-	size_t nloads;
-	uint64_t lo, hi; /* extent of the PT_LOADs (vaddr) */
-	uint64_t entry; /* e_entry (vaddr), 0 for none */
-	struct uw_buf hdr, eh;
-	uint64_t hdr_vaddr, table_vaddr, fde_count; /* fde_count 0: no CFI */
-	uint64_t text_tag[TEXT_LINES]; /* line number + 1; 0: empty */
-	uint8_t text[TEXT_LINES][TEXT_LINE];
-};
-
-/* Bytes of the file at off; fewer at its end. */
-static ssize_t src_pread(const struct mod_unwind *mu, uint64_t off, void *dst, size_t len)
-{
-	size_t done = 0;
-
-	if (mu->mem) {
-		if (off >= mu->mem_size)
-			return 0;
-		if (len > mu->mem_size - off)
-			len = (size_t)(mu->mem_size - off);
-		memcpy(dst, mu->mem + off, len);
-		return (ssize_t)len;
-	}
-	if (off > INT64_MAX - len)
-		return -1;
-	while (done < len) {
-		ssize_t r = pread(mu->fd, (uint8_t *)dst + done, len - done, (off_t)(off + done));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			break;
-		done += (size_t)r;
-	}
-	return (ssize_t)done;
-}
-
-static int src_exact(const struct mod_unwind *mu, uint64_t off, void *dst, size_t len)
-{
-	return src_pread(mu, off, dst, len) == (ssize_t)len ? 0 : -1;
-}
-
-/* File bytes through a small cache of lines: code is read a few bytes at a time. */
-static int read_cached(struct mod_unwind *mu, uint64_t off, uint8_t *dst, size_t len)
-{
-	if (mu->mem) {
-		ssize_t n = src_pread(mu, off, dst, len);
-
-		if (n < 0)
-			return -1;
-		memset(dst + n, 0, len - (size_t)n);
-		return 0;
-	}
-	while (len) {
-		uint64_t line = off / TEXT_LINE;
-		size_t slot = (size_t)(line % TEXT_LINES), at = (size_t)(off % TEXT_LINE);
-		size_t n = TEXT_LINE - at < len ? TEXT_LINE - at : len;
-
-		if (mu->text_tag[slot] != line + 1) {
-			ssize_t r = src_pread(mu, line * TEXT_LINE, mu->text[slot], TEXT_LINE);
-
-			if (r < 0)
-				return -1;
-			/* past the end of the file reads as zeros, as in a mapping */
-			memset(mu->text[slot] + r, 0, TEXT_LINE - (size_t)r);
-			mu->text_tag[slot] = line + 1;
-		}
-		memcpy(dst, mu->text[slot] + at, n);
-		dst += n;
-		off += n;
-		len -= n;
-	}
-	return 0;
-}
-
-static const struct uw_load *load_of(const struct mod_unwind *mu, uint64_t vaddr)
-{
-	for (size_t i = 0; i < mu->nloads; i++) {
-		const struct uw_load *l = &mu->loads[i];
-
-		if (vaddr >= l->vaddr && vaddr - l->vaddr < l->filesz)
-			return l;
-	}
-	return NULL;
-}
-
-static bool buf_read(const struct uw_buf *b, uint64_t vaddr, void *dst, size_t len)
-{
-	if (!b->data || vaddr < b->vaddr || vaddr - b->vaddr > b->len ||
-	    len > b->len - (vaddr - b->vaddr))
-		return false;
-	memcpy(dst, b->data + (vaddr - b->vaddr), len);
-	return true;
-}
-
-/* len bytes at an ELF virtual address of the module. 0 or -1. */
-static int mod_read(struct mod_unwind *mu, uint64_t vaddr, void *dst, size_t len)
-{
-	const struct uw_load *l;
-
-	if (buf_read(&mu->hdr, vaddr, dst, len) || buf_read(&mu->eh, vaddr, dst, len))
-		return 0;
-	l = load_of(mu, vaddr);
-	if (!l)
-		return -1;
-	return read_cached(mu, l->off + (vaddr - l->vaddr), dst, len);
-}
-
-/* Copy [vaddr, vaddr + len) out of the file, widened to whole words. */
-static int load_buf(struct mod_unwind *mu, struct uw_buf *b, uint64_t vaddr, uint64_t len)
-{
-	const struct uw_load *l = load_of(mu, vaddr);
-	uint64_t start = vaddr & ~7ull, end;
-	ssize_t r;
-
-	if (!l || !len || len > UW_MAX_TABLES)
-		return -EINVAL;
-	if (len > l->filesz - (vaddr - l->vaddr))
-		len = l->filesz - (vaddr - l->vaddr);
-	if (start < l->vaddr)
-		start = vaddr;
-	/* a segment ending in the last word of the address space would wrap end */
-	if (vaddr + len > UINT64_MAX - 7)
-		return -EINVAL;
-	end = (vaddr + len + 7) & ~7ull;
-	b->data = malloc(end - start);
-	if (!b->data)
-		return -ENOMEM;
-	r = src_pread(mu, l->off + (start - l->vaddr), b->data, end - start);
-	if (r < (ssize_t)(vaddr + len - start)) {
-		free(b->data);
-		b->data = NULL;
-		return -EIO;
-	}
-	memset(b->data + r, 0, (size_t)(end - start) - (size_t)r);
-	b->vaddr = start;
-	b->len = end - start;
-	return 0;
-}
-
-/* A DW_EH_PE-encoded value of .eh_frame_hdr; field is its address. */
-static bool read_encoded(const uint8_t *p, size_t avail, uint8_t enc, uint64_t field, uint64_t hdr,
-			 uint64_t *out, size_t *used)
-{
-	uint64_t v;
-	size_t n;
-
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr:
-	case DW_EH_PE_udata8:
-	case DW_EH_PE_sdata8:
-		n = 8;
-		break;
-	case DW_EH_PE_udata4:
-	case DW_EH_PE_sdata4:
-		n = 4;
-		break;
-	default:
-		return false;
-	}
-	if (n > avail || (enc & DW_EH_PE_indirect))
-		return false;
-	v = n == 8 ? get_le64(p) : get_le32(p);
-	if ((enc & 0x0f) == DW_EH_PE_sdata4)
-		v = (uint64_t)(int64_t)(int32_t)v;
-	switch (enc & 0x70) {
-	case DW_EH_PE_absptr:
-		break;
-	case DW_EH_PE_pcrel:
-		v += field;
-		break;
-	case DW_EH_PE_datarel:
-		v += hdr;
-		break;
-	default:
-		return false;
-	}
-	*out = v;
-	*used = n;
-	return true;
-}
-
-/* Address and size of the section called name, from the section headers. */
-static bool find_section(struct mod_unwind *mu, const Elf64_Ehdr *eh, const char *name,
-			 uint64_t *addr, uint64_t *size)
-{
-	size_t nlen = strlen(name) + 1;
-	Elf64_Shdr strtab, sh;
-	char buf[32];
-
-	if (!eh->e_shoff || eh->e_shentsize != sizeof(Elf64_Shdr) || !eh->e_shnum ||
-	    eh->e_shnum > UW_MAX_SHDRS || eh->e_shstrndx >= eh->e_shnum || nlen > sizeof(buf))
-		return false;
-	if (src_exact(mu, eh->e_shoff + (uint64_t)eh->e_shstrndx * sizeof(sh), &strtab,
-		      sizeof(strtab)))
-		return false;
-	for (unsigned i = 1; i < eh->e_shnum; i++) {
-		if (src_exact(mu, eh->e_shoff + (uint64_t)i * sizeof(sh), &sh, sizeof(sh)))
-			return false;
-		if (sh.sh_name >= strtab.sh_size || strtab.sh_size - sh.sh_name < nlen ||
-		    src_exact(mu, strtab.sh_offset + sh.sh_name, buf, nlen))
-			continue;
-		if (!memcmp(buf, name, nlen) && sh.sh_type != SHT_NOBITS) {
-			*addr = sh.sh_addr;
-			*size = sh.sh_size;
-			return true;
-		}
-	}
-	return false;
-}
-
-static int mod_parse(struct mod_unwind *mu)
-{
-	uint64_t hdr_vaddr = 0, hdr_size = 0, eh_vaddr, eh_size, sec_addr, sec_size, fde_count;
-	bool has_hdr = false;
-	uint8_t h[4 + 8 + 8];
-	Elf64_Ehdr eh;
-	Elf64_Phdr ph;
-	size_t used, at;
-	int err;
-
-	if (src_exact(mu, 0, &eh, sizeof(eh)) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-	    eh.e_machine != EM_X86_64 || eh.e_phentsize != sizeof(ph) || !eh.e_phnum ||
-	    eh.e_phnum > UW_MAX_PHDRS)
-		return -ENOEXEC;
-	mu->lo = UINT64_MAX;
-	mu->entry = eh.e_entry;
-	for (unsigned i = 0; i < eh.e_phnum; i++) {
-		uint64_t end;
-
-		if (src_exact(mu, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph, sizeof(ph)))
-			return -ENOEXEC;
-		if (ph.p_type == PT_GNU_EH_FRAME) {
-			hdr_vaddr = ph.p_vaddr;
-			hdr_size = ph.p_filesz;
-			has_hdr = true;
-		}
-		if (ph.p_type != PT_LOAD || mu->nloads == UW_MAX_LOADS || !ph.p_memsz ||
-		    __builtin_add_overflow(ph.p_vaddr, ph.p_memsz, &end) ||
-		    ph.p_filesz > ph.p_memsz)
-			continue;
-		mu->loads[mu->nloads++] = (struct uw_load){ .off = ph.p_offset,
-							    .filesz = ph.p_filesz,
-							    .vaddr = ph.p_vaddr,
-							    .flags = ph.p_flags };
-		if (ph.p_vaddr < mu->lo)
-			mu->lo = ph.p_vaddr;
-		if (end > mu->hi)
-			mu->hi = end;
-	}
-	if (!mu->nloads)
-		return -ENOEXEC;
-	if (!has_hdr || hdr_size < 4)
-		return 0; /* no CFI: unwinding stops in this module */
-
-	/* version 1, then the encodings of eh_frame_ptr, fde_count and the table */
-	if (mod_read(mu, hdr_vaddr, h, sizeof(h)) || h[0] != 1)
-		return 0;
-	at = 4;
-	if (!read_encoded(h + at, sizeof(h) - at, h[1], hdr_vaddr + at, hdr_vaddr, &eh_vaddr,
-			  &used))
-		return 0;
-	at += used;
-	/* the table must be the binary-search table libunwind reads: datarel sdata4 pairs */
-	if (h[2] == DW_EH_PE_omit || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4) ||
-	    !read_encoded(h + at, sizeof(h) - at, h[2] & 0x0f, 0, 0, &fde_count, &used))
-		return 0;
-	at += used;
-	mu->hdr_vaddr = hdr_vaddr;
-	mu->table_vaddr = hdr_vaddr + at;
-	if (find_section(mu, &eh, ".eh_frame", &sec_addr, &sec_size) && sec_addr == eh_vaddr) {
-		eh_size = sec_size;
-	} else {
-		const struct uw_load *l = load_of(mu, eh_vaddr);
-
-		if (!l)
-			return 0;
-		eh_size = l->filesz - (eh_vaddr - l->vaddr);
-	}
-	err = load_buf(mu, &mu->hdr, hdr_vaddr, hdr_size);
-	if (!err)
-		err = load_buf(mu, &mu->eh, eh_vaddr, eh_size);
-	if (err) {
-		free(mu->hdr.data);
-		free(mu->eh.data);
-		mu->hdr.data = mu->eh.data = NULL;
-		return err == -ENOMEM ? err : 0;
-	}
-	/* a count the table cannot hold is cut to what it holds */
-	if (mu->table_vaddr < mu->hdr.vaddr || mu->table_vaddr - mu->hdr.vaddr > mu->hdr.len)
-		return 0;
-	if (fde_count > (mu->hdr.len - (mu->table_vaddr - mu->hdr.vaddr)) / 8)
-		fde_count = (mu->hdr.len - (mu->table_vaddr - mu->hdr.vaddr)) / 8;
-	mu->fde_count = fde_count;
-	return 0;
-}
-
-static void mod_unwind_free(struct mod_unwind *mu)
-{
-	if (!mu)
-		return;
-	if (mu->own_fd)
-		close(mu->fd);
-	free(mu->hdr.data);
-	free(mu->eh.data);
-	free(mu);
-}
-
 void unwind__module_free(struct module *m)
 {
 	if (!m)
 		return;
-	mod_unwind_free(m->unwind);
+	elf_file__free(m->unwind);
 	m->unwind = NULL;
 }
 
-static struct mod_unwind *mod_unwind_new(void)
-{
-	struct mod_unwind *mu = calloc(1, sizeof(*mu));
-
-	if (mu)
-		mu->fd = -1;
-	return mu;
-}
-
 /* The module's unwind tables, read at first use; NULL when it has none. */
-static struct mod_unwind *module_unwind(struct module *m)
+static struct elf_file *module_unwind(struct module *m)
 {
-	struct mod_unwind *mu = m->unwind;
+	struct elf_file *mu = m->unwind;
 	struct stat st;
 
 	if (mu)
 		return mu->err ? NULL : mu;
-	mu = mod_unwind_new();
+	mu = elf_file__new();
 	if (!mu)
 		return NULL; /* tried again at the next frame */
 	/* the file pinned when it was mapped, else the path (a binary deleted meanwhile is lost) */
@@ -473,46 +127,22 @@ static struct mod_unwind *module_unwind(struct module *m)
 			mu->own_fd = false;
 		}
 	}
-	mu->err = mu->fd < 0 ? -ENOENT : mod_parse(mu);
+	mu->err = mu->fd < 0 ? -ENOENT : elf_file__parse(mu);
 	if (mu->err == -ENOMEM) {
-		mod_unwind_free(mu);
+		elf_file__free(mu);
 		return NULL;
 	}
 	m->unwind = mu;
 	return mu->err ? NULL : mu;
 }
 
-/* Our own vDSO: the kernel maps the same image into every process. */
-static struct mod_unwind *vdso_unwind(void)
-{
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
-	struct mod_unwind *mu;
-	uint64_t size = 0;
-
-	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_phentsize != sizeof(Elf64_Phdr))
-		return NULL;
-	for (unsigned i = 0; i < eh->e_phnum && i < UW_MAX_PHDRS; i++) {
-		const Elf64_Phdr *ph = (const Elf64_Phdr *)((const uint8_t *)eh + eh->e_phoff) + i;
-
-		if (ph->p_type == PT_LOAD && ph->p_offset + ph->p_filesz > size)
-			size = ph->p_offset + ph->p_filesz;
-	}
-	mu = mod_unwind_new();
-	if (!mu)
-		return NULL;
-	mu->mem = (const uint8_t *)eh;
-	mu->mem_size = size;
-	mu->err = size ? mod_parse(mu) : -ENOEXEC;
-	return mu;
-}
-
 /* bias: runtime address - ELF vaddr, from the PT_LOAD that the mapping starts in */
-static bool map_bias(const struct mod_unwind *mu, const struct map *m, uint64_t *bias)
+static bool map_bias(const struct elf_file *mu, const struct map *m, uint64_t *bias)
 {
-	const struct uw_load *best = NULL;
+	const struct elf_seg *best = NULL;
 
-	for (size_t i = 0; i < mu->nloads; i++) {
-		const struct uw_load *l = &mu->loads[i];
+	for (size_t i = 0; i < mu->nsegs; i++) {
+		const struct elf_seg *l = &mu->segs[i];
 		uint64_t page = l->off & ~4095ull;
 
 		if (m->pgoff < page || m->pgoff - page >= (l->off - page) + l->filesz)
@@ -568,7 +198,7 @@ struct size_slot {
 
 struct unwind_proc {
 	unw_addr_space_t as;
-	struct mod_unwind *vdso;
+	struct elf_file *vdso;
 	bool vdso_tried;
 	struct chain_slot *chains; /* known stacks, by the SP of each frame */
 	uint64_t tick;
@@ -587,7 +217,7 @@ void unwind__proc_free(struct unwind_proc *u)
 		return;
 	if (u->as)
 		unw_destroy_addr_space(u->as);
-	mod_unwind_free(u->vdso);
+	elf_file__free(u->vdso);
 	for (size_t i = 0; u->chains && i < CHAIN_BUCKETS * CHAIN_WAYS; i++) {
 		free(u->chains[i].ips);
 		free(u->chains[i].sps);
@@ -605,7 +235,7 @@ void unwind__proc_free(struct unwind_proc *u)
 /* ---- the accessors ---- */
 
 struct uw_recent {
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	uint64_t bias, start, end; /* runtime extent of the module */
 };
 
@@ -638,16 +268,16 @@ static bool stack_word(const struct uw_ctx *ctx, uint64_t addr, uint64_t *val)
 }
 
 /* The module image and bias behind an executable mapping; NULL if none. */
-static struct mod_unwind *map_unwind(struct uw_ctx *ctx, const struct map *m, uint64_t *bias)
+static struct elf_file *map_unwind(struct uw_ctx *ctx, const struct map *m, uint64_t *bias)
 {
-	struct mod_unwind *mu = NULL;
+	struct elf_file *mu = NULL;
 
 	if (m->type == MAP_T_FILE && m->mod) {
 		mu = module_unwind(m->mod);
 	} else if (m->type == MAP_T_VDSO) {
 		if (!ctx->up->vdso_tried) {
 			ctx->up->vdso_tried = true;
-			ctx->up->vdso = vdso_unwind();
+			ctx->up->vdso = elf_file__vdso();
 		}
 		mu = ctx->up->vdso && !ctx->up->vdso->err ? ctx->up->vdso : NULL;
 	}
@@ -656,7 +286,7 @@ static struct mod_unwind *map_unwind(struct uw_ctx *ctx, const struct map *m, ui
 	return mu;
 }
 
-static void remember(struct uw_ctx *ctx, struct mod_unwind *mu, uint64_t bias)
+static void remember(struct uw_ctx *ctx, struct elf_file *mu, uint64_t bias)
 {
 	struct uw_recent *r;
 
@@ -680,7 +310,7 @@ static void remember(struct uw_ctx *ctx, struct mod_unwind *mu, uint64_t bias)
  */
 static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len)
 {
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	struct map *m;
 	uint64_t bias;
 
@@ -688,7 +318,7 @@ static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len
 		struct uw_recent *r = &ctx->recent[i];
 
 		if (addr >= r->start && addr < r->end)
-			return mod_read(r->mu, addr - r->bias, dst, len);
+			return elf_file__read(r->mu, addr - r->bias, dst, len);
 	}
 	m = proc_lookup(ctx->p, addr);
 	if (!m)
@@ -697,11 +327,11 @@ static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len
 	if (!mu)
 		return -1;
 	remember(ctx, mu, bias);
-	return mod_read(mu, addr - bias, dst, len);
+	return elf_file__read(mu, addr - bias, dst, len);
 }
 
 /* The module's .eh_frame_hdr search table, as libunwind's remote-table lookup takes it. */
-static void table_info(unw_dyn_info_t *di, const struct map *m, const struct mod_unwind *mu,
+static void table_info(unw_dyn_info_t *di, const struct map *m, const struct elf_file *mu,
 		       uint64_t bias)
 {
 	memset(di, 0, sizeof(*di));
@@ -719,7 +349,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 			  int need_unwind_info, void *arg)
 {
 	struct uw_ctx *ctx = ((struct uw_arg *)arg)->ctx;
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	unw_dyn_info_t di;
 	struct map *m;
 	uint64_t bias;
@@ -857,14 +487,14 @@ enum { RA_CHECKED = 1, RA_CALL = 2, RA_INDIRECT = 4 };
 static uint8_t ra_verdict(struct uw_ctx *ctx, uint64_t ra)
 {
 	struct map *m = proc_lookup(ctx->p, ra);
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	uint8_t code[8], v = RA_CHECKED;
 	uint64_t bias;
 
 	if (!m || !(m->prot & PROT_EXEC) || m->type == MAP_T_ANON || ra - m->start < sizeof(code))
 		return v;
 	mu = map_unwind(ctx, m, &bias);
-	if (!mu || mod_read(mu, ra - bias - sizeof(code), code, sizeof(code)))
+	if (!mu || elf_file__read(mu, ra - bias - sizeof(code), code, sizeof(code)))
 		return v;
 	if (insn_is_call(code, sizeof(code)))
 		v |= RA_CALL;
@@ -989,7 +619,7 @@ static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra);
 
 static bool at_entry(struct uw_ctx *ctx, uint64_t ip)
 {
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	struct map *m = proc_lookup(ctx->p, ip);
 	uint64_t bias, at;
 
@@ -1284,7 +914,7 @@ static bool chain_join(struct uw_ctx *ctx, struct frames *f)
 static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
 {
 	struct uw_arg arg = { .ctx = ctx };
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	struct fde_slot *slot = NULL;
 	unw_proc_info_t pi;
 	unw_dyn_info_t di;
