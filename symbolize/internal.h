@@ -333,11 +333,13 @@ struct map {
 };
 
 struct unwind_proc;
+struct jit_proc;
 
 struct proc {
 	struct map *maps;
 	struct perfmap *perfmap; /* owned by perfmap.c: JIT symbols read for this pid */
 	struct unwind_proc *unw; /* owned by unwind.c: unwinding state of this pid */
+	struct jit_proc *jit; /* owned by jitcaller.c: what its JIT frames taught */
 	size_t n, cap;
 	size_t last; /* index of the last hit: consecutive frames share mappings */
 	uint64_t misses;
@@ -441,6 +443,8 @@ bool perfmap__resolve(struct symbolizer *s, struct proc *p, const struct map *m,
 /* unwind.c: frees a process's unwinding state / a module's unwind tables. */
 void unwind__proc_free(struct unwind_proc *u);
 void unwind__module_free(struct module *m);
+/* jitcaller.c: frees what a process's JIT frames taught. */
+void jitcaller__proc_free(struct jit_proc *j);
 
 /*
  * jit.c: does the code before a return address end in a call? code[0..len)

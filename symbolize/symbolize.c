@@ -448,6 +448,7 @@ static void proc_free(struct proc *p)
 		return;
 	perfmap__free(p->perfmap); /* JIT symbols */
 	unwind__proc_free(p->unw);
+	jitcaller__proc_free(p->jit);
 	free(p->maps);
 	free(p);
 }
@@ -853,6 +854,8 @@ int symbolizer__comm(struct symbolizer *s, uint32_t pid, uint32_t tid, bool exec
 		p->perfmap = NULL;
 		unwind__proc_free(p->unw);
 		p->unw = NULL;
+		jitcaller__proc_free(p->jit);
+		p->jit = NULL;
 		p->n = 0;
 		p->last = 0;
 		p->misses = 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * DWARF unwinding of copied user stacks, with libunwind's remote interface,
- * and recovery of the callers of JIT code (which has no CFI).
+ * DWARF unwinding of copied user stacks, with libunwind's remote interface:
+ * the backend that stackwalk.c and jitcaller.c drive (see unwind.h).
  *
  * libunwind sees the target through its accessors:
  *  - registers: the sample's user registers;
@@ -11,33 +11,17 @@
  *    a UNW_INFO_FORMAT_REMOTE_TABLE whose FDEs libunwind reads through the
  *    memory accessor;
  *  - no dynamic unwind info.
- * Each module's program headers, .eh_frame_hdr and .eh_frame are read once,
- * by elf.c,
- * (module->unwind) and shared by every process that maps it; each process
- * has its own libunwind address space and register-state cache.
- *
- * JIT code (a perf-map range, or anonymous executable memory) has no CFI.
- * Its caller is found by scanning the copied stack upward from SP for a
- * word that (1) points into an executable mapping of a known module, (2)
- * follows an indirect call there, and (3) passes the caller's CFI: resumed
- * there with the registers oneDNN's preamble saved below it (or, for code
- * that saved nothing, with the sampled ones), the caller's chain unwinds to
- * the root or off the end of the copy (notes/onednn-jit.md). One step is
- * not enough: the kernel's own stack area holds stale frames of earlier
- * calls, whose first steps look fine.
+ * Each module's program headers, .eh_frame_hdr and .eh_frame are read once
+ * by elf.c (module->unwind) and shared by every process that maps it; each
+ * process has its own libunwind address space and register-state cache.
  *
  * Complete stacks are remembered per process, keyed by the SP of each
  * frame. A walk that arrives at a remembered frame whose return addresses
  * are all still in the copy where they were takes the rest without
- * stepping. oneDNN's GEMM kernel running on its heap workspace keeps the
- * original rsp at [rsp + 120] and its callers are not in the copy at all:
- * from a call site it returned to before, at the SP that rsp gives, the
- * stack is climbed through call sites seen in earlier stacks, each SP given
- * by CFI, until it lands exactly on a remembered frame of the same function.
+ * stepping.
  *
  * Bounds: every read of the copy is checked against it; memory reads per
- * unwind, candidate callers per JIT frame, JIT frames per stack and the
- * remembered stacks are capped; SP must grow at every frame.
+ * unwind and the remembered stacks are capped; SP must grow at every frame.
  */
 #include <asm/perf_regs.h>
 #include <elf.h>
@@ -51,36 +35,19 @@
 #include <unistd.h>
 
 #include "symbolize/internal.h"
+#include "symbolize/unwind.h"
 
 /* Exported by libunwind, declared only in its private headers. */
 extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip,
 					      unw_dyn_info_t *di, unw_proc_info_t *pi,
 					      int need_unwind_info, void *arg);
 
-#define UW_RECENT 8
 /* memory reads per unwind: a few hundred per frame when nothing is cached */
 #define UW_MAX_READS 200000
 #define UW_CACHE_SIZE 2048 /* register states cached per process (about 300 bytes each) */
-/* rbx, rbp, r12, r13, r14, r15: what oneDNN's jit_generator::preamble() pushes */
-#define PREAMBLE_PUSHES 6
-#define JIT_MAX_TRIALS 64
-#define JIT_MAX_FRAMES 16
-/* oneDNN's GEMM kernel on its heap workspace keeps the original rsp here */
-#define GEMM_ORIG_SP_OFF 120
-#define CHAIN_BUCKETS 512 /* power of two */
-#define CHAIN_WAYS 4
 #define CHAIN_DEPTH 256
 #define RA_SLOTS 4096 /* power of two */
-#define JIT_RET_SLOTS 256 /* power of two */
-#define JIT_RET_WAYS 4
-#define EDGE_SLOTS 4096 /* power of two */
-#define EDGE_WAYS 8
 #define FDE_SLOTS 1024 /* power of two */
-#define SIZE_SLOTS 4096 /* power of two */
-#define CLIMB_DEPTH 12
-#define CLIMB_PROBES 48
-/* what a probe reads for memory it does not have: odd, so never a real return address */
-#define PROBE_MARK 1
 
 /* libunwind's x86-64 register numbers -> perf's */
 static const uint8_t perf_reg_of[] = {
@@ -94,7 +61,6 @@ static const uint8_t perf_reg_of[] = {
 	[UNW_X86_64_R14] = PERF_REG_X86_R14, [UNW_X86_64_R15] = PERF_REG_X86_R15,
 	[UNW_X86_64_RIP] = PERF_REG_X86_IP,
 };
-#define UW_NREGS (UNW_X86_64_RIP + 1)
 
 void unwind__module_free(struct module *m)
 {
@@ -158,57 +124,13 @@ static bool map_bias(const struct elf_file *mu, const struct map *m, uint64_t *b
 
 /* ---- per process ---- */
 
-/* A complete stack seen before, from the frame at sp down to the root. */
-struct chain_slot {
-	uint64_t sp;
-	uint64_t *ips, *sps;
-	uint32_t n, cap;
-	uint64_t used; /* tick of the last store or join: the least recent way goes first */
-	bool indirect; /* ips[0] follows an indirect call */
-};
-
 struct ra_slot {
 	uint64_t ra;
 	uint8_t v; /* RA_*; 0: empty */
 };
 
-/* Where a piece of JIT code returned to lately (it may have several callers). */
-struct jit_ret {
-	uint64_t key;
-	uint64_t ra[JIT_RET_WAYS]; /* most recent first */
-	bool grafted; /* its caller was found by graft_gemm before */
-	/* where above the SP its return address was found lately, most recent first; 0: unused */
-	uint32_t ra_off[JIT_RET_WAYS];
-};
-
-/* Call sites seen calling a function (the return addresses just above its frames). */
-struct edge_slot {
-	uint64_t fn; /* start of the function */
-	uint64_t up[EDGE_WAYS]; /* most recent first */
-};
-
 struct fde_slot {
 	uint64_t ip, start;
-};
-
-/* How far above a frame that returns to ra its caller's frame was. */
-struct size_slot {
-	uint64_t ra, size;
-};
-
-struct unwind_proc {
-	unw_addr_space_t as;
-	struct elf_file *vdso;
-	bool vdso_tried;
-	struct chain_slot *chains; /* known stacks, by the SP of each frame */
-	uint64_t tick;
-	struct ra_slot *verdicts; /* is there a call before this address? */
-	struct jit_ret *jit_rets;
-	struct edge_slot *edges;
-	struct fde_slot *fdes;
-	struct size_slot *sizes;
-	uint64_t *sps; /* scratch: SP of every frame of the current unwind */
-	size_t sps_cap;
 };
 
 void unwind__proc_free(struct unwind_proc *u)
@@ -224,48 +146,12 @@ void unwind__proc_free(struct unwind_proc *u)
 	}
 	free(u->chains);
 	free(u->verdicts);
-	free(u->jit_rets);
-	free(u->edges);
 	free(u->fdes);
-	free(u->sizes);
 	free(u->sps);
 	free(u);
 }
 
 /* ---- the accessors ---- */
-
-struct uw_recent {
-	struct elf_file *mu;
-	uint64_t bias, start, end; /* runtime extent of the module */
-};
-
-struct uw_ctx {
-	struct symbolizer *s;
-	struct proc *p;
-	struct unwind_proc *up;
-	const uint8_t *stack;
-	uint64_t sp0, size;
-	struct uw_recent recent[UW_RECENT];
-	unsigned nrecent, next_recent;
-	unsigned reads;
-	bool noinfo; /* find_proc_info found no CFI: libunwind is guessing */
-	bool probe; /* memory outside the copy and the modules reads as PROBE_MARK */
-	bool oob; /* a read fell just past the end of the copy */
-};
-
-/* The as_arg of one cursor: the context and the registers it starts from. */
-struct uw_arg {
-	struct uw_ctx *ctx;
-	uint64_t regs[UW_NREGS];
-};
-
-static bool stack_word(const struct uw_ctx *ctx, uint64_t addr, uint64_t *val)
-{
-	if (addr < ctx->sp0 || addr - ctx->sp0 > ctx->size || ctx->size - (addr - ctx->sp0) < 8)
-		return false;
-	memcpy(val, ctx->stack + (addr - ctx->sp0), 8);
-	return true;
-}
 
 /* The module image and bias behind an executable mapping; NULL if none. */
 static struct elf_file *map_unwind(struct uw_ctx *ctx, const struct map *m, uint64_t *bias)
@@ -443,7 +329,7 @@ static unw_accessors_t accessors = {
 	.get_proc_name = get_proc_name,
 };
 
-static struct unwind_proc *unwind_proc_get(struct proc *p)
+struct unwind_proc *unwind_proc_get(struct proc *p)
 {
 	struct unwind_proc *u;
 
@@ -472,7 +358,7 @@ static struct unwind_proc *unwind_proc_get(struct proc *p)
 /* ---- classifying addresses ---- */
 
 /* Code without CFI that the JIT path handles: anonymous executable memory or a perf-map range. */
-static bool is_jit(struct uw_ctx *ctx, uint64_t ip, bool leaf)
+bool is_jit(struct uw_ctx *ctx, uint64_t ip, bool leaf)
 {
 	struct map *m = proc_lookup(ctx->p, ip);
 
@@ -509,7 +395,7 @@ static uint8_t ra_verdict(struct uw_ctx *ctx, uint64_t ra)
  * are cached per process, and words that cannot be user addresses are
  * turned away first.
  */
-static bool after_call(struct uw_ctx *ctx, uint64_t ra, bool indirect)
+bool after_call(struct uw_ctx *ctx, uint64_t ra, bool indirect)
 {
 	struct unwind_proc *up = ctx->up;
 	struct ra_slot *slot;
@@ -542,13 +428,13 @@ static bool is_sigreturn(struct uw_ctx *ctx, uint64_t ip)
 	       !memcmp(code, restore_rt, sizeof(code));
 }
 
-static void arg_from_perf(struct uw_arg *a, const uint64_t *regs, uint64_t mask)
+void arg_from_perf(struct uw_arg *a, const uint64_t *regs, uint64_t mask)
 {
 	for (int r = 0; r < UW_NREGS; r++)
 		a->regs[r] = mask & (1ull << perf_reg_of[r]) ? regs[perf_reg_of[r]] : 0;
 }
 
-static uint64_t reg_of(unw_cursor_t *c, int reg)
+uint64_t reg_of(unw_cursor_t *c, int reg)
 {
 	unw_word_t v = 0;
 
@@ -558,21 +444,14 @@ static uint64_t reg_of(unw_cursor_t *c, int reg)
 
 /* ---- walking ---- */
 
-/* The state of one walk: a cursor and the registers it started from (its as_arg). */
-struct walker {
-	unw_cursor_t c;
-	struct uw_arg arg;
-	bool ok; /* the cursor could be initialised */
-};
-
-static void walker_init(struct walker *w, struct uw_ctx *ctx)
+void walker_init(struct walker *w, struct uw_ctx *ctx)
 {
 	w->arg.ctx = ctx;
 	w->ok = unw_init_remote(&w->c, ctx->up->as, &w->arg) >= 0;
 }
 
 /* The registers a walker's cursor has now, for starting another one from there. */
-static void walker_regs(struct walker *w, uint64_t *regs)
+void walker_regs(struct walker *w, uint64_t *regs)
 {
 	uint64_t now[UW_NREGS];
 
@@ -585,28 +464,6 @@ static void walker_regs(struct walker *w, uint64_t *regs)
 	}
 	memcpy(regs, now, sizeof(now));
 }
-
-enum walk_end {
-	WALK_ROOT, /* the outermost frame, by CFI */
-	WALK_JIT, /* reached code without CFI that the JIT path handles */
-	WALK_OOB, /* the next frame lies beyond the copy */
-	WALK_FULL, /* no room for more frames */
-	WALK_FAIL, /* an unwind error or an implausible frame */
-};
-
-struct frames {
-	uint64_t *ips, *sps;
-	size_t n, max;
-};
-
-static void push(struct frames *f, uint64_t ip, uint64_t sp)
-{
-	f->ips[f->n] = ip;
-	f->sps[f->n++] = sp;
-}
-
-static bool chain_join(struct uw_ctx *ctx, struct frames *f);
-static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra);
 
 /*
  * A process's first frame: the code at the ELF entry point of its executable
@@ -634,7 +491,7 @@ static bool at_entry(struct uw_ctx *ctx, uint64_t ip)
  * frame must lie above the one before (this bounds loops) and return to
  * code just after a call, or to JIT code, or from a signal handler.
  */
-static enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f)
+enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f)
 {
 	for (;;) {
 		uint64_t ip = f->ips[f->n - 1], sp = f->sps[f->n - 1], nip, nsp;
@@ -671,134 +528,19 @@ static enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f
 	}
 }
 
-/* ---- JIT callers ---- */
-
-/*
- * The caller of the JIT frame at the end of f: scan the copy upward from its
- * SP for a return address after an indirect call whose caller chain then
- * unwinds with CFI to the root (or off the end of the copy). Stale return
- * addresses below the real one (the JIT frame's own stack area holds old
- * frames) pass the first steps but not the whole way. On success the
- * caller's frames are in f, w is the walker past them, and the result
- * says how that walk ended.
- */
-static bool find_jit_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w,
-			    struct frames *f, const struct jit_ret *jr, enum walk_end *how)
-{
-	static const int pushed[PREAMBLE_PUSHES] = {
-		UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
-		UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
-	};
-	uint64_t sp = f->sps[f->n - 1], ra;
-	size_t base = f->n;
-	unsigned trials = 0;
-
-	if (f->n >= f->max)
-		return false;
-	/*
-	 * First without stepping: where this JIT code returned to lately, if
-	 * the known stack from there is still in the copy. (Any other known
-	 * frame further up would skip the frames in between.) A kernel's frame
-	 * has the same size at most of its samples, so the slot where its
-	 * return address was last time is tried before the copy is searched
-	 * (the GEMM kernel's is 8 KiB up): a known stack from there is the same
-	 * one a search would find, as no other slot below it starts one.
-	 */
-	for (int k = 0; jr && k < JIT_RET_WAYS && jr->ra_off[k]; k++) {
-		if (!stack_word(ctx, sp + jr->ra_off[k], &ra) || !ra)
-			continue;
-		for (int i = 0; i < JIT_RET_WAYS; i++) {
-			if (ra != jr->ra[i])
-				continue;
-			push(f, ra, sp + jr->ra_off[k] + 8);
-			if (chain_join(ctx, f)) {
-				*how = WALK_ROOT;
-				return true;
-			}
-			f->n = base;
-			break;
-		}
-	}
-	if (jr) {
-		for (uint64_t at = sp; stack_word(ctx, at, &ra); at += 8) {
-			int i;
-
-			for (i = 0; i < JIT_RET_WAYS && ra != jr->ra[i]; i++)
-				;
-			if (!ra || i == JIT_RET_WAYS)
-				continue;
-			f->n = base;
-			push(f, ra, at + 8);
-			if (chain_join(ctx, f)) {
-				*how = WALK_ROOT;
-				return true;
-			}
-		}
-		f->n = base;
-	}
-	for (uint64_t at = sp; stack_word(ctx, at, &ra); at += 8) {
-		if (!after_call(ctx, ra, true))
-			continue;
-		if (++trials > JIT_MAX_TRIALS)
-			return false;
-		for (int hyp = 0; hyp < 2; hyp++) {
-			w->arg.ctx = ctx;
-			memcpy(w->arg.regs, cur->arg.regs, sizeof(w->arg.regs));
-			if (hyp == 0) {
-				/* the preamble's pushes just below the return address, if there is room */
-				if (at - sp < 8 * PREAMBLE_PUSHES)
-					continue;
-				for (int i = 0; i < PREAMBLE_PUSHES; i++)
-					stack_word(ctx, at - 8 * (uint64_t)(i + 1),
-						   &w->arg.regs[pushed[i]]);
-			}
-			/* else a leaf that saved nothing: the callee-saved registers are the caller's */
-			w->arg.regs[UNW_X86_64_RSP] = at + 8;
-			/* inside the call instruction: right for a call that ends its function too */
-			w->arg.regs[UNW_X86_64_RIP] = ra - 1;
-			walker_init(w, ctx);
-			f->n = base;
-			push(f, ra, at + 8);
-			*how = walk(ctx, w, f);
-			if (*how != WALK_FAIL)
-				return true;
-		}
-	}
-	f->n = base;
-	return false;
-}
-
 /* ---- known stacks ---- */
 
 /*
  * After a complete unwind (one that reached the root by CFI), each frame's
- * chain down to the root is kept, keyed by the frame's SP, together with the
- * call sites seen calling each function (edges) and each frame's size. A
+ * chain down to the root is kept, keyed by the frame's SP (jitcaller.c
+ * keeps the call sites and frame sizes it saw, for its grafts). A
  * walk that arrives at a frame (ip, sp) that a kept chain starts with, and
  * finds every later return address of that chain in the copy where it was
  * before, has the rest of its stack without stepping: the same return
  * addresses at the same stack addresses are the same frames. Stacks grafted
  * for JIT code whose callers were outside the copy are not kept.
  */
-static void edge_note(struct unwind_proc *up, uint64_t fn, uint64_t up_ip)
-{
-	struct edge_slot *e;
-	int i;
-
-	if (!up->edges)
-		up->edges = calloc(EDGE_SLOTS, sizeof(*up->edges));
-	if (!up->edges)
-		return;
-	e = &up->edges[hash_u64(fn) & (EDGE_SLOTS - 1)];
-	if (e->fn != fn)
-		*e = (struct edge_slot){ .fn = fn };
-	for (i = 0; i < EDGE_WAYS - 1 && e->up[i] != up_ip; i++)
-		;
-	memmove(e->up + 1, e->up, i * sizeof(*e->up));
-	e->up[0] = up_ip;
-}
-
-static struct chain_slot *chain_bucket(const struct unwind_proc *up, uint64_t sp)
+struct chain_slot *chain_bucket(const struct unwind_proc *up, uint64_t sp)
 {
 	return &up->chains[(hash_u64(sp) & (CHAIN_BUCKETS - 1)) * CHAIN_WAYS];
 }
@@ -812,24 +554,14 @@ static bool chain_is(const struct chain_slot *sl, const struct frames *f, size_t
 	       !memcmp(sl->sps + 1, f->sps + i + 1, (k - 1) * sizeof(*sl->sps));
 }
 
-static void chains_store(struct unwind_proc *up, struct uw_ctx *ctx, const struct frames *f)
+bool chains_store(struct uw_ctx *ctx, const struct frames *f)
 {
+	struct unwind_proc *up = ctx->up;
+
 	if (!up->chains) {
 		up->chains = calloc(CHAIN_BUCKETS * CHAIN_WAYS, sizeof(*up->chains));
 		if (!up->chains)
-			return;
-	}
-	if (!up->sizes)
-		up->sizes = calloc(SIZE_SLOTS, sizeof(*up->sizes));
-	for (size_t i = 1; i + 1 < f->n; i++) {
-		uint64_t fn = fde_start(ctx, f->ips[i]);
-
-		if (fn)
-			edge_note(up, fn, f->ips[i + 1]);
-		if (up->sizes)
-			up->sizes[hash_u64(f->ips[i]) & (SIZE_SLOTS - 1)] =
-				(struct size_slot){ .ra = f->ips[i],
-						    .size = f->sps[i + 1] - f->sps[i] };
+			return false;
 	}
 	/* not the leaf: no walk arrives at it, and a new leaf every sample would evict the rest */
 	for (size_t i = 1; i < f->n; i++) {
@@ -877,10 +609,11 @@ static void chains_store(struct unwind_proc *up, struct uw_ctx *ctx, const struc
 		sl->indirect = after_call(ctx, f->ips[i], true);
 		sl->used = up->tick;
 	}
+	return true;
 }
 
 /* Does the last frame of f start a known stack that the copy still holds? Then append it. */
-static bool chain_join(struct uw_ctx *ctx, struct frames *f)
+bool chain_join(struct uw_ctx *ctx, struct frames *f)
 {
 	uint64_t ip = f->ips[f->n - 1], sp = f->sps[f->n - 1], w;
 	struct chain_slot *b;
@@ -908,10 +641,10 @@ static bool chain_join(struct uw_ctx *ctx, struct frames *f)
 	return false;
 }
 
-/* ---- JIT callers outside the copy ---- */
+/* ---- CFI of single frames ---- */
 
 /* Start of the function (FDE) containing a return address; 0 if unknown. */
-static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
+uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
 {
 	struct uw_arg arg = { .ctx = ctx };
 	struct elf_file *mu;
@@ -946,7 +679,7 @@ static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
  * one step with memory that reads as PROBE_MARK. Only a frame whose CFA is
  * SP-based (optimised code without a frame pointer) can be measured.
  */
-static bool probe_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa)
+bool probe_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa)
 {
 	struct walker w;
 	int ret;
@@ -963,354 +696,4 @@ static bool probe_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cf
 		return false;
 	*cfa = reg_of(&w.c, UNW_REG_SP);
 	return *cfa > sp && *cfa - sp < (1u << 20);
-}
-
-/*
- * The caller's SP of a frame that returns to ra: measured from CFI, else (a
- * frame-pointer frame, whose CFA depends on rbp) as it was last time.
- */
-static bool frame_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa)
-{
-	const struct size_slot *z =
-		ctx->up->sizes ? &ctx->up->sizes[hash_u64(ra) & (SIZE_SLOTS - 1)] : NULL;
-
-	if (probe_cfa(ctx, ra, sp, cfa))
-		return true;
-	if (!z || z->ra != ra || !z->size || sp + z->size < sp)
-		return false;
-	*cfa = sp + z->size;
-	return true;
-}
-
-/* A known stack with a frame at sp in the same function as the call site ra. */
-static const struct chain_slot *chain_in_function(struct uw_ctx *ctx, uint64_t sp, uint64_t ra)
-{
-	uint64_t start = fde_start(ctx, ra);
-	const struct chain_slot *b, *best = NULL;
-
-	if (!start || !ctx->up->chains)
-		return NULL;
-	b = chain_bucket(ctx->up, sp);
-	for (int w = 0; w < CHAIN_WAYS; w++) {
-		if (b[w].n && b[w].sp == sp && fde_start(ctx, b[w].ips[0]) == start &&
-		    (!best || b[w].used > best->used))
-			best = &b[w];
-	}
-	return best;
-}
-
-/* Append the rest of known stack c after the frame at the end of f. */
-static bool graft_rest(struct frames *f, const struct chain_slot *c)
-{
-	if (f->n - 1 + c->n > f->max)
-		return false;
-	for (uint32_t j = 1; j < c->n; j++)
-		push(f, c->ips[j], c->sps[j]);
-	return true;
-}
-
-/*
- * Climb from the frame at the end of f (a call site whose SP is known, but
- * whose stack is not in the copy) until a frame lands exactly where a known
- * stack has a frame of the same function; the rest of the stack is that
- * one's. A thread's stack address says how deep a frame is, so the same
- * function at the same SP is the same frame. Each step up tries the call
- * sites seen calling the function in earlier stacks, at the SP given by the
- * function's CFI (its CFA). Measured on the MLP by hiding the callers of
- * JIT frames whose callers were in the copy: with the frame at the kernel's
- * caller SP unknown, 97% of grafts name every function right, 1.5% get one
- * frame wrong (a sibling at the same SP); a match at any function at the
- * right SP, not required to be a caller, got 5-10% wrong and is not used.
- */
-static bool climb(struct uw_ctx *ctx, struct frames *f, unsigned depth, unsigned *probes)
-{
-	uint64_t ra = f->ips[f->n - 1], sp = f->sps[f->n - 1], cfa, fn;
-	const struct chain_slot *c = chain_in_function(ctx, sp, ra);
-	const struct edge_slot *e;
-	size_t base = f->n;
-
-	if (c)
-		return graft_rest(f, c);
-	if (depth >= CLIMB_DEPTH || !ctx->up->edges || f->n >= f->max || !*probes)
-		return false;
-	(*probes)--;
-	fn = fde_start(ctx, ra);
-	e = &ctx->up->edges[hash_u64(fn) & (EDGE_SLOTS - 1)];
-	if (!fn || e->fn != fn || !frame_cfa(ctx, ra, sp, &cfa))
-		return false;
-	for (int i = 0; i < EDGE_WAYS && e->up[i]; i++) {
-		c = chain_in_function(ctx, cfa, e->up[i]);
-		if (!c)
-			continue;
-		push(f, e->up[i], cfa);
-		if (graft_rest(f, c))
-			return true;
-		f->n = base;
-	}
-	for (int i = 0; i < EDGE_WAYS && e->up[i]; i++) {
-		push(f, e->up[i], cfa);
-		if (climb(ctx, f, depth + 1, probes))
-			return true;
-		f->n = base;
-	}
-	return false;
-}
-
-/*
- * oneDNN's GEMM kernel running on its heap workspace keeps the rsp it had
- * after the preamble at [rsp + 120]: its caller's SP is that + 56, and its
- * caller's frames are outside the copy. The call sites this kernel returned
- * to before say where it was called from; climbing from there (see climb)
- * finds the rest. Any frame at that SP would not do: the caller pushed the
- * kernel's stack arguments, so its SP there is not its usual one.
- */
-static enum walk_end graft_at(struct uw_ctx *ctx, struct frames *f, uint64_t sp,
-			      const struct jit_ret *jr)
-{
-	unsigned probes = CLIMB_PROBES;
-	size_t base = f->n;
-
-	if (!ctx->up->chains)
-		return WALK_FAIL;
-	for (int r = 0; jr && r < JIT_RET_WAYS && jr->ra[r] && f->n < f->max; r++) {
-		push(f, jr->ra[r], sp);
-		if (climb(ctx, f, 0, &probes))
-			return WALK_ROOT;
-		f->n = base;
-	}
-	return WALK_FAIL;
-}
-
-static enum walk_end graft_gemm(struct uw_ctx *ctx, struct frames *f, const struct jit_ret *jr)
-{
-	uint64_t orig;
-
-	if (!stack_word(ctx, f->sps[f->n - 1] + GEMM_ORIG_SP_OFF, &orig))
-		return WALK_FAIL;
-	return graft_at(ctx, f, orig + 8 * (PREAMBLE_PUSHES + 1), jr);
-}
-
-/*
- * Whether to graft before searching the copy: this code's caller was found
- * by grafting before (it is a GEMM kernel), and the SP the kernel saved lies
- * outside the copy, so its caller's frames are not in it and a search of
- * the whole copy (the workspace holds no return addresses) could only fail
- * or be fooled. The same kernel also runs on the stack (smaller K): then
- * the saved SP is in the copy and its caller is searched for there. Half of
- * the MLP's samples are in the GEMM kernel: the search was most of the
- * unwinder's time.
- */
-static bool graft_first(const struct uw_ctx *ctx, const struct frames *f, const struct jit_ret *jr)
-{
-	uint64_t orig;
-
-	if (!jr || !jr->grafted || !stack_word(ctx, f->sps[f->n - 1] + GEMM_ORIG_SP_OFF, &orig))
-		return false;
-	return orig < ctx->sp0 || orig - ctx->sp0 >= ctx->size;
-}
-
-/* What identifies a piece of JIT code: its perf-map name, else its mapping. */
-static uint64_t jit_key(struct uw_ctx *ctx, uint64_t ip)
-{
-	const struct perfmap_entry *e = perfmap__find(ctx->p->perfmap, ip);
-	struct map *m;
-
-	/* the name: a kernel generated many times is called from the same places */
-	if (e)
-		return (uint64_t)(uintptr_t)e->name;
-	m = proc_lookup(ctx->p, ip);
-	return m ? m->start : ip;
-}
-
-static struct jit_ret *jit_ret_slot(struct unwind_proc *up, uint64_t key)
-{
-	if (!up->jit_rets)
-		up->jit_rets = calloc(JIT_RET_SLOTS, sizeof(*up->jit_rets));
-	return up->jit_rets ? &up->jit_rets[hash_u64(key) & (JIT_RET_SLOTS - 1)] : NULL;
-}
-
-/*
- * Frames left on the stack by a call the caller made before it called the
- * JIT code (oneDNN's GEMM driver allocates the workspace first) are
- * consistent: they unwind through the caller's live frame to the root. When
- * the chain recovered for JIT code passes through a frame that returns to
- * where this code returned to before, that frame is its caller and the ones
- * below it are stale.
- */
-static void drop_stale(struct frames *f, size_t at, const struct jit_ret *jr)
-{
-	size_t k;
-
-	if (!jr)
-		return;
-	for (k = at + 1; k < f->n; k++) {
-		int i;
-
-		for (i = 0; i < JIT_RET_WAYS && jr->ra[i] != f->ips[k]; i++)
-			;
-		if (i < JIT_RET_WAYS && f->ips[k])
-			break;
-	}
-	if (k == f->n)
-		return;
-	memmove(f->ips + at, f->ips + k, (f->n - k) * sizeof(*f->ips));
-	memmove(f->sps + at, f->sps + k, (f->n - k) * sizeof(*f->sps));
-	f->n -= k - at;
-}
-
-static void jit_ret_note(struct jit_ret *jr, uint64_t ra, uint64_t ra_off)
-{
-	uint32_t off = ra_off <= UINT32_MAX ? (uint32_t)ra_off : 0;
-	int i;
-
-	for (i = 0; i < JIT_RET_WAYS - 1 && jr->ra[i] != ra; i++)
-		;
-	memmove(jr->ra + 1, jr->ra, i * sizeof(*jr->ra));
-	jr->ra[0] = ra;
-	if (!off)
-		return;
-	for (i = 0; i < JIT_RET_WAYS - 1 && jr->ra_off[i] != off; i++)
-		;
-	memmove(jr->ra_off + 1, jr->ra_off, i * sizeof(*jr->ra_off));
-	jr->ra_off[0] = off;
-}
-
-/* ---- the unwinder ---- */
-
-static enum unwind_end end_of(enum walk_end how)
-{
-	switch (how) {
-	case WALK_ROOT:
-		return UNWIND_END_ROOT;
-	case WALK_OOB:
-		return UNWIND_END_COPY;
-	case WALK_FULL:
-		return UNWIND_END_DEPTH;
-	case WALK_JIT:
-		return UNWIND_END_JIT_NO_CALLER;
-	default:
-		return UNWIND_END_ERROR;
-	}
-}
-
-int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,
-		       const uint8_t *stack, size_t stack_size, uint64_t *ips, size_t max,
-		       enum unwind_end *end)
-{
-	const uint64_t need = 1ull << PERF_REG_X86_IP | 1ull << PERF_REG_X86_SP;
-	struct uw_ctx ctx = { .s = s, .stack = stack, .size = stack_size };
-	struct walker wk[2], *w = &wk[0];
-	struct unwind_proc *up;
-	struct frames f;
-	unsigned jit_frames = 0;
-	enum walk_end how;
-
-	if (!s || !regs || !ips || !end || (!stack && stack_size))
-		return -EINVAL;
-	*end = UNWIND_END_ERROR;
-	if ((regs_mask & need) != need)
-		return -EINVAL;
-	if (!max)
-		return 0;
-	ctx.p = proc_find(s, pid);
-	if (!ctx.p)
-		return -ESRCH;
-	up = unwind_proc_get(ctx.p);
-	if (!up)
-		return -ENOMEM;
-	if (grow_array((void **)&up->sps, &up->sps_cap, max, sizeof(*up->sps)))
-		return -ENOMEM;
-	ctx.up = up;
-	s->stats.unwinds++;
-	f = (struct frames){ .ips = ips, .sps = up->sps, .max = max };
-
-	arg_from_perf(&w->arg, regs, regs_mask);
-	ctx.sp0 = w->arg.regs[UNW_X86_64_RSP];
-	/* a copy that would wrap around the address space is cut */
-	if (ctx.size > UINT64_MAX - ctx.sp0)
-		ctx.size = UINT64_MAX - ctx.sp0;
-	walker_init(w, &ctx);
-	push(&f, w->arg.regs[UNW_X86_64_RIP], ctx.sp0);
-	/* the sampled IP ran, so code outside every known mapping is JIT code too */
-	how = is_jit(&ctx, f.ips[0], true) ? WALK_JIT : walk(&ctx, w, &f);
-
-	while (how == WALK_JIT) {
-		struct walker *next = w == &wk[0] ? &wk[1] : &wk[0];
-		struct jit_ret *jr;
-		uint64_t key;
-		size_t jit_at;
-		bool grafted;
-
-		if (f.n >= f.max) {
-			how = WALK_FULL;
-			break;
-		}
-		if (++jit_frames > JIT_MAX_FRAMES) {
-			how = WALK_FAIL;
-			break;
-		}
-		/* registers of the JIT frame, for a caller that it saved nothing for */
-		if (f.n > 1)
-			walker_regs(w, w->arg.regs);
-		key = jit_key(&ctx, f.ips[f.n - 1]);
-		jr = jit_ret_slot(up, key);
-		if (jr && jr->key != key)
-			*jr = (struct jit_ret){ .key = key };
-		jit_at = f.n;
-		grafted = graft_first(&ctx, &f, jr);
-		how = grafted ? graft_gemm(&ctx, &f, jr) : WALK_FAIL;
-		if (how == WALK_FAIL && find_jit_caller(&ctx, w, next, &f, jr, &how)) {
-			s->stats.jit_callers_recovered++;
-			drop_stale(&f, jit_at, jr);
-			if (jr) {
-				uint64_t off = f.sps[jit_at] - 8 - f.sps[jit_at - 1];
-
-				jit_ret_note(jr, f.ips[jit_at], off < ctx.size ? off : 0);
-			}
-			w = next;
-			continue;
-		}
-		if (how == WALK_FAIL && !grafted)
-			how = graft_gemm(&ctx, &f, jr);
-		if (how != WALK_FAIL) {
-			s->stats.jit_callers_recovered++;
-			if (jr)
-				jr->grafted = true;
-			*end = end_of(how);
-			return (int)f.n;
-		}
-		s->stats.jit_callers_missed++;
-		*end = UNWIND_END_JIT_NO_CALLER;
-		return (int)f.n;
-	}
-	*end = end_of(how);
-	if (how == WALK_ROOT) {
-		/* also the frames that came from a known stack: that marks them recently used */
-		chains_store(up, &ctx, &f);
-	} else {
-		s->stats.unwind_errors++;
-	}
-	return (int)f.n;
-}
-
-bool symbolizer__outermost(struct symbolizer *s, uint32_t pid, uint64_t ra)
-{
-	/* no stack at all: a step that needs to read the return address fails */
-	struct uw_ctx ctx = { .s = s, .sp0 = 1ull << 12 };
-	struct frames f;
-	struct walker w = { 0 };
-	uint64_t ips[2], sps[2];
-
-	if (!s || ra < 2)
-		return false;
-	ctx.p = proc_find(s, pid);
-	if (!ctx.p || !(ctx.up = unwind_proc_get(ctx.p)))
-		return false;
-	f = (struct frames){ .ips = ips, .sps = sps, .max = 2 };
-	/* inside the call instruction, as for any return address */
-	w.arg.regs[UNW_X86_64_RIP] = ra - 1;
-	w.arg.regs[UNW_X86_64_RSP] = ctx.sp0;
-	walker_init(&w, &ctx);
-	push(&f, ra - 1, ctx.sp0);
-	return walk(&ctx, &w, &f) == WALK_ROOT && f.n == 1;
 }
