@@ -272,7 +272,7 @@ void kallsyms__free(struct kallsyms *k);
 bool kallsyms__lookup(const struct kallsyms *k, uint64_t addr, const char **name,
 		      const char **module);
 
-/* ---- the symbolizer's state, shared by symbolize.c, unwind.c and perfmap.c ---- */
+/* ---- the symbolizer's state ---- */
 
 #include <pthread.h>
 
@@ -283,7 +283,7 @@ struct perfmap;
 
 enum module_state { MOD_NEW, MOD_LOADED, MOD_FAILED };
 
-/* One resolved level of an address, cached per module (see symbolize.c). */
+/* One resolved level of an address, cached per module (see resolve.c). */
 struct cached_frame {
 	const char *name;
 	const char *file;
@@ -374,14 +374,47 @@ struct symbolizer {
 	uint64_t tick;
 };
 
+/* ---- modules.c ---- */
+
 /* The newest module for path (created, unpinned, when there is none). */
 struct module *module_get(struct symbolizer *s, const char *path);
+/*
+ * The module for a new mapping of name. An executable mapping pins its
+ * file; a file other than the one the path's module has (by build-id, else
+ * by inode) starts a new module. NULL on -ENOMEM.
+ */
+struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, uint64_t start, uint64_t end,
+				  uint32_t prot, const char *name, const struct sym_file_id *id);
 /* Loads the module's symbols once; its state says whether that worked. */
 void module_load(struct symbolizer *s, struct module *m);
+/* Closes and frees m; its unwind tables (unwind__module_free) go first. */
+void module_free(struct module *m);
+
+/* ---- procs.c ---- */
+
 struct proc *proc_find(const struct symbolizer *s, uint32_t pid);
 struct proc *proc_get(struct symbolizer *s, uint32_t pid);
+/* Frees p and its mappings; what others hung on it is theirs to free first. */
+void proc_free(struct proc *p);
+/* A new image (exec): no mappings, misses counted afresh. */
+void proc_reset(struct proc *p);
 /* The mapping containing addr, or NULL. */
 struct map *proc_lookup(struct proc *p, uint64_t addr);
+/* Insert m, cutting away the parts of older mappings it overlaps. */
+int proc_insert(struct proc *p, const struct map *m);
+/* A mapping of [start, end) of name: anonymous, the vDSO or a module's file. */
+int make_map(struct symbolizer *s, struct map *m, uint32_t pid, uint64_t start, uint64_t end,
+	     uint64_t pgoff, uint32_t prot, const char *name, const struct sym_file_id *id);
+/*
+ * The mapping of a user address, reading /proc/PID/maps (rate-limited) on a
+ * miss; *pp is the process (NULL when unknown and not created).
+ */
+struct map *find_map(struct symbolizer *s, uint32_t pid, uint64_t addr, struct proc **pp);
+
+/* ---- kallsyms.c (the symbolizer's table) ---- */
+
+/* Join the kallsyms reader, if any, and take its table; the result of the last load. */
+int kallsyms_wait(struct symbolizer *s);
 
 /* ---- unwind/perfmap ---- */
 
