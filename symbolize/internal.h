@@ -1,7 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared between the files of symbolize/ only: the string pool, the ELF
- * symbol image and the kallsyms table.
+ * Shared between the files of symbolize/ only: the symbolizer's state and
+ * what each file offers the others. The files call each other in layers,
+ * never in a circle; a file calls only files in the layers below it:
+ *
+ *   symbolize.c  the symbolizer's life, settings, address-space events
+ *   resolve.c    naming addresses         stackwalk.c  symbolizer__unwind
+ *                                         jitcaller.c  oneDNN JIT callers
+ *                                         unwind.c     CFI walk, libunwind
+ *   procs.c      address spaces, /proc/PID/maps
+ *   modules.c    mapped files, pinning
+ *   dwsym.c      symbols, DWARF (libdwfl)   kallsyms.c   kernel symbols
+ *   perfmap.c    perf-map JIT symbols
+ *   strpool.c    strings, line reader       elf.c        ELF files, .eh_frame_hdr
+ *   demangle.c   C++/Rust names             insn.c       call instructions
+ *
+ * symbolize.c: procs, modules, kallsyms, perfmap, unwind, jitcaller, strpool
+ *   (it frees what the others hang on a process or module).
+ * resolve.c: procs, modules, dwsym, kallsyms, perfmap, demangle, strpool.
+ * stackwalk.c: jitcaller, unwind, procs.
+ * jitcaller.c: unwind, procs, perfmap.   unwind.c: procs, perfmap, elf, insn.
+ * procs.c: modules, strpool.             modules.c: dwsym, strpool.
+ * dwsym.c: elf, demangle, strpool.       kallsyms.c, perfmap.c: strpool.
+ * strpool.c, elf.c, demangle.c, insn.c: nothing in symbolize/.
+ *
+ * unwind.h is the interface of unwind.c and jitcaller.c to stackwalk.c.
  */
 #ifndef DLFLAME_SYMBOLIZE_INTERNAL_H
 #define DLFLAME_SYMBOLIZE_INTERNAL_H
@@ -480,7 +503,7 @@ void unwind__module_free(struct module *m);
 void jitcaller__proc_free(struct jit_proc *j);
 
 /*
- * jit.c: does the code before a return address end in a call? code[0..len)
+ * insn.c: does the code before a return address end in a call? code[0..len)
  * are the bytes just before it (code[len - 1] is the last byte of the call).
  * The indirect form accepts only `call r/m64` (FF /2) through a register or
  * a register-based memory operand, the way JIT kernels are called; a RIP-
