@@ -559,117 +559,7 @@ static const Dwfl_Callbacks dwfl_callbacks = {
 	.section_address = dwfl_offline_section_address,
 };
 
-/* ---- CFI ranges from .eh_frame_hdr and .eh_frame ---- */
-
-enum {
-	PE_ABSPTR = 0x00,
-	PE_ULEB128 = 0x01,
-	PE_UDATA2 = 0x02,
-	PE_UDATA4 = 0x03,
-	PE_UDATA8 = 0x04,
-	PE_SLEB128 = 0x09,
-	PE_SDATA2 = 0x0a,
-	PE_SDATA4 = 0x0b,
-	PE_SDATA8 = 0x0c,
-	PE_PCREL = 0x10,
-	PE_DATAREL = 0x30,
-	PE_OMIT = 0xff,
-};
-
-/* A bounded reader over one section's bytes; vaddr is that of p[0]. */
-struct cur {
-	const uint8_t *p;
-	size_t size, pos;
-	uint64_t vaddr;
-	bool bad;
-};
-
-static uint64_t cur_uint(struct cur *c, size_t n)
-{
-	uint64_t v = 0;
-
-	if (c->bad || n > c->size - c->pos) {
-		c->bad = true;
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++)
-		v |= (uint64_t)c->p[c->pos + i] << (8 * i);
-	c->pos += n;
-	return v;
-}
-
-static uint64_t cur_uleb(struct cur *c, bool is_signed)
-{
-	uint64_t v = 0;
-	unsigned shift = 0;
-	uint8_t b;
-
-	do {
-		if (c->bad || c->pos >= c->size || shift > 63) {
-			c->bad = true;
-			return 0;
-		}
-		b = c->p[c->pos++];
-		v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while (b & 0x80);
-	if (is_signed && shift < 64 && (b & 0x40))
-		v |= ~0ull << shift;
-	return v;
-}
-
-static uint64_t sext(uint64_t v, unsigned bits)
-{
-	uint64_t m = 1ull << (bits - 1);
-
-	return (v ^ m) - m;
-}
-
-/* One pointer in encoding enc; data_vaddr resolves DW_EH_PE_datarel. */
-static uint64_t cur_ptr(struct cur *c, uint8_t enc, uint64_t data_vaddr)
-{
-	uint64_t at = c->vaddr + c->pos, v;
-
-	switch (enc & 0x0f) {
-	case PE_ABSPTR:
-	case PE_UDATA8:
-	case PE_SDATA8:
-		v = cur_uint(c, 8);
-		break;
-	case PE_ULEB128:
-		v = cur_uleb(c, false);
-		break;
-	case PE_SLEB128:
-		v = cur_uleb(c, true);
-		break;
-	case PE_UDATA2:
-		v = cur_uint(c, 2);
-		break;
-	case PE_SDATA2:
-		v = sext(cur_uint(c, 2), 16);
-		break;
-	case PE_UDATA4:
-		v = cur_uint(c, 4);
-		break;
-	case PE_SDATA4:
-		v = sext(cur_uint(c, 4), 32);
-		break;
-	default:
-		c->bad = true;
-		return 0;
-	}
-	switch (enc & 0x70) {
-	case 0:
-		return v;
-	case PE_PCREL:
-		return v + at;
-	case PE_DATAREL:
-		return v + data_vaddr;
-	default: /* textrel, funcrel, aligned, indirect: not in .eh_frame of x86-64 or arm64 */
-		c->bad = true;
-		return 0;
-	}
-}
+/* ---- CFI ranges from .eh_frame_hdr and .eh_frame (decoded by elf.c) ---- */
 
 static const uint8_t *section_bytes(Elf *elf, const char *want, size_t shstrndx, size_t *size,
 				    uint64_t *vaddr)
@@ -699,9 +589,8 @@ static const uint8_t *section_bytes(Elf *elf, const char *want, size_t shstrndx,
 /* Find the binary-search table; without one, frames are named by exact address. */
 static void read_eh_frame_hdr(struct elf_image *img, Elf *elf)
 {
-	size_t shstrndx, count;
-	struct cur c;
-	uint8_t ptr_enc, count_enc, table_enc;
+	struct eh_hdr h;
+	size_t shstrndx;
 	GElf_Ehdr eh;
 
 	/* the readers below are little-endian, like every target we sample */
@@ -710,128 +599,21 @@ static void read_eh_frame_hdr(struct elf_image *img, Elf *elf)
 		return;
 	img->hdr = section_bytes(elf, ".eh_frame_hdr", shstrndx, &img->hdr_size, &img->hdr_vaddr);
 	img->eh = section_bytes(elf, ".eh_frame", shstrndx, &img->eh_size, &img->eh_vaddr);
-	if (!img->hdr || !img->eh)
+	if (!img->hdr || !img->eh || !eh_hdr_parse(img->hdr, img->hdr_size, img->hdr_vaddr, &h) ||
+	    h.fde_count > (img->hdr_size - h.table_off) / 8)
 		goto none;
-	c = (struct cur){ .p = img->hdr, .size = img->hdr_size, .vaddr = img->hdr_vaddr };
-	if (cur_uint(&c, 1) != 1)
-		goto none;
-	ptr_enc = (uint8_t)cur_uint(&c, 1);
-	count_enc = (uint8_t)cur_uint(&c, 1);
-	table_enc = (uint8_t)cur_uint(&c, 1);
-	/* every linker writes sdata4 datarel entries; anything else is not worth a slow path */
-	if (c.bad || ptr_enc == PE_OMIT || count_enc == PE_OMIT ||
-	    table_enc != (PE_DATAREL | PE_SDATA4))
-		goto none;
-	cur_ptr(&c, ptr_enc, img->hdr_vaddr);
-	count = (size_t)cur_ptr(&c, count_enc, img->hdr_vaddr);
-	if (c.bad || count > (c.size - c.pos) / 8)
-		goto none;
-	img->table = c.p + c.pos;
-	img->fde_count = count;
+	img->table = img->hdr + h.table_off;
+	img->fde_count = (size_t)h.fde_count;
 	return;
 none:
 	img->hdr = img->eh = img->table = NULL;
 	img->fde_count = 0;
 }
 
-/* The FDE encoding of the CIE at eh[off], or -1. */
-static int cie_fde_encoding(const struct elf_image *img, size_t off)
-{
-	struct cur c = { .p = img->eh, .size = img->eh_size, .pos = off, .vaddr = img->eh_vaddr };
-	uint64_t len = cur_uint(&c, 4), version, aug_len;
-	const char *aug;
-	size_t aug_end;
-	int enc = PE_ABSPTR;
-
-	if (len == 0xffffffffu)
-		return -1; /* 64-bit DWARF .eh_frame: not produced for user code */
-	if (c.bad || len > c.size - c.pos)
-		return -1;
-	c.size = c.pos + len;
-	if (cur_uint(&c, 4) != 0)
-		return -1; /* not a CIE */
-	version = cur_uint(&c, 1);
-	if (c.bad || (version != 1 && version != 3))
-		return -1;
-	aug = (const char *)c.p + c.pos;
-	if (!memchr(aug, '\0', c.size - c.pos))
-		return -1;
-	c.pos += strlen(aug) + 1;
-	if (strstr(aug, "eh"))
-		cur_uint(&c, 8);
-	cur_uleb(&c, false); /* code alignment */
-	cur_uleb(&c, true); /* data alignment */
-	if (version == 1)
-		cur_uint(&c, 1);
-	else
-		cur_uleb(&c, false);
-	if (aug[0] != 'z')
-		return c.bad ? -1 : enc;
-	aug_len = cur_uleb(&c, false);
-	if (c.bad || aug_len > c.size - c.pos)
-		return -1;
-	aug_end = c.pos + aug_len;
-	for (const char *a = aug + 1; *a && !c.bad; a++) {
-		if (*a == 'R') {
-			enc = (int)cur_uint(&c, 1);
-			break;
-		} else if (*a == 'P') {
-			cur_ptr(&c, (uint8_t)cur_uint(&c, 1) & 0x0f, 0);
-		} else if (*a == 'L') {
-			cur_uint(&c, 1);
-		} else if (*a != 'S' && *a != 'B') {
-			break;
-		}
-	}
-	if (c.bad || c.pos > aug_end)
-		return -1;
-	return enc;
-}
-
 bool elf_image__fde(const struct elf_image *img, uint64_t vaddr, uint64_t *start)
 {
-	size_t lo = 0, hi = img->fde_count, off;
-	uint64_t loc, fde_vaddr, len, cie_ptr, begin, range;
-	struct cur c;
-	int enc;
-
-	if (!img->table)
-		return false;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		loc = img->hdr_vaddr + sext(get_le32(img->table + mid * 8), 32);
-		if (loc <= vaddr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return false;
-	loc = img->hdr_vaddr + sext(get_le32(img->table + (lo - 1) * 8), 32);
-	fde_vaddr = img->hdr_vaddr + sext(get_le32(img->table + (lo - 1) * 8 + 4), 32);
-	if (fde_vaddr < img->eh_vaddr || fde_vaddr - img->eh_vaddr >= img->eh_size)
-		return false;
-	off = (size_t)(fde_vaddr - img->eh_vaddr);
-	c = (struct cur){ .p = img->eh, .size = img->eh_size, .pos = off, .vaddr = img->eh_vaddr };
-	len = cur_uint(&c, 4);
-	if (c.bad || len == 0 || len == 0xffffffffu || len > c.size - c.pos)
-		return false;
-	c.size = c.pos + len;
-	cie_ptr = cur_uint(&c, 4);
-	/* the CIE pointer counts back from its own field */
-	if (c.bad || cie_ptr == 0 || cie_ptr > off + 4)
-		return false;
-	enc = cie_fde_encoding(img, off + 4 - cie_ptr);
-	if (enc < 0)
-		return false;
-	begin = cur_ptr(&c, (uint8_t)enc, 0);
-	range = cur_ptr(&c, (uint8_t)enc & 0x0f, 0);
-	/* the table and the FDE must agree, and the FDE must cover the address */
-	if (c.bad || begin != loc || vaddr - begin >= range)
-		return false;
-	*start = begin;
-	return true;
+	return img->table && eh_fde_lookup(img->table, img->fde_count, img->hdr_vaddr, img->eh,
+					   img->eh_size, img->eh_vaddr, vaddr, start);
 }
 
 /* ---- DWARF: inline scopes and lines ---- */

@@ -1,7 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Shared between the files of symbolize/ only: the string pool, the ELF
- * symbol image and the kallsyms table.
+ * Shared between the files of symbolize/ only: the symbolizer's state and
+ * what each file offers the others. The files call each other in layers,
+ * never in a circle; a file calls only files in the layers below it:
+ *
+ *   symbolize.c  the symbolizer's life, settings, address-space events
+ *   resolve.c    naming addresses         stackwalk.c  symbolizer__unwind
+ *                                         jitcaller.c  oneDNN JIT callers
+ *                                         unwind.c     CFI walk, libunwind
+ *   procs.c      address spaces, /proc/PID/maps
+ *   modules.c    mapped files, pinning
+ *   dwsym.c      symbols, DWARF (libdwfl)   kallsyms.c   kernel symbols
+ *   perfmap.c    perf-map JIT symbols
+ *   strpool.c    strings, line reader       elf.c        ELF files, .eh_frame_hdr
+ *   demangle.c   C++/Rust names             insn.c       call instructions
+ *
+ * symbolize.c: procs, modules, kallsyms, perfmap, unwind, jitcaller, strpool
+ *   (it frees what the others hang on a process or module).
+ * resolve.c: procs, modules, dwsym, kallsyms, perfmap, demangle, strpool.
+ * stackwalk.c: jitcaller, unwind, procs.
+ * jitcaller.c: unwind, procs, perfmap.   unwind.c: procs, perfmap, elf, insn.
+ * procs.c: modules, strpool.             modules.c: dwsym, strpool.
+ * dwsym.c: elf, demangle, strpool.       kallsyms.c, perfmap.c: strpool.
+ * strpool.c, elf.c, demangle.c, insn.c: nothing in symbolize/.
+ *
+ * unwind.h is the interface of unwind.c and jitcaller.c to stackwalk.c.
  */
 #ifndef DLFLAME_SYMBOLIZE_INTERNAL_H
 #define DLFLAME_SYMBOLIZE_INTERNAL_H
@@ -9,6 +32,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /*
  * Strings that live as long as the pool: chunks are never moved or freed
@@ -65,6 +89,95 @@ int read_lines(const char *path, size_t max_line, uint64_t max_bytes,
  * params false drops the parameter list (and the cv-qualifiers after it).
  */
 size_t sym_demangle(const char *name, bool params, char *out, size_t cap);
+
+/* ---- elf.c: ELF files read by hand (program headers, code, unwind tables) ---- */
+
+/*
+ * .eh_frame_hdr: version 1, then eh_frame_ptr and fde_count, then the
+ * binary-search table (only the datarel sdata4 pairs every linker writes are
+ * accepted), at table_off from the start. p[0..size) at vaddr. False when
+ * malformed.
+ */
+struct eh_hdr {
+	uint64_t eh_frame_ptr;
+	uint64_t fde_count; /* as written: check it against the table's size */
+	size_t table_off;
+};
+bool eh_hdr_parse(const uint8_t *p, size_t size, uint64_t vaddr, struct eh_hdr *out);
+/*
+ * Start of the FDE covering vaddr: a binary search of table (fde_count
+ * pairs, relative to hdr_vaddr), then the FDE itself in eh[0..eh_size) at
+ * eh_vaddr must agree with the table and cover vaddr.
+ */
+bool eh_fde_lookup(const uint8_t *table, size_t fde_count, uint64_t hdr_vaddr, const uint8_t *eh,
+		   size_t eh_size, uint64_t eh_vaddr, uint64_t vaddr, uint64_t *start);
+
+#define ELF_FILE_SEGS 16
+#define ELF_TEXT_LINE 64
+#define ELF_TEXT_LINES 64
+
+/* One PT_LOAD of an elf_file. */
+struct elf_seg {
+	uint64_t off, filesz, vaddr;
+	uint32_t flags;
+};
+
+/* Bytes copied out of the file: [vaddr, vaddr + len). */
+struct elf_buf {
+	uint8_t *data;
+	uint64_t vaddr, len;
+};
+
+/*
+ * An ELF file as the unwinder reads it: through an fd with pread (or from
+ * memory, for the vDSO), its PT_LOADs, its entry point and its
+ * .eh_frame_hdr search table. fde_count 0: no CFI.
+ */
+struct elf_file {
+	int err; /* the owner's verdict: 0 usable */
+	int fd; /* -1 for an image in our memory */
+	bool own_fd; /* elf_file__free closes fd */
+	const uint8_t *mem; /* the vDSO: the kernel maps the same image into every process */
+	uint64_t mem_size;
+	struct elf_seg segs[ELF_FILE_SEGS];
+	size_t nsegs;
+	uint64_t lo, hi; /* extent of the PT_LOADs (vaddr) */
+	uint64_t entry; /* e_entry (vaddr), 0 for none */
+	struct elf_buf hdr, eh; /* .eh_frame_hdr and .eh_frame */
+	uint64_t hdr_vaddr, table_vaddr, fde_count;
+	uint64_t text_tag[ELF_TEXT_LINES]; /* line number + 1; 0: empty */
+	uint8_t text[ELF_TEXT_LINES][ELF_TEXT_LINE];
+};
+
+/* A file with fd -1 and nothing read; set fd (and own_fd), then parse. NULL: -ENOMEM. */
+struct elf_file *elf_file__new(void);
+/* Read the headers and unwind tables of f->fd. 0 (also for a file without CFI) or -errno. */
+int elf_file__parse(struct elf_file *f);
+/* Our own vDSO, parsed; NULL when there is none. */
+struct elf_file *elf_file__vdso(void);
+void elf_file__free(struct elf_file *f); /* accepts NULL */
+int elf_file__read_segs(struct elf_file *f, uint64_t vaddr, void *dst, size_t len);
+
+static inline bool elf_buf__read(const struct elf_buf *b, uint64_t vaddr, void *dst, size_t len)
+{
+	if (!b->data || vaddr < b->vaddr || vaddr - b->vaddr > b->len ||
+	    len > b->len - (vaddr - b->vaddr))
+		return false;
+	memcpy(dst, b->data + (vaddr - b->vaddr), len);
+	return true;
+}
+
+/*
+ * len bytes at an ELF virtual address of f; past the end of the file reads
+ * as zeros, as in a mapping. 0 or -1. Inline: the unwinder's memory reads
+ * mostly hit the unwind tables.
+ */
+static inline int elf_file__read(struct elf_file *f, uint64_t vaddr, void *dst, size_t len)
+{
+	if (elf_buf__read(&f->hdr, vaddr, dst, len) || elf_buf__read(&f->eh, vaddr, dst, len))
+		return 0;
+	return elf_file__read_segs(f, vaddr, dst, len);
+}
 
 /* What the symbolizer's users can tune; read by every module load. */
 struct sym_config {
@@ -182,7 +295,7 @@ void kallsyms__free(struct kallsyms *k);
 bool kallsyms__lookup(const struct kallsyms *k, uint64_t addr, const char **name,
 		      const char **module);
 
-/* ---- the symbolizer's state, shared by symbolize.c, unwind.c and perfmap.c ---- */
+/* ---- the symbolizer's state ---- */
 
 #include <pthread.h>
 
@@ -193,7 +306,7 @@ struct perfmap;
 
 enum module_state { MOD_NEW, MOD_LOADED, MOD_FAILED };
 
-/* One resolved level of an address, cached per module (see symbolize.c). */
+/* One resolved level of an address, cached per module (see resolve.c). */
 struct cached_frame {
 	const char *name;
 	const char *file;
@@ -242,9 +355,14 @@ struct map {
 	uint32_t type;
 };
 
+struct unwind_proc;
+struct jit_proc;
+
 struct proc {
 	struct map *maps;
 	struct perfmap *perfmap; /* owned by perfmap.c: JIT symbols read for this pid */
+	struct unwind_proc *unw; /* owned by unwind.c: unwinding state of this pid */
+	struct jit_proc *jit; /* owned by jitcaller.c: what its JIT frames taught */
 	size_t n, cap;
 	size_t last; /* index of the last hit: consecutive frames share mappings */
 	uint64_t misses;
@@ -279,31 +397,59 @@ struct symbolizer {
 	uint64_t tick;
 };
 
+/* ---- modules.c ---- */
+
 /* The newest module for path (created, unpinned, when there is none). */
 struct module *module_get(struct symbolizer *s, const char *path);
+/*
+ * The module for a new mapping of name. An executable mapping pins its
+ * file; a file other than the one the path's module has (by build-id, else
+ * by inode) starts a new module. NULL on -ENOMEM.
+ */
+struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, uint64_t start, uint64_t end,
+				  uint32_t prot, const char *name, const struct sym_file_id *id);
 /* Loads the module's symbols once; its state says whether that worked. */
 void module_load(struct symbolizer *s, struct module *m);
+/* Closes and frees m; its unwind tables (unwind__module_free) go first. */
+void module_free(struct module *m);
+
+/* ---- procs.c ---- */
+
 struct proc *proc_find(const struct symbolizer *s, uint32_t pid);
 struct proc *proc_get(struct symbolizer *s, uint32_t pid);
+/* Frees p and its mappings; what others hung on it is theirs to free first. */
+void proc_free(struct proc *p);
+/* A new image (exec): no mappings, misses counted afresh. */
+void proc_reset(struct proc *p);
 /* The mapping containing addr, or NULL. */
 struct map *proc_lookup(struct proc *p, uint64_t addr);
+/* Insert m, cutting away the parts of older mappings it overlaps. */
+int proc_insert(struct proc *p, const struct map *m);
+/* A mapping of [start, end) of name: anonymous, the vDSO or a module's file. */
+int make_map(struct symbolizer *s, struct map *m, uint32_t pid, uint64_t start, uint64_t end,
+	     uint64_t pgoff, uint32_t prot, const char *name, const struct sym_file_id *id);
+/*
+ * The mapping of a user address, reading /proc/PID/maps (rate-limited) on a
+ * miss; *pp is the process (NULL when unknown and not created).
+ */
+struct map *find_map(struct symbolizer *s, uint32_t pid, uint64_t addr, struct proc **pp);
+
+/* ---- kallsyms.c (the symbolizer's table) ---- */
+
+/* Join the kallsyms reader, if any, and take its table; the result of the last load. */
+int kallsyms_wait(struct symbolizer *s);
 
 /* ---- unwind/perfmap ---- */
 
 #include <sys/types.h>
 
-/*
- * Per-process JIT state, hung on proc->perfmap and freed with the process:
- * the symbols of its perf map (perfmap.c) and its unwinding state (unwind.c).
- */
+/* The JIT symbols of one process's perf map, hung on proc->perfmap. */
 struct perfmap_entry {
 	uint64_t start;
 	uint64_t end; /* exclusive */
 	const char *name; /* interned in the symbolizer's pool */
 	uint64_t seq; /* position over all reads: the later line wins a tie */
 };
-
-struct unwind_proc;
 
 struct perfmap {
 	struct perfmap_entry *ents; /* every entry read, sorted by start */
@@ -317,12 +463,11 @@ struct perfmap {
 	bool tried;
 	bool rejected; /* an unsafe file: never read again for this pid */
 	bool skip_line; /* the last read stopped inside an overlong line */
-	struct unwind_proc *unw; /* owned by unwind.c */
 };
 
 /* The pid's JIT state, created at first use; NULL on -ENOMEM. */
 struct perfmap *perfmap__get(struct proc *p);
-/* Frees pm with its unwinding state; accepts NULL. */
+/* Accepts NULL. */
 void perfmap__free(struct perfmap *pm);
 /*
  * Read a perf-map file (or, when it is the file read last time and has grown,
@@ -354,9 +499,11 @@ bool perfmap__resolve(struct symbolizer *s, struct proc *p, const struct map *m,
 /* unwind.c: frees a process's unwinding state / a module's unwind tables. */
 void unwind__proc_free(struct unwind_proc *u);
 void unwind__module_free(struct module *m);
+/* jitcaller.c: frees what a process's JIT frames taught. */
+void jitcaller__proc_free(struct jit_proc *j);
 
 /*
- * jit.c: does the code before a return address end in a call? code[0..len)
+ * insn.c: does the code before a return address end in a call? code[0..len)
  * are the bytes just before it (code[len - 1] is the last byte of the call).
  * The indirect form accepts only `call r/m64` (FF /2) through a register or
  * a register-based memory operand, the way JIT kernels are called; a RIP-

@@ -203,3 +203,72 @@ bool kallsyms__lookup(const struct kallsyms *k, uint64_t addr, const char **name
 	*module = s->module;
 	return true;
 }
+
+/* ---- the symbolizer's kernel table, read by a thread of its own ---- */
+
+int symbolizer__load_kallsyms(struct symbolizer *s, const char *path)
+{
+	struct kallsyms k;
+	int err;
+
+	if (!s || !path)
+		return -EINVAL;
+	kallsyms_wait(s);
+	err = kallsyms__load(&k, path, &s->pool);
+	if (err)
+		return err;
+	/* names of the old table live in the pool, so frames already handed out stay valid */
+	kallsyms__free(&s->ksyms);
+	s->ksyms = k;
+	return 0;
+}
+
+static void *kallsyms_thread(void *arg)
+{
+	struct symbolizer *s = arg;
+
+	s->kerr = kallsyms__load(&s->kload, s->kpath, &s->kpool);
+	return NULL;
+}
+
+int symbolizer__load_kallsyms_async(struct symbolizer *s, const char *path)
+{
+	int err;
+
+	if (!s || !path)
+		return -EINVAL;
+	kallsyms_wait(s);
+	free(s->kpath);
+	s->kpath = strdup(path);
+	if (!s->kpath)
+		return -ENOMEM;
+	err = pthread_create(&s->kthread, NULL, kallsyms_thread, s);
+	if (err) {
+		/* no thread: read it now */
+		s->kerr = symbolizer__load_kallsyms(s, path);
+		return 0;
+	}
+	s->kloading = true;
+	return 0;
+}
+
+/* Join the kallsyms reader, if any, and take its table; the result of the last load. */
+int kallsyms_wait(struct symbolizer *s)
+{
+	if (!s->kloading)
+		return s->kerr;
+	pthread_join(s->kthread, NULL);
+	s->kloading = false;
+	if (!s->kerr) {
+		/* its names live in kpool, freed with the symbolizer */
+		kallsyms__free(&s->ksyms);
+		s->ksyms = s->kload;
+		memset(&s->kload, 0, sizeof(s->kload));
+	}
+	return s->kerr;
+}
+
+int symbolizer__kallsyms_result(struct symbolizer *s)
+{
+	return s ? kallsyms_wait(s) : -EINVAL;
+}

@@ -51,7 +51,6 @@ void perfmap__free(struct perfmap *pm)
 {
 	if (!pm)
 		return;
-	unwind__proc_free(pm->unw);
 	free(pm->ents);
 	free(pm->segs);
 	free(pm);

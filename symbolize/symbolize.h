@@ -4,7 +4,8 @@
  * /proc/PID/maps as a fallback), and naming of addresses: ELF symbols,
  * separate debug files, DWARF inline scopes and lines through libdwfl, C++
  * and Rust demangling, CFI ranges for code without symbols, for user space;
- * /proc/kallsyms for the kernel.
+ * /proc/kallsyms for the kernel; perf-map JIT symbols; and DWARF unwinding
+ * of copied user stacks, JIT callers included.
  *
  * Library code: returns negative errno, never prints.
  */
@@ -195,7 +196,7 @@ enum unwind_end {
  * *end. Unwind tables come from each module's .eh_frame_hdr/.eh_frame (and
  * .debug_frame), cached per module; JIT frames (perf-map ranges or
  * anonymous executable mappings) get their caller recovered as described
- * in shared/notes/onednn-jit.md. Never reads outside the copy. Returns the
+ * in docs/onednn-jit.md. Never reads outside the copy. Returns the
  * number of addresses (>= 0) or a negative errno.
  */
 int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * DWARF unwinding of copied user stacks, with libunwind's remote interface,
- * and recovery of the callers of JIT code (which has no CFI).
+ * DWARF unwinding of copied user stacks, with libunwind's remote interface:
+ * the backend that stackwalk.c and jitcaller.c drive (see unwind.h).
  *
  * libunwind sees the target through its accessors:
  *  - registers: the sample's user registers;
@@ -12,83 +12,42 @@
  *    memory accessor;
  *  - no dynamic unwind info.
  * Each module's program headers, .eh_frame_hdr and .eh_frame are read once
- * (module->unwind) and shared by every process that maps it; each process
- * has its own libunwind address space and register-state cache.
- *
- * JIT code (a perf-map range, or anonymous executable memory) has no CFI.
- * Its caller is found by scanning the copied stack upward from SP for a
- * word that (1) points into an executable mapping of a known module, (2)
- * follows an indirect call there, and (3) passes the caller's CFI: resumed
- * there with the registers oneDNN's preamble saved below it (or, for code
- * that saved nothing, with the sampled ones), the caller's chain unwinds to
- * the root or off the end of the copy (notes/onednn-jit.md). One step is
- * not enough: the kernel's own stack area holds stale frames of earlier
- * calls, whose first steps look fine.
+ * by elf.c (module->unwind) and shared by every process that maps it; each
+ * process has its own libunwind address space and register-state cache.
  *
  * Complete stacks are remembered per process, keyed by the SP of each
  * frame. A walk that arrives at a remembered frame whose return addresses
  * are all still in the copy where they were takes the rest without
- * stepping. oneDNN's GEMM kernel running on its heap workspace keeps the
- * original rsp at [rsp + 120] and its callers are not in the copy at all:
- * from a call site it returned to before, at the SP that rsp gives, the
- * stack is climbed through call sites seen in earlier stacks, each SP given
- * by CFI, until it lands exactly on a remembered frame of the same function.
+ * stepping.
  *
  * Bounds: every read of the copy is checked against it; memory reads per
- * unwind, candidate callers per JIT frame, JIT frames per stack and the
- * remembered stacks are capped; SP must grow at every frame.
+ * unwind and the remembered stacks are capped; SP must grow at every frame.
  */
 #include <asm/perf_regs.h>
-#include <dwarf.h> /* DW_EH_PE_* */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libunwind.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "symbolize/internal.h"
+#include "symbolize/unwind.h"
 
 /* Exported by libunwind, declared only in its private headers. */
 extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip,
 					      unw_dyn_info_t *di, unw_proc_info_t *pi,
 					      int need_unwind_info, void *arg);
 
-#define UW_MAX_LOADS 16
-#define UW_MAX_PHDRS 256
-#define UW_MAX_SHDRS 65280
-/* .eh_frame_hdr plus .eh_frame kept per module */
-#define UW_MAX_TABLES (256ull << 20)
-#define TEXT_LINE 64
-#define TEXT_LINES 64
-#define UW_RECENT 8
 /* memory reads per unwind: a few hundred per frame when nothing is cached */
 #define UW_MAX_READS 200000
 #define UW_CACHE_SIZE 2048 /* register states cached per process (about 300 bytes each) */
-/* rbx, rbp, r12, r13, r14, r15: what oneDNN's jit_generator::preamble() pushes */
-#define PREAMBLE_PUSHES 6
-#define JIT_MAX_TRIALS 64
-#define JIT_MAX_FRAMES 16
-/* oneDNN's GEMM kernel on its heap workspace keeps the original rsp here */
-#define GEMM_ORIG_SP_OFF 120
-#define CHAIN_BUCKETS 512 /* power of two */
-#define CHAIN_WAYS 4
 #define CHAIN_DEPTH 256
 #define RA_SLOTS 4096 /* power of two */
-#define JIT_RET_SLOTS 256 /* power of two */
-#define JIT_RET_WAYS 4
-#define EDGE_SLOTS 4096 /* power of two */
-#define EDGE_WAYS 8
 #define FDE_SLOTS 1024 /* power of two */
-#define SIZE_SLOTS 4096 /* power of two */
-#define CLIMB_DEPTH 12
-#define CLIMB_PROBES 48
-/* what a probe reads for memory it does not have: odd, so never a real return address */
-#define PROBE_MARK 1
 
 /* libunwind's x86-64 register numbers -> perf's */
 static const uint8_t perf_reg_of[] = {
@@ -102,363 +61,24 @@ static const uint8_t perf_reg_of[] = {
 	[UNW_X86_64_R14] = PERF_REG_X86_R14, [UNW_X86_64_R15] = PERF_REG_X86_R15,
 	[UNW_X86_64_RIP] = PERF_REG_X86_IP,
 };
-#define UW_NREGS (UNW_X86_64_RIP + 1)
-
-/* ---- module images: program headers, unwind tables, code ---- */
-
-struct uw_load {
-	uint64_t off, filesz, vaddr;
-	uint32_t flags;
-};
-
-struct uw_buf {
-	uint8_t *data;
-	uint64_t vaddr, len;
-};
-
-struct mod_unwind {
-	int err; /* 0: usable */
-	int fd; /* -1 for an image in our memory */
-	bool own_fd;
-	const uint8_t *mem; /* the vDSO: the kernel maps the same image into every process */
-	uint64_t mem_size;
-	struct uw_load loads[UW_MAX_LOADS];
-	size_t nloads;
-	uint64_t lo, hi; /* extent of the PT_LOADs (vaddr) */
-	uint64_t entry; /* e_entry (vaddr), 0 for none */
-	struct uw_buf hdr, eh;
-	uint64_t hdr_vaddr, table_vaddr, fde_count; /* fde_count 0: no CFI */
-	uint64_t text_tag[TEXT_LINES]; /* line number + 1; 0: empty */
-	uint8_t text[TEXT_LINES][TEXT_LINE];
-};
-
-/* Bytes of the file at off; fewer at its end. */
-static ssize_t src_pread(const struct mod_unwind *mu, uint64_t off, void *dst, size_t len)
-{
-	size_t done = 0;
-
-	if (mu->mem) {
-		if (off >= mu->mem_size)
-			return 0;
-		if (len > mu->mem_size - off)
-			len = (size_t)(mu->mem_size - off);
-		memcpy(dst, mu->mem + off, len);
-		return (ssize_t)len;
-	}
-	if (off > INT64_MAX - len)
-		return -1;
-	while (done < len) {
-		ssize_t r = pread(mu->fd, (uint8_t *)dst + done, len - done, (off_t)(off + done));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			break;
-		done += (size_t)r;
-	}
-	return (ssize_t)done;
-}
-
-static int src_exact(const struct mod_unwind *mu, uint64_t off, void *dst, size_t len)
-{
-	return src_pread(mu, off, dst, len) == (ssize_t)len ? 0 : -1;
-}
-
-/* File bytes through a small cache of lines: code is read a few bytes at a time. */
-static int read_cached(struct mod_unwind *mu, uint64_t off, uint8_t *dst, size_t len)
-{
-	if (mu->mem) {
-		ssize_t n = src_pread(mu, off, dst, len);
-
-		if (n < 0)
-			return -1;
-		memset(dst + n, 0, len - (size_t)n);
-		return 0;
-	}
-	while (len) {
-		uint64_t line = off / TEXT_LINE;
-		size_t slot = (size_t)(line % TEXT_LINES), at = (size_t)(off % TEXT_LINE);
-		size_t n = TEXT_LINE - at < len ? TEXT_LINE - at : len;
-
-		if (mu->text_tag[slot] != line + 1) {
-			ssize_t r = src_pread(mu, line * TEXT_LINE, mu->text[slot], TEXT_LINE);
-
-			if (r < 0)
-				return -1;
-			/* past the end of the file reads as zeros, as in a mapping */
-			memset(mu->text[slot] + r, 0, TEXT_LINE - (size_t)r);
-			mu->text_tag[slot] = line + 1;
-		}
-		memcpy(dst, mu->text[slot] + at, n);
-		dst += n;
-		off += n;
-		len -= n;
-	}
-	return 0;
-}
-
-static const struct uw_load *load_of(const struct mod_unwind *mu, uint64_t vaddr)
-{
-	for (size_t i = 0; i < mu->nloads; i++) {
-		const struct uw_load *l = &mu->loads[i];
-
-		if (vaddr >= l->vaddr && vaddr - l->vaddr < l->filesz)
-			return l;
-	}
-	return NULL;
-}
-
-static bool buf_read(const struct uw_buf *b, uint64_t vaddr, void *dst, size_t len)
-{
-	if (!b->data || vaddr < b->vaddr || vaddr - b->vaddr > b->len ||
-	    len > b->len - (vaddr - b->vaddr))
-		return false;
-	memcpy(dst, b->data + (vaddr - b->vaddr), len);
-	return true;
-}
-
-/* len bytes at an ELF virtual address of the module. 0 or -1. */
-static int mod_read(struct mod_unwind *mu, uint64_t vaddr, void *dst, size_t len)
-{
-	const struct uw_load *l;
-
-	if (buf_read(&mu->hdr, vaddr, dst, len) || buf_read(&mu->eh, vaddr, dst, len))
-		return 0;
-	l = load_of(mu, vaddr);
-	if (!l)
-		return -1;
-	return read_cached(mu, l->off + (vaddr - l->vaddr), dst, len);
-}
-
-/* Copy [vaddr, vaddr + len) out of the file, widened to whole words. */
-static int load_buf(struct mod_unwind *mu, struct uw_buf *b, uint64_t vaddr, uint64_t len)
-{
-	const struct uw_load *l = load_of(mu, vaddr);
-	uint64_t start = vaddr & ~7ull, end;
-	ssize_t r;
-
-	if (!l || !len || len > UW_MAX_TABLES)
-		return -EINVAL;
-	if (len > l->filesz - (vaddr - l->vaddr))
-		len = l->filesz - (vaddr - l->vaddr);
-	if (start < l->vaddr)
-		start = vaddr;
-	/* a segment ending in the last word of the address space would wrap end */
-	if (vaddr + len > UINT64_MAX - 7)
-		return -EINVAL;
-	end = (vaddr + len + 7) & ~7ull;
-	b->data = malloc(end - start);
-	if (!b->data)
-		return -ENOMEM;
-	r = src_pread(mu, l->off + (start - l->vaddr), b->data, end - start);
-	if (r < (ssize_t)(vaddr + len - start)) {
-		free(b->data);
-		b->data = NULL;
-		return -EIO;
-	}
-	memset(b->data + r, 0, (size_t)(end - start) - (size_t)r);
-	b->vaddr = start;
-	b->len = end - start;
-	return 0;
-}
-
-/* A DW_EH_PE-encoded value of .eh_frame_hdr; field is its address. */
-static bool read_encoded(const uint8_t *p, size_t avail, uint8_t enc, uint64_t field, uint64_t hdr,
-			 uint64_t *out, size_t *used)
-{
-	uint64_t v;
-	size_t n;
-
-	switch (enc & 0x0f) {
-	case DW_EH_PE_absptr:
-	case DW_EH_PE_udata8:
-	case DW_EH_PE_sdata8:
-		n = 8;
-		break;
-	case DW_EH_PE_udata4:
-	case DW_EH_PE_sdata4:
-		n = 4;
-		break;
-	default:
-		return false;
-	}
-	if (n > avail || (enc & DW_EH_PE_indirect))
-		return false;
-	v = n == 8 ? get_le64(p) : get_le32(p);
-	if ((enc & 0x0f) == DW_EH_PE_sdata4)
-		v = (uint64_t)(int64_t)(int32_t)v;
-	switch (enc & 0x70) {
-	case DW_EH_PE_absptr:
-		break;
-	case DW_EH_PE_pcrel:
-		v += field;
-		break;
-	case DW_EH_PE_datarel:
-		v += hdr;
-		break;
-	default:
-		return false;
-	}
-	*out = v;
-	*used = n;
-	return true;
-}
-
-/* Address and size of the section called name, from the section headers. */
-static bool find_section(struct mod_unwind *mu, const Elf64_Ehdr *eh, const char *name,
-			 uint64_t *addr, uint64_t *size)
-{
-	size_t nlen = strlen(name) + 1;
-	Elf64_Shdr strtab, sh;
-	char buf[32];
-
-	if (!eh->e_shoff || eh->e_shentsize != sizeof(Elf64_Shdr) || !eh->e_shnum ||
-	    eh->e_shnum > UW_MAX_SHDRS || eh->e_shstrndx >= eh->e_shnum || nlen > sizeof(buf))
-		return false;
-	if (src_exact(mu, eh->e_shoff + (uint64_t)eh->e_shstrndx * sizeof(sh), &strtab,
-		      sizeof(strtab)))
-		return false;
-	for (unsigned i = 1; i < eh->e_shnum; i++) {
-		if (src_exact(mu, eh->e_shoff + (uint64_t)i * sizeof(sh), &sh, sizeof(sh)))
-			return false;
-		if (sh.sh_name >= strtab.sh_size || strtab.sh_size - sh.sh_name < nlen ||
-		    src_exact(mu, strtab.sh_offset + sh.sh_name, buf, nlen))
-			continue;
-		if (!memcmp(buf, name, nlen) && sh.sh_type != SHT_NOBITS) {
-			*addr = sh.sh_addr;
-			*size = sh.sh_size;
-			return true;
-		}
-	}
-	return false;
-}
-
-static int mod_parse(struct mod_unwind *mu)
-{
-	uint64_t hdr_vaddr = 0, hdr_size = 0, eh_vaddr, eh_size, sec_addr, sec_size, fde_count;
-	bool has_hdr = false;
-	uint8_t h[4 + 8 + 8];
-	Elf64_Ehdr eh;
-	Elf64_Phdr ph;
-	size_t used, at;
-	int err;
-
-	if (src_exact(mu, 0, &eh, sizeof(eh)) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-	    eh.e_machine != EM_X86_64 || eh.e_phentsize != sizeof(ph) || !eh.e_phnum ||
-	    eh.e_phnum > UW_MAX_PHDRS)
-		return -ENOEXEC;
-	mu->lo = UINT64_MAX;
-	mu->entry = eh.e_entry;
-	for (unsigned i = 0; i < eh.e_phnum; i++) {
-		uint64_t end;
-
-		if (src_exact(mu, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph, sizeof(ph)))
-			return -ENOEXEC;
-		if (ph.p_type == PT_GNU_EH_FRAME) {
-			hdr_vaddr = ph.p_vaddr;
-			hdr_size = ph.p_filesz;
-			has_hdr = true;
-		}
-		if (ph.p_type != PT_LOAD || mu->nloads == UW_MAX_LOADS || !ph.p_memsz ||
-		    __builtin_add_overflow(ph.p_vaddr, ph.p_memsz, &end) ||
-		    ph.p_filesz > ph.p_memsz)
-			continue;
-		mu->loads[mu->nloads++] = (struct uw_load){ .off = ph.p_offset,
-							    .filesz = ph.p_filesz,
-							    .vaddr = ph.p_vaddr,
-							    .flags = ph.p_flags };
-		if (ph.p_vaddr < mu->lo)
-			mu->lo = ph.p_vaddr;
-		if (end > mu->hi)
-			mu->hi = end;
-	}
-	if (!mu->nloads)
-		return -ENOEXEC;
-	if (!has_hdr || hdr_size < 4)
-		return 0; /* no CFI: unwinding stops in this module */
-
-	/* version 1, then the encodings of eh_frame_ptr, fde_count and the table */
-	if (mod_read(mu, hdr_vaddr, h, sizeof(h)) || h[0] != 1)
-		return 0;
-	at = 4;
-	if (!read_encoded(h + at, sizeof(h) - at, h[1], hdr_vaddr + at, hdr_vaddr, &eh_vaddr,
-			  &used))
-		return 0;
-	at += used;
-	/* the table must be the binary-search table libunwind reads: datarel sdata4 pairs */
-	if (h[2] == DW_EH_PE_omit || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4) ||
-	    !read_encoded(h + at, sizeof(h) - at, h[2] & 0x0f, 0, 0, &fde_count, &used))
-		return 0;
-	at += used;
-	mu->hdr_vaddr = hdr_vaddr;
-	mu->table_vaddr = hdr_vaddr + at;
-	if (find_section(mu, &eh, ".eh_frame", &sec_addr, &sec_size) && sec_addr == eh_vaddr) {
-		eh_size = sec_size;
-	} else {
-		const struct uw_load *l = load_of(mu, eh_vaddr);
-
-		if (!l)
-			return 0;
-		eh_size = l->filesz - (eh_vaddr - l->vaddr);
-	}
-	err = load_buf(mu, &mu->hdr, hdr_vaddr, hdr_size);
-	if (!err)
-		err = load_buf(mu, &mu->eh, eh_vaddr, eh_size);
-	if (err) {
-		free(mu->hdr.data);
-		free(mu->eh.data);
-		mu->hdr.data = mu->eh.data = NULL;
-		return err == -ENOMEM ? err : 0;
-	}
-	/* a count the table cannot hold is cut to what it holds */
-	if (mu->table_vaddr < mu->hdr.vaddr || mu->table_vaddr - mu->hdr.vaddr > mu->hdr.len)
-		return 0;
-	if (fde_count > (mu->hdr.len - (mu->table_vaddr - mu->hdr.vaddr)) / 8)
-		fde_count = (mu->hdr.len - (mu->table_vaddr - mu->hdr.vaddr)) / 8;
-	mu->fde_count = fde_count;
-	return 0;
-}
-
-static void mod_unwind_free(struct mod_unwind *mu)
-{
-	if (!mu)
-		return;
-	if (mu->own_fd)
-		close(mu->fd);
-	free(mu->hdr.data);
-	free(mu->eh.data);
-	free(mu);
-}
 
 void unwind__module_free(struct module *m)
 {
 	if (!m)
 		return;
-	mod_unwind_free(m->unwind);
+	elf_file__free(m->unwind);
 	m->unwind = NULL;
 }
 
-static struct mod_unwind *mod_unwind_new(void)
-{
-	struct mod_unwind *mu = calloc(1, sizeof(*mu));
-
-	if (mu)
-		mu->fd = -1;
-	return mu;
-}
-
 /* The module's unwind tables, read at first use; NULL when it has none. */
-static struct mod_unwind *module_unwind(struct module *m)
+static struct elf_file *module_unwind(struct module *m)
 {
-	struct mod_unwind *mu = m->unwind;
+	struct elf_file *mu = m->unwind;
 	struct stat st;
 
 	if (mu)
 		return mu->err ? NULL : mu;
-	mu = mod_unwind_new();
+	mu = elf_file__new();
 	if (!mu)
 		return NULL; /* tried again at the next frame */
 	/* the file pinned when it was mapped, else the path (a binary deleted meanwhile is lost) */
@@ -473,46 +93,22 @@ static struct mod_unwind *module_unwind(struct module *m)
 			mu->own_fd = false;
 		}
 	}
-	mu->err = mu->fd < 0 ? -ENOENT : mod_parse(mu);
+	mu->err = mu->fd < 0 ? -ENOENT : elf_file__parse(mu);
 	if (mu->err == -ENOMEM) {
-		mod_unwind_free(mu);
+		elf_file__free(mu);
 		return NULL;
 	}
 	m->unwind = mu;
 	return mu->err ? NULL : mu;
 }
 
-/* Our own vDSO: the kernel maps the same image into every process. */
-static struct mod_unwind *vdso_unwind(void)
-{
-	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)getauxval(AT_SYSINFO_EHDR);
-	struct mod_unwind *mu;
-	uint64_t size = 0;
-
-	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_phentsize != sizeof(Elf64_Phdr))
-		return NULL;
-	for (unsigned i = 0; i < eh->e_phnum && i < UW_MAX_PHDRS; i++) {
-		const Elf64_Phdr *ph = (const Elf64_Phdr *)((const uint8_t *)eh + eh->e_phoff) + i;
-
-		if (ph->p_type == PT_LOAD && ph->p_offset + ph->p_filesz > size)
-			size = ph->p_offset + ph->p_filesz;
-	}
-	mu = mod_unwind_new();
-	if (!mu)
-		return NULL;
-	mu->mem = (const uint8_t *)eh;
-	mu->mem_size = size;
-	mu->err = size ? mod_parse(mu) : -ENOEXEC;
-	return mu;
-}
-
 /* bias: runtime address - ELF vaddr, from the PT_LOAD that the mapping starts in */
-static bool map_bias(const struct mod_unwind *mu, const struct map *m, uint64_t *bias)
+static bool map_bias(const struct elf_file *mu, const struct map *m, uint64_t *bias)
 {
-	const struct uw_load *best = NULL;
+	const struct elf_seg *best = NULL;
 
-	for (size_t i = 0; i < mu->nloads; i++) {
-		const struct uw_load *l = &mu->loads[i];
+	for (size_t i = 0; i < mu->nsegs; i++) {
+		const struct elf_seg *l = &mu->segs[i];
 		uint64_t page = l->off & ~4095ull;
 
 		if (m->pgoff < page || m->pgoff - page >= (l->off - page) + l->filesz)
@@ -528,57 +124,13 @@ static bool map_bias(const struct mod_unwind *mu, const struct map *m, uint64_t 
 
 /* ---- per process ---- */
 
-/* A complete stack seen before, from the frame at sp down to the root. */
-struct chain_slot {
-	uint64_t sp;
-	uint64_t *ips, *sps;
-	uint32_t n, cap;
-	uint64_t used; /* tick of the last store or join: the least recent way goes first */
-	bool indirect; /* ips[0] follows an indirect call */
-};
-
 struct ra_slot {
 	uint64_t ra;
 	uint8_t v; /* RA_*; 0: empty */
 };
 
-/* Where a piece of JIT code returned to lately (it may have several callers). */
-struct jit_ret {
-	uint64_t key;
-	uint64_t ra[JIT_RET_WAYS]; /* most recent first */
-	bool grafted; /* its caller was found by graft_gemm before */
-	/* where above the SP its return address was found lately, most recent first; 0: unused */
-	uint32_t ra_off[JIT_RET_WAYS];
-};
-
-/* Call sites seen calling a function (the return addresses just above its frames). */
-struct edge_slot {
-	uint64_t fn; /* start of the function */
-	uint64_t up[EDGE_WAYS]; /* most recent first */
-};
-
 struct fde_slot {
 	uint64_t ip, start;
-};
-
-/* How far above a frame that returns to ra its caller's frame was. */
-struct size_slot {
-	uint64_t ra, size;
-};
-
-struct unwind_proc {
-	unw_addr_space_t as;
-	struct mod_unwind *vdso;
-	bool vdso_tried;
-	struct chain_slot *chains; /* known stacks, by the SP of each frame */
-	uint64_t tick;
-	struct ra_slot *verdicts; /* is there a call before this address? */
-	struct jit_ret *jit_rets;
-	struct edge_slot *edges;
-	struct fde_slot *fdes;
-	struct size_slot *sizes;
-	uint64_t *sps; /* scratch: SP of every frame of the current unwind */
-	size_t sps_cap;
 };
 
 void unwind__proc_free(struct unwind_proc *u)
@@ -587,67 +139,31 @@ void unwind__proc_free(struct unwind_proc *u)
 		return;
 	if (u->as)
 		unw_destroy_addr_space(u->as);
-	mod_unwind_free(u->vdso);
+	elf_file__free(u->vdso);
 	for (size_t i = 0; u->chains && i < CHAIN_BUCKETS * CHAIN_WAYS; i++) {
 		free(u->chains[i].ips);
 		free(u->chains[i].sps);
 	}
 	free(u->chains);
 	free(u->verdicts);
-	free(u->jit_rets);
-	free(u->edges);
 	free(u->fdes);
-	free(u->sizes);
 	free(u->sps);
 	free(u);
 }
 
 /* ---- the accessors ---- */
 
-struct uw_recent {
-	struct mod_unwind *mu;
-	uint64_t bias, start, end; /* runtime extent of the module */
-};
-
-struct uw_ctx {
-	struct symbolizer *s;
-	struct proc *p;
-	struct unwind_proc *up;
-	const uint8_t *stack;
-	uint64_t sp0, size;
-	struct uw_recent recent[UW_RECENT];
-	unsigned nrecent, next_recent;
-	unsigned reads;
-	bool noinfo; /* find_proc_info found no CFI: libunwind is guessing */
-	bool probe; /* memory outside the copy and the modules reads as PROBE_MARK */
-	bool oob; /* a read fell just past the end of the copy */
-};
-
-/* The as_arg of one cursor: the context and the registers it starts from. */
-struct uw_arg {
-	struct uw_ctx *ctx;
-	uint64_t regs[UW_NREGS];
-};
-
-static bool stack_word(const struct uw_ctx *ctx, uint64_t addr, uint64_t *val)
-{
-	if (addr < ctx->sp0 || addr - ctx->sp0 > ctx->size || ctx->size - (addr - ctx->sp0) < 8)
-		return false;
-	memcpy(val, ctx->stack + (addr - ctx->sp0), 8);
-	return true;
-}
-
 /* The module image and bias behind an executable mapping; NULL if none. */
-static struct mod_unwind *map_unwind(struct uw_ctx *ctx, const struct map *m, uint64_t *bias)
+static struct elf_file *map_unwind(struct uw_ctx *ctx, const struct map *m, uint64_t *bias)
 {
-	struct mod_unwind *mu = NULL;
+	struct elf_file *mu = NULL;
 
 	if (m->type == MAP_T_FILE && m->mod) {
 		mu = module_unwind(m->mod);
 	} else if (m->type == MAP_T_VDSO) {
 		if (!ctx->up->vdso_tried) {
 			ctx->up->vdso_tried = true;
-			ctx->up->vdso = vdso_unwind();
+			ctx->up->vdso = elf_file__vdso();
 		}
 		mu = ctx->up->vdso && !ctx->up->vdso->err ? ctx->up->vdso : NULL;
 	}
@@ -656,7 +172,7 @@ static struct mod_unwind *map_unwind(struct uw_ctx *ctx, const struct map *m, ui
 	return mu;
 }
 
-static void remember(struct uw_ctx *ctx, struct mod_unwind *mu, uint64_t bias)
+static void remember(struct uw_ctx *ctx, struct elf_file *mu, uint64_t bias)
 {
 	struct uw_recent *r;
 
@@ -680,7 +196,7 @@ static void remember(struct uw_ctx *ctx, struct mod_unwind *mu, uint64_t bias)
  */
 static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len)
 {
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	struct map *m;
 	uint64_t bias;
 
@@ -688,7 +204,7 @@ static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len
 		struct uw_recent *r = &ctx->recent[i];
 
 		if (addr >= r->start && addr < r->end)
-			return mod_read(r->mu, addr - r->bias, dst, len);
+			return elf_file__read(r->mu, addr - r->bias, dst, len);
 	}
 	m = proc_lookup(ctx->p, addr);
 	if (!m)
@@ -697,11 +213,11 @@ static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len
 	if (!mu)
 		return -1;
 	remember(ctx, mu, bias);
-	return mod_read(mu, addr - bias, dst, len);
+	return elf_file__read(mu, addr - bias, dst, len);
 }
 
 /* The module's .eh_frame_hdr search table, as libunwind's remote-table lookup takes it. */
-static void table_info(unw_dyn_info_t *di, const struct map *m, const struct mod_unwind *mu,
+static void table_info(unw_dyn_info_t *di, const struct map *m, const struct elf_file *mu,
 		       uint64_t bias)
 {
 	memset(di, 0, sizeof(*di));
@@ -719,7 +235,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 			  int need_unwind_info, void *arg)
 {
 	struct uw_ctx *ctx = ((struct uw_arg *)arg)->ctx;
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	unw_dyn_info_t di;
 	struct map *m;
 	uint64_t bias;
@@ -813,15 +329,12 @@ static unw_accessors_t accessors = {
 	.get_proc_name = get_proc_name,
 };
 
-static struct unwind_proc *unwind_proc_get(struct proc *p)
+struct unwind_proc *unwind_proc_get(struct proc *p)
 {
-	struct perfmap *pm = perfmap__get(p);
 	struct unwind_proc *u;
 
-	if (!pm)
-		return NULL;
-	if (pm->unw)
-		return pm->unw;
+	if (p->unw)
+		return p->unw;
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
@@ -838,14 +351,14 @@ static struct unwind_proc *unwind_proc_get(struct proc *p)
 	unw_set_caching_policy(u->as, UNW_CACHE_PER_THREAD);
 	/* oneDNN and its callers return to a few thousand distinct addresses */
 	unw_set_cache_size(u->as, UW_CACHE_SIZE, 0);
-	pm->unw = u;
+	p->unw = u;
 	return u;
 }
 
 /* ---- classifying addresses ---- */
 
 /* Code without CFI that the JIT path handles: anonymous executable memory or a perf-map range. */
-static bool is_jit(struct uw_ctx *ctx, uint64_t ip, bool leaf)
+bool is_jit(struct uw_ctx *ctx, uint64_t ip, bool leaf)
 {
 	struct map *m = proc_lookup(ctx->p, ip);
 
@@ -860,14 +373,14 @@ enum { RA_CHECKED = 1, RA_CALL = 2, RA_INDIRECT = 4 };
 static uint8_t ra_verdict(struct uw_ctx *ctx, uint64_t ra)
 {
 	struct map *m = proc_lookup(ctx->p, ra);
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	uint8_t code[8], v = RA_CHECKED;
 	uint64_t bias;
 
 	if (!m || !(m->prot & PROT_EXEC) || m->type == MAP_T_ANON || ra - m->start < sizeof(code))
 		return v;
 	mu = map_unwind(ctx, m, &bias);
-	if (!mu || mod_read(mu, ra - bias - sizeof(code), code, sizeof(code)))
+	if (!mu || elf_file__read(mu, ra - bias - sizeof(code), code, sizeof(code)))
 		return v;
 	if (insn_is_call(code, sizeof(code)))
 		v |= RA_CALL;
@@ -882,7 +395,7 @@ static uint8_t ra_verdict(struct uw_ctx *ctx, uint64_t ra)
  * are cached per process, and words that cannot be user addresses are
  * turned away first.
  */
-static bool after_call(struct uw_ctx *ctx, uint64_t ra, bool indirect)
+bool after_call(struct uw_ctx *ctx, uint64_t ra, bool indirect)
 {
 	struct unwind_proc *up = ctx->up;
 	struct ra_slot *slot;
@@ -915,13 +428,13 @@ static bool is_sigreturn(struct uw_ctx *ctx, uint64_t ip)
 	       !memcmp(code, restore_rt, sizeof(code));
 }
 
-static void arg_from_perf(struct uw_arg *a, const uint64_t *regs, uint64_t mask)
+void arg_from_perf(struct uw_arg *a, const uint64_t *regs, uint64_t mask)
 {
 	for (int r = 0; r < UW_NREGS; r++)
 		a->regs[r] = mask & (1ull << perf_reg_of[r]) ? regs[perf_reg_of[r]] : 0;
 }
 
-static uint64_t reg_of(unw_cursor_t *c, int reg)
+uint64_t reg_of(unw_cursor_t *c, int reg)
 {
 	unw_word_t v = 0;
 
@@ -931,21 +444,14 @@ static uint64_t reg_of(unw_cursor_t *c, int reg)
 
 /* ---- walking ---- */
 
-/* The state of one walk: a cursor and the registers it started from (its as_arg). */
-struct walker {
-	unw_cursor_t c;
-	struct uw_arg arg;
-	bool ok; /* the cursor could be initialised */
-};
-
-static void walker_init(struct walker *w, struct uw_ctx *ctx)
+void walker_init(struct walker *w, struct uw_ctx *ctx)
 {
 	w->arg.ctx = ctx;
 	w->ok = unw_init_remote(&w->c, ctx->up->as, &w->arg) >= 0;
 }
 
 /* The registers a walker's cursor has now, for starting another one from there. */
-static void walker_regs(struct walker *w, uint64_t *regs)
+void walker_regs(struct walker *w, uint64_t *regs)
 {
 	uint64_t now[UW_NREGS];
 
@@ -959,28 +465,6 @@ static void walker_regs(struct walker *w, uint64_t *regs)
 	memcpy(regs, now, sizeof(now));
 }
 
-enum walk_end {
-	WALK_ROOT, /* the outermost frame, by CFI */
-	WALK_JIT, /* reached code without CFI that the JIT path handles */
-	WALK_OOB, /* the next frame lies beyond the copy */
-	WALK_FULL, /* no room for more frames */
-	WALK_FAIL, /* an unwind error or an implausible frame */
-};
-
-struct frames {
-	uint64_t *ips, *sps;
-	size_t n, max;
-};
-
-static void push(struct frames *f, uint64_t ip, uint64_t sp)
-{
-	f->ips[f->n] = ip;
-	f->sps[f->n++] = sp;
-}
-
-static bool chain_join(struct uw_ctx *ctx, struct frames *f);
-static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra);
-
 /*
  * A process's first frame: the code at the ELF entry point of its executable
  * or its interpreter, which calls on and never returns. glibc's _start says
@@ -992,7 +476,7 @@ static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra);
 
 static bool at_entry(struct uw_ctx *ctx, uint64_t ip)
 {
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	struct map *m = proc_lookup(ctx->p, ip);
 	uint64_t bias, at;
 
@@ -1007,7 +491,7 @@ static bool at_entry(struct uw_ctx *ctx, uint64_t ip)
  * frame must lie above the one before (this bounds loops) and return to
  * code just after a call, or to JIT code, or from a signal handler.
  */
-static enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f)
+enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f)
 {
 	for (;;) {
 		uint64_t ip = f->ips[f->n - 1], sp = f->sps[f->n - 1], nip, nsp;
@@ -1044,134 +528,19 @@ static enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f
 	}
 }
 
-/* ---- JIT callers ---- */
-
-/*
- * The caller of the JIT frame at the end of f: scan the copy upward from its
- * SP for a return address after an indirect call whose caller chain then
- * unwinds with CFI to the root (or off the end of the copy). Stale return
- * addresses below the real one (the JIT frame's own stack area holds old
- * frames) pass the first steps but not the whole way. On success the
- * caller's frames are in f, w is the walker past them, and the result
- * says how that walk ended.
- */
-static bool find_jit_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w,
-			    struct frames *f, const struct jit_ret *jr, enum walk_end *how)
-{
-	static const int pushed[PREAMBLE_PUSHES] = {
-		UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
-		UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
-	};
-	uint64_t sp = f->sps[f->n - 1], ra;
-	size_t base = f->n;
-	unsigned trials = 0;
-
-	if (f->n >= f->max)
-		return false;
-	/*
-	 * First without stepping: where this JIT code returned to lately, if
-	 * the known stack from there is still in the copy. (Any other known
-	 * frame further up would skip the frames in between.) A kernel's frame
-	 * has the same size at most of its samples, so the slot where its
-	 * return address was last time is tried before the copy is searched
-	 * (the GEMM kernel's is 8 KiB up): a known stack from there is the same
-	 * one a search would find, as no other slot below it starts one.
-	 */
-	for (int k = 0; jr && k < JIT_RET_WAYS && jr->ra_off[k]; k++) {
-		if (!stack_word(ctx, sp + jr->ra_off[k], &ra) || !ra)
-			continue;
-		for (int i = 0; i < JIT_RET_WAYS; i++) {
-			if (ra != jr->ra[i])
-				continue;
-			push(f, ra, sp + jr->ra_off[k] + 8);
-			if (chain_join(ctx, f)) {
-				*how = WALK_ROOT;
-				return true;
-			}
-			f->n = base;
-			break;
-		}
-	}
-	if (jr) {
-		for (uint64_t at = sp; stack_word(ctx, at, &ra); at += 8) {
-			int i;
-
-			for (i = 0; i < JIT_RET_WAYS && ra != jr->ra[i]; i++)
-				;
-			if (!ra || i == JIT_RET_WAYS)
-				continue;
-			f->n = base;
-			push(f, ra, at + 8);
-			if (chain_join(ctx, f)) {
-				*how = WALK_ROOT;
-				return true;
-			}
-		}
-		f->n = base;
-	}
-	for (uint64_t at = sp; stack_word(ctx, at, &ra); at += 8) {
-		if (!after_call(ctx, ra, true))
-			continue;
-		if (++trials > JIT_MAX_TRIALS)
-			return false;
-		for (int hyp = 0; hyp < 2; hyp++) {
-			w->arg.ctx = ctx;
-			memcpy(w->arg.regs, cur->arg.regs, sizeof(w->arg.regs));
-			if (hyp == 0) {
-				/* the preamble's pushes just below the return address, if there is room */
-				if (at - sp < 8 * PREAMBLE_PUSHES)
-					continue;
-				for (int i = 0; i < PREAMBLE_PUSHES; i++)
-					stack_word(ctx, at - 8 * (uint64_t)(i + 1),
-						   &w->arg.regs[pushed[i]]);
-			}
-			/* else a leaf that saved nothing: the callee-saved registers are the caller's */
-			w->arg.regs[UNW_X86_64_RSP] = at + 8;
-			/* inside the call instruction: right for a call that ends its function too */
-			w->arg.regs[UNW_X86_64_RIP] = ra - 1;
-			walker_init(w, ctx);
-			f->n = base;
-			push(f, ra, at + 8);
-			*how = walk(ctx, w, f);
-			if (*how != WALK_FAIL)
-				return true;
-		}
-	}
-	f->n = base;
-	return false;
-}
-
 /* ---- known stacks ---- */
 
 /*
  * After a complete unwind (one that reached the root by CFI), each frame's
- * chain down to the root is kept, keyed by the frame's SP, together with the
- * call sites seen calling each function (edges) and each frame's size. A
+ * chain down to the root is kept, keyed by the frame's SP (jitcaller.c
+ * keeps the call sites and frame sizes it saw, for its grafts). A
  * walk that arrives at a frame (ip, sp) that a kept chain starts with, and
  * finds every later return address of that chain in the copy where it was
  * before, has the rest of its stack without stepping: the same return
  * addresses at the same stack addresses are the same frames. Stacks grafted
  * for JIT code whose callers were outside the copy are not kept.
  */
-static void edge_note(struct unwind_proc *up, uint64_t fn, uint64_t up_ip)
-{
-	struct edge_slot *e;
-	int i;
-
-	if (!up->edges)
-		up->edges = calloc(EDGE_SLOTS, sizeof(*up->edges));
-	if (!up->edges)
-		return;
-	e = &up->edges[hash_u64(fn) & (EDGE_SLOTS - 1)];
-	if (e->fn != fn)
-		*e = (struct edge_slot){ .fn = fn };
-	for (i = 0; i < EDGE_WAYS - 1 && e->up[i] != up_ip; i++)
-		;
-	memmove(e->up + 1, e->up, i * sizeof(*e->up));
-	e->up[0] = up_ip;
-}
-
-static struct chain_slot *chain_bucket(const struct unwind_proc *up, uint64_t sp)
+struct chain_slot *chain_bucket(const struct unwind_proc *up, uint64_t sp)
 {
 	return &up->chains[(hash_u64(sp) & (CHAIN_BUCKETS - 1)) * CHAIN_WAYS];
 }
@@ -1185,24 +554,14 @@ static bool chain_is(const struct chain_slot *sl, const struct frames *f, size_t
 	       !memcmp(sl->sps + 1, f->sps + i + 1, (k - 1) * sizeof(*sl->sps));
 }
 
-static void chains_store(struct unwind_proc *up, struct uw_ctx *ctx, const struct frames *f)
+bool chains_store(struct uw_ctx *ctx, const struct frames *f)
 {
+	struct unwind_proc *up = ctx->up;
+
 	if (!up->chains) {
 		up->chains = calloc(CHAIN_BUCKETS * CHAIN_WAYS, sizeof(*up->chains));
 		if (!up->chains)
-			return;
-	}
-	if (!up->sizes)
-		up->sizes = calloc(SIZE_SLOTS, sizeof(*up->sizes));
-	for (size_t i = 1; i + 1 < f->n; i++) {
-		uint64_t fn = fde_start(ctx, f->ips[i]);
-
-		if (fn)
-			edge_note(up, fn, f->ips[i + 1]);
-		if (up->sizes)
-			up->sizes[hash_u64(f->ips[i]) & (SIZE_SLOTS - 1)] =
-				(struct size_slot){ .ra = f->ips[i],
-						    .size = f->sps[i + 1] - f->sps[i] };
+			return false;
 	}
 	/* not the leaf: no walk arrives at it, and a new leaf every sample would evict the rest */
 	for (size_t i = 1; i < f->n; i++) {
@@ -1250,10 +609,11 @@ static void chains_store(struct unwind_proc *up, struct uw_ctx *ctx, const struc
 		sl->indirect = after_call(ctx, f->ips[i], true);
 		sl->used = up->tick;
 	}
+	return true;
 }
 
 /* Does the last frame of f start a known stack that the copy still holds? Then append it. */
-static bool chain_join(struct uw_ctx *ctx, struct frames *f)
+bool chain_join(struct uw_ctx *ctx, struct frames *f)
 {
 	uint64_t ip = f->ips[f->n - 1], sp = f->sps[f->n - 1], w;
 	struct chain_slot *b;
@@ -1281,13 +641,13 @@ static bool chain_join(struct uw_ctx *ctx, struct frames *f)
 	return false;
 }
 
-/* ---- JIT callers outside the copy ---- */
+/* ---- CFI of single frames ---- */
 
 /* Start of the function (FDE) containing a return address; 0 if unknown. */
-static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
+uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
 {
 	struct uw_arg arg = { .ctx = ctx };
-	struct mod_unwind *mu;
+	struct elf_file *mu;
 	struct fde_slot *slot = NULL;
 	unw_proc_info_t pi;
 	unw_dyn_info_t di;
@@ -1319,7 +679,7 @@ static uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
  * one step with memory that reads as PROBE_MARK. Only a frame whose CFA is
  * SP-based (optimised code without a frame pointer) can be measured.
  */
-static bool probe_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa)
+bool probe_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa)
 {
 	struct walker w;
 	int ret;
@@ -1336,354 +696,4 @@ static bool probe_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cf
 		return false;
 	*cfa = reg_of(&w.c, UNW_REG_SP);
 	return *cfa > sp && *cfa - sp < (1u << 20);
-}
-
-/*
- * The caller's SP of a frame that returns to ra: measured from CFI, else (a
- * frame-pointer frame, whose CFA depends on rbp) as it was last time.
- */
-static bool frame_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa)
-{
-	const struct size_slot *z =
-		ctx->up->sizes ? &ctx->up->sizes[hash_u64(ra) & (SIZE_SLOTS - 1)] : NULL;
-
-	if (probe_cfa(ctx, ra, sp, cfa))
-		return true;
-	if (!z || z->ra != ra || !z->size || sp + z->size < sp)
-		return false;
-	*cfa = sp + z->size;
-	return true;
-}
-
-/* A known stack with a frame at sp in the same function as the call site ra. */
-static const struct chain_slot *chain_in_function(struct uw_ctx *ctx, uint64_t sp, uint64_t ra)
-{
-	uint64_t start = fde_start(ctx, ra);
-	const struct chain_slot *b, *best = NULL;
-
-	if (!start || !ctx->up->chains)
-		return NULL;
-	b = chain_bucket(ctx->up, sp);
-	for (int w = 0; w < CHAIN_WAYS; w++) {
-		if (b[w].n && b[w].sp == sp && fde_start(ctx, b[w].ips[0]) == start &&
-		    (!best || b[w].used > best->used))
-			best = &b[w];
-	}
-	return best;
-}
-
-/* Append the rest of known stack c after the frame at the end of f. */
-static bool graft_rest(struct frames *f, const struct chain_slot *c)
-{
-	if (f->n - 1 + c->n > f->max)
-		return false;
-	for (uint32_t j = 1; j < c->n; j++)
-		push(f, c->ips[j], c->sps[j]);
-	return true;
-}
-
-/*
- * Climb from the frame at the end of f (a call site whose SP is known, but
- * whose stack is not in the copy) until a frame lands exactly where a known
- * stack has a frame of the same function; the rest of the stack is that
- * one's. A thread's stack address says how deep a frame is, so the same
- * function at the same SP is the same frame. Each step up tries the call
- * sites seen calling the function in earlier stacks, at the SP given by the
- * function's CFI (its CFA). Measured on the MLP by hiding the callers of
- * JIT frames whose callers were in the copy: with the frame at the kernel's
- * caller SP unknown, 97% of grafts name every function right, 1.5% get one
- * frame wrong (a sibling at the same SP); a match at any function at the
- * right SP, not required to be a caller, got 5-10% wrong and is not used.
- */
-static bool climb(struct uw_ctx *ctx, struct frames *f, unsigned depth, unsigned *probes)
-{
-	uint64_t ra = f->ips[f->n - 1], sp = f->sps[f->n - 1], cfa, fn;
-	const struct chain_slot *c = chain_in_function(ctx, sp, ra);
-	const struct edge_slot *e;
-	size_t base = f->n;
-
-	if (c)
-		return graft_rest(f, c);
-	if (depth >= CLIMB_DEPTH || !ctx->up->edges || f->n >= f->max || !*probes)
-		return false;
-	(*probes)--;
-	fn = fde_start(ctx, ra);
-	e = &ctx->up->edges[hash_u64(fn) & (EDGE_SLOTS - 1)];
-	if (!fn || e->fn != fn || !frame_cfa(ctx, ra, sp, &cfa))
-		return false;
-	for (int i = 0; i < EDGE_WAYS && e->up[i]; i++) {
-		c = chain_in_function(ctx, cfa, e->up[i]);
-		if (!c)
-			continue;
-		push(f, e->up[i], cfa);
-		if (graft_rest(f, c))
-			return true;
-		f->n = base;
-	}
-	for (int i = 0; i < EDGE_WAYS && e->up[i]; i++) {
-		push(f, e->up[i], cfa);
-		if (climb(ctx, f, depth + 1, probes))
-			return true;
-		f->n = base;
-	}
-	return false;
-}
-
-/*
- * oneDNN's GEMM kernel running on its heap workspace keeps the rsp it had
- * after the preamble at [rsp + 120]: its caller's SP is that + 56, and its
- * caller's frames are outside the copy. The call sites this kernel returned
- * to before say where it was called from; climbing from there (see climb)
- * finds the rest. Any frame at that SP would not do: the caller pushed the
- * kernel's stack arguments, so its SP there is not its usual one.
- */
-static enum walk_end graft_at(struct uw_ctx *ctx, struct frames *f, uint64_t sp,
-			      const struct jit_ret *jr)
-{
-	unsigned probes = CLIMB_PROBES;
-	size_t base = f->n;
-
-	if (!ctx->up->chains)
-		return WALK_FAIL;
-	for (int r = 0; jr && r < JIT_RET_WAYS && jr->ra[r] && f->n < f->max; r++) {
-		push(f, jr->ra[r], sp);
-		if (climb(ctx, f, 0, &probes))
-			return WALK_ROOT;
-		f->n = base;
-	}
-	return WALK_FAIL;
-}
-
-static enum walk_end graft_gemm(struct uw_ctx *ctx, struct frames *f, const struct jit_ret *jr)
-{
-	uint64_t orig;
-
-	if (!stack_word(ctx, f->sps[f->n - 1] + GEMM_ORIG_SP_OFF, &orig))
-		return WALK_FAIL;
-	return graft_at(ctx, f, orig + 8 * (PREAMBLE_PUSHES + 1), jr);
-}
-
-/*
- * Whether to graft before searching the copy: this code's caller was found
- * by grafting before (it is a GEMM kernel), and the SP the kernel saved lies
- * outside the copy, so its caller's frames are not in it and a search of
- * the whole copy (the workspace holds no return addresses) could only fail
- * or be fooled. The same kernel also runs on the stack (smaller K): then
- * the saved SP is in the copy and its caller is searched for there. Half of
- * the MLP's samples are in the GEMM kernel: the search was most of the
- * unwinder's time.
- */
-static bool graft_first(const struct uw_ctx *ctx, const struct frames *f, const struct jit_ret *jr)
-{
-	uint64_t orig;
-
-	if (!jr || !jr->grafted || !stack_word(ctx, f->sps[f->n - 1] + GEMM_ORIG_SP_OFF, &orig))
-		return false;
-	return orig < ctx->sp0 || orig - ctx->sp0 >= ctx->size;
-}
-
-/* What identifies a piece of JIT code: its perf-map name, else its mapping. */
-static uint64_t jit_key(struct uw_ctx *ctx, uint64_t ip)
-{
-	const struct perfmap_entry *e = perfmap__find(ctx->p->perfmap, ip);
-	struct map *m;
-
-	/* the name: a kernel generated many times is called from the same places */
-	if (e)
-		return (uint64_t)(uintptr_t)e->name;
-	m = proc_lookup(ctx->p, ip);
-	return m ? m->start : ip;
-}
-
-static struct jit_ret *jit_ret_slot(struct unwind_proc *up, uint64_t key)
-{
-	if (!up->jit_rets)
-		up->jit_rets = calloc(JIT_RET_SLOTS, sizeof(*up->jit_rets));
-	return up->jit_rets ? &up->jit_rets[hash_u64(key) & (JIT_RET_SLOTS - 1)] : NULL;
-}
-
-/*
- * Frames left on the stack by a call the caller made before it called the
- * JIT code (oneDNN's GEMM driver allocates the workspace first) are
- * consistent: they unwind through the caller's live frame to the root. When
- * the chain recovered for JIT code passes through a frame that returns to
- * where this code returned to before, that frame is its caller and the ones
- * below it are stale.
- */
-static void drop_stale(struct frames *f, size_t at, const struct jit_ret *jr)
-{
-	size_t k;
-
-	if (!jr)
-		return;
-	for (k = at + 1; k < f->n; k++) {
-		int i;
-
-		for (i = 0; i < JIT_RET_WAYS && jr->ra[i] != f->ips[k]; i++)
-			;
-		if (i < JIT_RET_WAYS && f->ips[k])
-			break;
-	}
-	if (k == f->n)
-		return;
-	memmove(f->ips + at, f->ips + k, (f->n - k) * sizeof(*f->ips));
-	memmove(f->sps + at, f->sps + k, (f->n - k) * sizeof(*f->sps));
-	f->n -= k - at;
-}
-
-static void jit_ret_note(struct jit_ret *jr, uint64_t ra, uint64_t ra_off)
-{
-	uint32_t off = ra_off <= UINT32_MAX ? (uint32_t)ra_off : 0;
-	int i;
-
-	for (i = 0; i < JIT_RET_WAYS - 1 && jr->ra[i] != ra; i++)
-		;
-	memmove(jr->ra + 1, jr->ra, i * sizeof(*jr->ra));
-	jr->ra[0] = ra;
-	if (!off)
-		return;
-	for (i = 0; i < JIT_RET_WAYS - 1 && jr->ra_off[i] != off; i++)
-		;
-	memmove(jr->ra_off + 1, jr->ra_off, i * sizeof(*jr->ra_off));
-	jr->ra_off[0] = off;
-}
-
-/* ---- the unwinder ---- */
-
-static enum unwind_end end_of(enum walk_end how)
-{
-	switch (how) {
-	case WALK_ROOT:
-		return UNWIND_END_ROOT;
-	case WALK_OOB:
-		return UNWIND_END_COPY;
-	case WALK_FULL:
-		return UNWIND_END_DEPTH;
-	case WALK_JIT:
-		return UNWIND_END_JIT_NO_CALLER;
-	default:
-		return UNWIND_END_ERROR;
-	}
-}
-
-int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,
-		       const uint8_t *stack, size_t stack_size, uint64_t *ips, size_t max,
-		       enum unwind_end *end)
-{
-	const uint64_t need = 1ull << PERF_REG_X86_IP | 1ull << PERF_REG_X86_SP;
-	struct uw_ctx ctx = { .s = s, .stack = stack, .size = stack_size };
-	struct walker wk[2], *w = &wk[0];
-	struct unwind_proc *up;
-	struct frames f;
-	unsigned jit_frames = 0;
-	enum walk_end how;
-
-	if (!s || !regs || !ips || !end || (!stack && stack_size))
-		return -EINVAL;
-	*end = UNWIND_END_ERROR;
-	if ((regs_mask & need) != need)
-		return -EINVAL;
-	if (!max)
-		return 0;
-	ctx.p = proc_find(s, pid);
-	if (!ctx.p)
-		return -ESRCH;
-	up = unwind_proc_get(ctx.p);
-	if (!up)
-		return -ENOMEM;
-	if (grow_array((void **)&up->sps, &up->sps_cap, max, sizeof(*up->sps)))
-		return -ENOMEM;
-	ctx.up = up;
-	s->stats.unwinds++;
-	f = (struct frames){ .ips = ips, .sps = up->sps, .max = max };
-
-	arg_from_perf(&w->arg, regs, regs_mask);
-	ctx.sp0 = w->arg.regs[UNW_X86_64_RSP];
-	/* a copy that would wrap around the address space is cut */
-	if (ctx.size > UINT64_MAX - ctx.sp0)
-		ctx.size = UINT64_MAX - ctx.sp0;
-	walker_init(w, &ctx);
-	push(&f, w->arg.regs[UNW_X86_64_RIP], ctx.sp0);
-	/* the sampled IP ran, so code outside every known mapping is JIT code too */
-	how = is_jit(&ctx, f.ips[0], true) ? WALK_JIT : walk(&ctx, w, &f);
-
-	while (how == WALK_JIT) {
-		struct walker *next = w == &wk[0] ? &wk[1] : &wk[0];
-		struct jit_ret *jr;
-		uint64_t key;
-		size_t jit_at;
-		bool grafted;
-
-		if (f.n >= f.max) {
-			how = WALK_FULL;
-			break;
-		}
-		if (++jit_frames > JIT_MAX_FRAMES) {
-			how = WALK_FAIL;
-			break;
-		}
-		/* registers of the JIT frame, for a caller that it saved nothing for */
-		if (f.n > 1)
-			walker_regs(w, w->arg.regs);
-		key = jit_key(&ctx, f.ips[f.n - 1]);
-		jr = jit_ret_slot(up, key);
-		if (jr && jr->key != key)
-			*jr = (struct jit_ret){ .key = key };
-		jit_at = f.n;
-		grafted = graft_first(&ctx, &f, jr);
-		how = grafted ? graft_gemm(&ctx, &f, jr) : WALK_FAIL;
-		if (how == WALK_FAIL && find_jit_caller(&ctx, w, next, &f, jr, &how)) {
-			s->stats.jit_callers_recovered++;
-			drop_stale(&f, jit_at, jr);
-			if (jr) {
-				uint64_t off = f.sps[jit_at] - 8 - f.sps[jit_at - 1];
-
-				jit_ret_note(jr, f.ips[jit_at], off < ctx.size ? off : 0);
-			}
-			w = next;
-			continue;
-		}
-		if (how == WALK_FAIL && !grafted)
-			how = graft_gemm(&ctx, &f, jr);
-		if (how != WALK_FAIL) {
-			s->stats.jit_callers_recovered++;
-			if (jr)
-				jr->grafted = true;
-			*end = end_of(how);
-			return (int)f.n;
-		}
-		s->stats.jit_callers_missed++;
-		*end = UNWIND_END_JIT_NO_CALLER;
-		return (int)f.n;
-	}
-	*end = end_of(how);
-	if (how == WALK_ROOT) {
-		/* also the frames that came from a known stack: that marks them recently used */
-		chains_store(up, &ctx, &f);
-	} else {
-		s->stats.unwind_errors++;
-	}
-	return (int)f.n;
-}
-
-bool symbolizer__outermost(struct symbolizer *s, uint32_t pid, uint64_t ra)
-{
-	/* no stack at all: a step that needs to read the return address fails */
-	struct uw_ctx ctx = { .s = s, .sp0 = 1ull << 12 };
-	struct frames f;
-	struct walker w = { 0 };
-	uint64_t ips[2], sps[2];
-
-	if (!s || ra < 2)
-		return false;
-	ctx.p = proc_find(s, pid);
-	if (!ctx.p || !(ctx.up = unwind_proc_get(ctx.p)))
-		return false;
-	f = (struct frames){ .ips = ips, .sps = sps, .max = 2 };
-	/* inside the call instruction, as for any return address */
-	w.arg.regs[UNW_X86_64_RIP] = ra - 1;
-	w.arg.regs[UNW_X86_64_RSP] = ctx.sp0;
-	walker_init(&w, &ctx);
-	push(&f, ra - 1, ctx.sp0);
-	return walk(&ctx, &w, &f) == WALK_ROOT && f.n == 1;
 }

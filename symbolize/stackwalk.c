@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * symbolizer__unwind and symbolizer__outermost: a sample's user stack,
+ * walked with CFI by unwind.c, the callers of JIT frames recovered by
+ * jitcaller.c, complete stacks remembered by both for later walks.
+ */
+#include <asm/perf_regs.h>
+#include <errno.h>
+#include <libunwind.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "symbolize/internal.h"
+#include "symbolize/unwind.h"
+
+#define JIT_MAX_FRAMES 16
+
+static enum unwind_end end_of(enum walk_end how)
+{
+	switch (how) {
+	case WALK_ROOT:
+		return UNWIND_END_ROOT;
+	case WALK_OOB:
+		return UNWIND_END_COPY;
+	case WALK_FULL:
+		return UNWIND_END_DEPTH;
+	case WALK_JIT:
+		return UNWIND_END_JIT_NO_CALLER;
+	default:
+		return UNWIND_END_ERROR;
+	}
+}
+
+int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,
+		       const uint8_t *stack, size_t stack_size, uint64_t *ips, size_t max,
+		       enum unwind_end *end)
+{
+	const uint64_t need = 1ull << PERF_REG_X86_IP | 1ull << PERF_REG_X86_SP;
+	struct uw_ctx ctx = { .s = s, .stack = stack, .size = stack_size };
+	struct walker wk[2], *w = &wk[0];
+	struct unwind_proc *up;
+	struct frames f;
+	unsigned jit_frames = 0;
+	enum walk_end how;
+
+	if (!s || !regs || !ips || !end || (!stack && stack_size))
+		return -EINVAL;
+	*end = UNWIND_END_ERROR;
+	if ((regs_mask & need) != need)
+		return -EINVAL;
+	if (!max)
+		return 0;
+	ctx.p = proc_find(s, pid);
+	if (!ctx.p)
+		return -ESRCH;
+	up = unwind_proc_get(ctx.p);
+	if (!up)
+		return -ENOMEM;
+	if (grow_array((void **)&up->sps, &up->sps_cap, max, sizeof(*up->sps)))
+		return -ENOMEM;
+	ctx.up = up;
+	s->stats.unwinds++;
+	f = (struct frames){ .ips = ips, .sps = up->sps, .max = max };
+
+	arg_from_perf(&w->arg, regs, regs_mask);
+	ctx.sp0 = w->arg.regs[UNW_X86_64_RSP];
+	/* a copy that would wrap around the address space is cut */
+	if (ctx.size > UINT64_MAX - ctx.sp0)
+		ctx.size = UINT64_MAX - ctx.sp0;
+	walker_init(w, &ctx);
+	push(&f, w->arg.regs[UNW_X86_64_RIP], ctx.sp0);
+	/* the sampled IP ran, so code outside every known mapping is JIT code too */
+	how = is_jit(&ctx, f.ips[0], true) ? WALK_JIT : walk(&ctx, w, &f);
+
+	while (how == WALK_JIT) {
+		struct walker *next = w == &wk[0] ? &wk[1] : &wk[0];
+		enum jit_caller r;
+
+		if (f.n >= f.max) {
+			how = WALK_FULL;
+			break;
+		}
+		if (++jit_frames > JIT_MAX_FRAMES) {
+			how = WALK_FAIL;
+			break;
+		}
+		/* registers of the JIT frame, for a caller that it saved nothing for */
+		if (f.n > 1)
+			walker_regs(w, w->arg.regs);
+		r = jitcaller__find(&ctx, w, next, &f, &how);
+		if (r == JIT_CALLER_WALKED) {
+			w = next;
+			continue;
+		}
+		*end = r == JIT_CALLER_GRAFTED ? end_of(how) : UNWIND_END_JIT_NO_CALLER;
+		return (int)f.n;
+	}
+	*end = end_of(how);
+	if (how == WALK_ROOT) {
+		/* also the frames that came from a known stack: that marks them recently used */
+		if (chains_store(&ctx, &f))
+			jitcaller__note_stack(&ctx, &f);
+	} else {
+		s->stats.unwind_errors++;
+	}
+	return (int)f.n;
+}
+
+bool symbolizer__outermost(struct symbolizer *s, uint32_t pid, uint64_t ra)
+{
+	/* no stack at all: a step that needs to read the return address fails */
+	struct uw_ctx ctx = { .s = s, .sp0 = 1ull << 12 };
+	struct frames f;
+	struct walker w = { 0 };
+	uint64_t ips[2], sps[2];
+
+	if (!s || ra < 2)
+		return false;
+	ctx.p = proc_find(s, pid);
+	if (!ctx.p || !(ctx.up = unwind_proc_get(ctx.p)))
+		return false;
+	f = (struct frames){ .ips = ips, .sps = sps, .max = 2 };
+	/* inside the call instruction, as for any return address */
+	w.arg.regs[UNW_X86_64_RIP] = ra - 1;
+	w.arg.regs[UNW_X86_64_RSP] = ctx.sp0;
+	walker_init(&w, &ctx);
+	push(&f, ra - 1, ctx.sp0);
+	return walk(&ctx, &w, &f) == WALK_ROOT && f.n == 1;
+}
