@@ -25,6 +25,7 @@
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 
+#include "sampler/order.h"
 #include "sampler/sampler.h"
 #include "util/util.h"
 
@@ -68,7 +69,7 @@ struct ring {
 	size_t data_size;
 	uint64_t last_time; /* time given to records that carry none */
 	/*
-	 * Records up to here are framed: delivered, or waiting in pend[]. They
+	 * Records up to here are framed: delivered, or waiting in the queue. They
 	 * stay in the ring until delivered (data_tail is the oldest waiting
 	 * one), so that a sample's 32 KiB stack copy is read where the kernel
 	 * wrote it instead of being copied out first.
@@ -76,19 +77,6 @@ struct ring {
 	uint64_t read_pos;
 	uint64_t release; /* scratch of release() */
 	bool hup;
-};
-
-#define IN_BUF UINT32_MAX
-
-/*
- * A record waiting to be delivered: in its ring (ring, pos), or, when it
- * straddles the ring's end, copied into the round buffer (ring IN_BUF, off).
- */
-struct pending {
-	uint64_t time, seq;
-	uint64_t pos;
-	size_t off, len;
-	uint32_t ring;
 };
 
 /*
@@ -133,12 +121,11 @@ struct sampler {
 	bool launched, started;
 
 	uint8_t *scratch;
-	uint8_t *buf;
-	size_t buf_len, buf_cap;
-	size_t buf_dead; /* bytes below buf_len of records already delivered */
-	struct pending *pend;
-	size_t nr_pend, pend_cap;
-	uint64_t seq;
+	/*
+	 * Records waiting to be delivered: in their ring (src the ring, pos
+	 * their ring position), or copied when they straddle the ring's end.
+	 */
+	struct order q;
 };
 
 struct sampler *sampler__new(const struct sampler_opts *opts)
@@ -248,8 +235,7 @@ void sampler__free(struct sampler *s)
 	u64map_free(&s->tids);
 	u64map_free(&s->inherited);
 	free(s->scratch);
-	free(s->buf);
-	free(s->pend);
+	order_free(&s->q);
 	free(s);
 }
 
@@ -775,41 +761,7 @@ int sampler__start(struct sampler *s)
 
 /* ---- draining ----------------------------------------------------------- */
 
-static int stash(struct sampler *s, size_t ri, uint64_t pos, const void *data, size_t len,
-		 const struct rec *dec)
-{
-	struct ring *r = &s->rings[ri];
-	bool copy = data == s->scratch;
-	struct pending *p;
-
-	if (grow_array((void **)&s->pend, &s->pend_cap, s->nr_pend + 1, sizeof(*s->pend)) ||
-	    (copy && grow_array((void **)&s->buf, &s->buf_cap, s->buf_len + len, 1)))
-		return -ENOMEM;
-	p = &s->pend[s->nr_pend++];
-	p->time = dec->time ? dec->time : r->last_time;
-	r->last_time = p->time;
-	p->seq = s->seq++;
-	p->len = len;
-	p->pos = pos;
-	if (copy) {
-		p->ring = IN_BUF;
-		p->off = s->buf_len;
-		memcpy(s->buf + s->buf_len, data, len);
-		s->buf_len += len;
-	} else {
-		p->ring = (uint32_t)ri;
-		p->off = 0;
-	}
-
-	s->stats.records++;
-	if (dec->type == REC_SAMPLE)
-		s->stats.samples++;
-	else if (dec->type == REC_LOST)
-		s->stats.lost += dec->lost.lost;
-	return 0;
-}
-
-/* Frame every new complete record of ring ri into pend[]; they stay in the ring. */
+/* Frame every new complete record of ring ri into the queue; they stay in the ring. */
 static int ingest(struct sampler *s, size_t ri)
 {
 	struct ring *r = &s->rings[ri];
@@ -841,9 +793,22 @@ static int ingest(struct sampler *s, size_t ri)
 		if (rec_decode(&s->layout, data, len, &dec) < 0) {
 			s->stats.bad_records++;
 		} else {
-			err = stash(s, ri, pos, data, len, &dec);
+			uint64_t time = dec.time ? dec.time : r->last_time;
+
+			r->last_time = time;
+			/* only a record that straddles the ring's end is copied */
+			if (data == s->scratch)
+				err = order_push_copy(&s->q, time, pos, data, (uint32_t)len,
+						      (uint32_t)ri, 0);
+			else
+				err = order_push(&s->q, time, pos, (uint32_t)len, (uint32_t)ri, 0);
 			if (err)
 				break;
+			s->stats.records++;
+			if (dec.type == REC_SAMPLE)
+				s->stats.samples++;
+			else if (dec.type == REC_LOST)
+				s->stats.lost += dec.lost.lost;
 		}
 		pos = next;
 	}
@@ -854,18 +819,18 @@ out:
 
 /*
  * Give the rings back the space of every record before the oldest one of
- * pend[from..] still in them (records are framed in ring order, so that is
- * all of them but the waiting ones and what follows).
+ * the queue's recs[from..] still in them (records are framed in ring order,
+ * so that is all of them but the waiting ones and what follows).
  */
 static void release(struct sampler *s, size_t from)
 {
 	for (size_t i = 0; i < s->nr_rings; i++)
 		s->rings[i].release = s->rings[i].read_pos;
-	for (size_t k = from; k < s->nr_pend; k++) {
-		const struct pending *p = &s->pend[k];
+	for (size_t k = from; s->q.in_place && k < s->q.nr; k++) {
+		const struct order_rec *p = &s->q.recs[k];
 
-		if (p->ring != IN_BUF && p->pos < s->rings[p->ring].release)
-			s->rings[p->ring].release = p->pos;
+		if (p->off == ORDER_IN_PLACE && p->pos < s->rings[p->src].release)
+			s->rings[p->src].release = p->pos;
 	}
 	for (size_t i = 0; i < s->nr_rings; i++) {
 		struct perf_event_mmap_page *pg = s->rings[i].map;
@@ -888,64 +853,25 @@ static bool rings_filling(const struct sampler *s)
 	return false;
 }
 
-static const uint8_t *pend_data(const struct sampler *s, const struct pending *p)
+static const uint8_t *rec_data(const struct sampler *s, const struct order_rec *p)
 {
-	if (p->ring == IN_BUF)
-		return s->buf + p->off;
-	return s->rings[p->ring].data + (p->pos & (s->rings[p->ring].data_size - 1));
-}
-
-static int cmp_time(const void *a, const void *b)
-{
-	const struct pending *x = a, *y = b;
-
-	if (x->time != y->time)
-		return x->time < y->time ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static int cmp_off(const void *a, const void *b)
-{
-	const struct pending *x = a, *y = b;
-
-	return x->off < y->off ? -1 : x->off > y->off;
+	if (p->off != ORDER_IN_PLACE)
+		return order_copied(&s->q, p);
+	return s->rings[p->src].data + (p->pos & (s->rings[p->src].data_size - 1));
 }
 
 /*
- * Keep pend[from..] for the next round. Held-back records are most of what
- * a round buffers (each round ingests about HOLDBACK_NS / 2 of records, all
- * younger than the cut), and with 32 KiB stack copies moving them every
- * round cost more than copying them out of the rings: they stay where they
- * are, and the buffer is packed only once the delivered records' holes in
- * it add up to a ring's worth and to more than what is kept.
+ * Keep the queue's recs[from..] for the next round. Held-back records are
+ * most of what a round buffers (each round ingests about HOLDBACK_NS / 2 of
+ * records, all younger than the cut), and with 32 KiB stack copies moving
+ * them every round cost more than copying them out of the rings: they stay
+ * where they are, and the copies are packed only once the delivered
+ * records' holes add up to a ring's worth and to what is kept.
  */
 static void keep_pending(struct sampler *s, size_t from)
 {
-	size_t n = s->nr_pend - from, at = 0, live = 0;
-
 	release(s, from);
-	if (!n) {
-		s->nr_pend = s->buf_len = s->buf_dead = 0;
-		return;
-	}
-	memmove(s->pend, s->pend + from, n * sizeof(*s->pend));
-	s->nr_pend = n;
-	for (size_t i = 0; i < n; i++)
-		live += s->pend[i].ring == IN_BUF ? s->pend[i].len : 0;
-	s->buf_dead = s->buf_len - live;
-	if (s->buf_dead < s->ring_bytes || s->buf_dead < live)
-		return;
-	/* In offset order every record moves down or stays, so memmove in place is safe. */
-	qsort(s->pend, n, sizeof(*s->pend), cmp_off);
-	for (size_t i = 0; i < n; i++) {
-		if (s->pend[i].ring != IN_BUF)
-			continue;
-		memmove(s->buf + at, s->buf + s->pend[i].off, s->pend[i].len);
-		s->pend[i].off = at;
-		at += s->pend[i].len;
-	}
-	s->buf_len = at;
-	s->buf_dead = 0;
+	order_keep(&s->q, from, s->ring_bytes);
 }
 
 static uint64_t now_ns(void)
@@ -982,7 +908,7 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 {
 	uint64_t cut = UINT64_MAX, now, next_ingest;
 	struct rec dec;
-	size_t i, sorted;
+	size_t i, due;
 	int err = 0;
 
 	/* Taken before the heads are read: see HOLDBACK_NS. */
@@ -993,20 +919,17 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	for (i = 0; i < s->nr_rings && !err; i++)
 		err = ingest(s, i);
 	/* Held-back records must not fill a ring, nor the round buffer grow past the rings. */
-	if (rings_filling(s) || s->buf_len - s->buf_dead > s->ring_bytes)
+	if (rings_filling(s) || order_held(&s->q) > s->ring_bytes)
 		cut = UINT64_MAX;
 
-	if (s->nr_pend)
-		qsort(s->pend, s->nr_pend, sizeof(*s->pend), cmp_time);
-	sorted = s->nr_pend;
+	order_sort(&s->q);
+	due = order_due(&s->q, cut);
 	next_ingest = now_ns() + REINGEST_NS;
-	for (i = 0; i < sorted && !err; i++) {
-		struct pending p = s->pend[i];
+	for (i = 0; i < due && !err; i++) {
+		struct order_rec p = s->q.recs[i];
 
-		if (p.time > cut)
-			break;
-		/* Already validated when it was copied; decoded again so pointers are current. */
-		if (rec_decode(&s->layout, pend_data(s, &p), p.len, &dec) < 0)
+		/* Already validated when it was queued; decoded again so pointers are current. */
+		if (rec_decode(&s->layout, rec_data(s, &p), p.len, &dec) < 0)
 			continue;
 		if (deliverable(s, &dec))
 			err = cb(ctx, &dec);
@@ -1018,8 +941,8 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 		 * next round. Not when everything is delivered (no cut), and not
 		 * past three rings' worth of buffered records.
 		 */
-		if (cut != UINT64_MAX && i % 64 == 63 &&
-		    s->buf_len - s->buf_dead <= 2 * s->ring_bytes && now_ns() > next_ingest) {
+		if (cut != UINT64_MAX && i % 64 == 63 && order_held(&s->q) <= 2 * s->ring_bytes &&
+		    now_ns() > next_ingest) {
 			release(s, i + 1);
 			for (size_t k = 0; k < s->nr_rings && !err; k++)
 				err = ingest(s, k);

@@ -16,6 +16,7 @@
 #include <criterion/criterion.h>
 #include <linux/perf_event.h>
 
+#include "sampler/order.h"
 #include "sampler/sampler.h"
 #include "util/util.h"
 
@@ -878,6 +879,114 @@ Test(ring, corrupt_headers)
 	assert_corrupt(ring, RING, RING + 8, 0, 256);
 	/* a ring that is not a power of two */
 	assert_corrupt(ring, 96, head, 0, 256);
+}
+
+/* ---- the ordering queue ------------------------------------------------ */
+
+/* Records of the queue in delivery order: their bytes, in place (src[]) or copied. */
+static const uint8_t *oq_data(const struct order *q, const struct order_rec *r, uint8_t src[][16])
+{
+	return r->off == ORDER_IN_PLACE ? src[r->pos] : order_copied(q, r);
+}
+
+Test(order, time_order_ties_in_arrival_order_and_holdback)
+{
+	/* times as two CPUs' rings would hand them in, interleaved */
+	static const uint64_t times[] = { 30, 10, 20, 10, 50, 40, 20, 60 };
+	uint8_t src[8][16];
+	struct order q = { 0 };
+	uint64_t last_time = 0, last_seq = 0;
+	size_t due;
+
+	for (size_t i = 0; i < ARRAY_SIZE(times); i++) {
+		memset(src[i], (int)i, sizeof(src[i]));
+		/* odd ones copied (as a record wrapping the ring's end), even ones in place */
+		if (i % 2)
+			cr_assert_eq(order_push_copy(&q, times[i], i, src[i], 13, 7, 1), 0);
+		else
+			cr_assert_eq(order_push(&q, times[i], i, 16, 7, 1), 0);
+	}
+	cr_assert_eq(q.nr, 8);
+	cr_assert_eq(q.in_place, 4);
+	cr_assert_eq(order_held(&q), 4 * 16, "copies are 8-byte aligned");
+	/* a copy is independent of its source */
+	memset(src[1], 0xff, sizeof(src[1]));
+	order_sort(&q);
+	due = order_due(&q, 30);
+	cr_assert_eq(due, 5, "records up to the limit, the limit included");
+	cr_assert_eq(order_due(&q, 9), 0);
+	cr_assert_eq(order_due(&q, UINT64_MAX), 8);
+	for (size_t i = 0; i < due; i++) {
+		const struct order_rec *r = &q.recs[i];
+
+		cr_assert_geq(r->time, last_time);
+		if (r->time == last_time)
+			cr_assert_gt(r->seq, last_seq, "a tie keeps arrival order");
+		last_time = r->time;
+		last_seq = r->seq;
+		if (r->off != ORDER_IN_PLACE)
+			cr_assert_eq(((uintptr_t)order_copied(&q, r)) % 8, 0);
+		if (r->pos == 1)
+			cr_assert_eq(oq_data(&q, r, src)[0], 1, "the copy was taken at push");
+		else
+			cr_assert_eq(oq_data(&q, r, src)[0], (uint8_t)r->pos);
+	}
+	cr_assert_eq(q.recs[0].pos, 1);
+	cr_assert_eq(q.recs[1].pos, 3);
+
+	/* held back: 40, 50, 60 stay for the next round, in order */
+	order_keep(&q, due, 0);
+	cr_assert_eq(q.nr, 3);
+	cr_assert_eq(q.recs[0].time, 40);
+	cr_assert_eq(q.recs[1].time, 50);
+	cr_assert_eq(q.recs[2].time, 60);
+	cr_assert_eq(q.in_place, 1);
+	cr_assert_eq(order_held(&q), 2 * 16);
+	/* a late arrival older than what waits goes first */
+	cr_assert_eq(order_push(&q, 35, 0, 16, 7, 1), 0);
+	order_sort(&q);
+	cr_assert_eq(q.recs[0].time, 35);
+	for (size_t i = 0; i < q.nr; i++)
+		cr_assert_eq(oq_data(&q, &q.recs[i], src)[0], (uint8_t)q.recs[i].pos);
+	order_keep(&q, order_due(&q, UINT64_MAX), 0);
+	cr_assert_eq(q.nr, 0);
+	cr_assert_eq(q.in_place, 0);
+	cr_assert_eq(order_held(&q), 0);
+	order_free(&q);
+}
+
+Test(order, packing_waits_for_pack_at_and_keeps_the_copies)
+{
+	uint8_t src[64][16];
+	struct order q = { 0 };
+	size_t cap;
+
+	for (size_t i = 0; i < 64; i++) {
+		memset(src[i], (int)i, sizeof(src[i]));
+		cr_assert_eq(order_push_copy(&q, 1000 - i, i, src[i], 16, 0, 0), 0);
+	}
+	order_sort(&q);
+	/* 60 delivered, 4 kept: below pack_at the holes stay */
+	order_keep(&q, 60, 64 * 16);
+	cr_assert_eq(q.nr, 4);
+	cr_assert_eq(q.buf_len, 64 * 16);
+	cr_assert_eq(order_held(&q), 4 * 16);
+	cap = q.buf_cap;
+	order_keep(&q, 1, 16);
+	cr_assert_eq(q.nr, 3);
+	cr_assert_eq(q.buf_len, 3 * 16, "packed");
+	cr_assert_leq(q.buf_cap, cap);
+	for (size_t i = 0; i < q.nr; i++) {
+		cr_assert_eq(q.recs[i].time, 1000 - q.recs[i].pos);
+		cr_assert_eq(order_copied(&q, &q.recs[i])[15], (uint8_t)q.recs[i].pos);
+	}
+	/* copy_in takes an in-place record out of its source */
+	cr_assert_eq(order_push(&q, 5, 9, 16, 0, 0), 0);
+	cr_assert_eq(q.in_place, 1);
+	cr_assert_eq(order_copy_in(&q, &q.recs[q.nr - 1], src[9]), 0);
+	cr_assert_eq(q.in_place, 0);
+	cr_assert_eq(order_copied(&q, &q.recs[q.nr - 1])[0], 9);
+	order_free(&q);
 }
 
 /* ---- sampler: options and messages -------------------------------------- */
