@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Opening perf events on a launched or attached target, mmap ring buffers,
- * draining them, and decoding the raw records into one struct per kind.
+ * The sampler stage owns everything between the kernel and a decoded
+ * record: launching the target or attaching to running threads, the perf
+ * events and their per-CPU mmap rings, draining those in time order, and
+ * decoding raw records into one struct per kind; perfdata.h reads perf's
+ * files into the same records. It knows nothing of symbols or profiles:
+ * records go to the caller's callback, valid during the call.
  *
  * Library code: returns negative errno, never prints. The caller (cmd/)
  * turns errors into words with sampler__open_strerror().
