@@ -100,7 +100,18 @@ static int attach_thread(struct sampler *s, pid_t tid, struct perf_event_attr *o
 /* The value kept in s->tids for each thread seen in /proc. */
 enum { TID_FOLLOWED = 1, TID_GONE, TID_MISSED };
 
-static int attach_tid(struct sampler *s, pid_t tid, struct perf_event_attr *on,
+/* Remember a thread found (pid 0: not known yet, with threads_only). */
+static int add_thread(struct sampler *s, pid_t pid, pid_t tid, bool followed)
+{
+	if (grow_array((void **)&s->threads, &s->threads_cap, s->nr_threads + 1,
+		       sizeof(*s->threads)))
+		return -ENOMEM;
+	s->threads[s->nr_threads++] =
+		(struct sampler_thread){ .pid = pid, .tid = tid, .followed = followed };
+	return 0;
+}
+
+static int attach_tid(struct sampler *s, pid_t pid, pid_t tid, struct perf_event_attr *on,
 		      struct perf_event_attr *sw, bool *found_new)
 {
 	size_t per_thread = 1 + (s->opts.offcpu && !s->opts.offcpu_only);
@@ -121,6 +132,11 @@ static int attach_tid(struct sampler *s, pid_t tid, struct perf_event_attr *on,
 	else if (err != -ESRCH)
 		s->stats.threads_missed++;
 	v = !err ? TID_FOLLOWED : err == -ESRCH ? TID_GONE : TID_MISSED;
+	if (v != TID_GONE) {
+		err = add_thread(s, pid, tid, v == TID_FOLLOWED);
+		if (err)
+			return err;
+	}
 	return u64map_put(&s->tids, (uint64_t)tid, v);
 }
 
@@ -137,7 +153,7 @@ static int scan_threads(struct sampler *s, const pid_t *pids, size_t n, struct p
 	*found_new = false;
 	for (size_t i = 0; i < n && !err; i++) {
 		if (s->threads_only) {
-			err = attach_tid(s, pids[i], on, sw, found_new);
+			err = attach_tid(s, 0, pids[i], on, sw, found_new);
 			continue;
 		}
 		snprintf(path, sizeof(path), "/proc/%d/task", (int)pids[i]);
@@ -147,11 +163,109 @@ static int scan_threads(struct sampler *s, const pid_t *pids, size_t n, struct p
 		while (!err && (de = readdir(d))) {
 			if (parse_u64(de->d_name, 10, 1, INT_MAX, &tid))
 				continue;
-			err = attach_tid(s, (pid_t)tid, on, sw, found_new);
+			err = attach_tid(s, pids[i], (pid_t)tid, on, sw, found_new);
 		}
 		closedir(d);
 	}
 	return err;
+}
+
+/* The first line of a small /proc file, without its newline, into buf. */
+static bool read_line(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "re");
+	bool ok;
+
+	if (!f)
+		return false;
+	ok = size <= INT_MAX && fgets(buf, (int)size, f) != NULL;
+	fclose(f);
+	if (ok)
+		buf[strcspn(buf, "\n")] = '\0';
+	return ok;
+}
+
+/* The process a thread belongs to, from /proc/TID/status; 0 if it is gone. */
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], line[256];
+	uint64_t v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Tgid:", 5)) {
+			line[strcspn(line, "\n")] = '\0';
+			if (parse_u64(line + 5 + strspn(line + 5, " \t"), 10, 1, INT_MAX, &v))
+				v = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return (pid_t)v;
+}
+
+/*
+ * Fill in what /proc says of a thread: its name; whether it is asleep and
+ * where: its state from .../stat, its user PC from .../syscall ("NR args...
+ * SP PC" while in a syscall), its wait channel from .../wchan. False if
+ * the thread is gone.
+ */
+static bool read_thread(struct sampler_thread *t)
+{
+	char path[80], line[512], *p, *tok, *save = NULL;
+	int field = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)t->pid, (int)t->tid);
+	if (!read_line(path, t->comm, sizeof(t->comm)))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)t->pid, (int)t->tid);
+	/* "tid (comm) S ...": the comm may hold spaces and parentheses */
+	if (read_line(path, line, sizeof(line)) && (p = strrchr(line, ')')) && p[1] == ' ')
+		t->blocked = p[2] == 'S' || p[2] == 'D';
+	if (!t->blocked)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)t->pid, (int)t->tid);
+	if (read_line(path, line, sizeof(line)) && line[0] >= '0' && line[0] <= '9') {
+		for (tok = strtok_r(line, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
+			if (++field == 9)
+				t->pc = strtoull(tok, NULL, 16);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", (int)t->pid, (int)t->tid);
+	if (!read_line(path, t->wchan, sizeof(t->wchan)))
+		t->wchan[0] = '\0';
+	return true;
+}
+
+/* Once every event is open: what each thread found was doing; those gone are dropped. */
+static void read_threads(struct sampler *s)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < s->nr_threads; i++) {
+		struct sampler_thread *t = &s->threads[i];
+
+		if (!t->pid)
+			t->pid = tgid_of(t->tid);
+		if (t->pid && read_thread(t))
+			s->threads[kept++] = *t;
+	}
+	s->nr_threads = kept;
+}
+
+const struct sampler_thread *sampler__threads(const struct sampler *s, size_t *n)
+{
+	if (!s || !s->attached || !s->nr_threads) {
+		if (n)
+			*n = 0;
+		return NULL;
+	}
+	if (n)
+		*n = s->nr_threads;
+	return s->threads;
 }
 
 int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads_only)
@@ -220,12 +334,16 @@ int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads
 			goto fail;
 		}
 	}
+	read_threads(s);
 	return 0;
 
 fail:
 	rings_close(s);
 	u64map_free(&s->tids);
 	u64map_free(&s->ids);
+	free(s->threads);
+	s->threads = NULL;
+	s->nr_threads = s->threads_cap = 0;
 	s->attached = false;
 	s->stats.threads_followed = s->stats.threads_missed = s->stats.start_time = 0;
 	return err;

@@ -87,6 +87,8 @@ struct sampler {
 	struct u64map inherited; /* attach mode: tids followed through inherit (a FORK was seen) */
 	bool woken; /* targets_gone may have taken a ring's wakeup */
 	size_t fd_budget; /* attach mode: fds the rings and events may use */
+	struct sampler_thread *threads; /* attach mode: the threads found (sampler__threads) */
+	size_t nr_threads, threads_cap;
 
 	pid_t child;
 	int go_fd, err_fd;

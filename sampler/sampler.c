@@ -84,6 +84,7 @@ void sampler__free(struct sampler *s)
 	u64map_free(&s->tids);
 	u64map_free(&s->inherited);
 	free(s->scratch);
+	free(s->threads);
 	order_free(&s->q);
 	free(s);
 }

@@ -223,6 +223,26 @@ int sampler__start(struct sampler *s);
  * enabled when it returns. -ESRCH if a pid does not exist.
  */
 int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads_only);
+/*
+ * Attach mode: a thread sampler__attach found, as /proc showed it right
+ * after the events were opened. None of these reads stops the thread.
+ */
+#define SAMPLER_COMM_LEN 64
+#define SAMPLER_WCHAN_LEN 128
+struct sampler_thread {
+	pid_t pid, tid;
+	bool followed; /* its events are open (false: out of fds, counted in threads_missed) */
+	bool blocked; /* asleep: state S or D in /proc/PID/task/TID/stat */
+	uint64_t pc; /* blocked in a syscall: its user PC, from .../syscall; else 0 */
+	char comm[SAMPLER_COMM_LEN]; /* its name, from .../comm */
+	char wchan[SAMPLER_WCHAN_LEN]; /* blocked: what it waits on, from .../wchan; else "" */
+};
+/*
+ * Attach mode: the threads sampler__attach found that still existed when
+ * it read them, in the order found, and sets *n; NULL and 0 without an
+ * attach. Valid until sampler__free.
+ */
+const struct sampler_thread *sampler__threads(const struct sampler *s, size_t *n);
 /* Attach mode: true once every attached process has exited. */
 bool sampler__targets_gone(struct sampler *s);
 /* Attach mode: sampler__attach opened events on this thread (not: missed, gone, or created later). */

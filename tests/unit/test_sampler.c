@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1519,6 +1520,129 @@ Test(attach, missing_pid_and_tid)
 	cr_assert_eq(sampler__attach(s, two, 2, false), -ESRCH);
 	cr_assert_not(sampler__targets_gone(s), "not attached");
 	sampler__free(s);
+}
+
+/* ---- attach: the threads found, as /proc saw them ---------------------- */
+
+static void *sleeper(void *arg)
+{
+	int fd = *(int *)arg;
+	char c;
+
+	pthread_setname_np(pthread_self(), "smp-sleeper");
+	/* blocked in read(2) until the test ends */
+	while (read(fd, &c, 1) < 0)
+		;
+	return NULL;
+}
+
+/* In a forked child: one thread asleep in read(), the main thread spinning. */
+static void __attribute__((noreturn)) sleep_and_spin(int fd)
+{
+	volatile uint64_t n = 0;
+	pthread_t t;
+
+	pthread_create(&t, NULL, sleeper, &fd);
+	for (;;)
+		n++;
+}
+
+static const struct sampler_thread *find_thread(const struct sampler_thread *t, size_t n, pid_t tid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].tid == tid)
+			return &t[i];
+	return NULL;
+}
+
+/* The sleeper's tid, from /proc/PID/task once it has named itself. */
+static pid_t sleeper_tid(pid_t pid)
+{
+	char path[300], comm[64];
+	struct dirent *de;
+	pid_t tid = 0;
+	DIR *d;
+
+	for (int tries = 0; !tid && tries < 200; tries++) {
+		usleep(10000);
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+		d = opendir(path);
+		cr_assert_not_null(d);
+		while (!tid && (de = readdir(d))) {
+			FILE *f;
+
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, de->d_name);
+			f = de->d_name[0] != '.' ? fopen(path, "re") : NULL;
+			if (!f)
+				continue;
+			if (fgets(comm, sizeof(comm), f) && !strcmp(comm, "smp-sleeper\n"))
+				tid = atoi(de->d_name);
+			fclose(f);
+		}
+		closedir(d);
+	}
+	return tid;
+}
+
+Test(attach, threads_found_with_name_and_sleep, .timeout = 60)
+{
+	struct sampler *s = sampler__new(NULL), *s2 = sampler__new(NULL);
+	const struct sampler_thread *t, *sl, *main_thread;
+	char msg[512];
+	int fds[2];
+	size_t n = 7;
+	pid_t pid, tid;
+	int err;
+
+	cr_assert_null(sampler__threads(s, &n), "no attach, no threads");
+	cr_assert_eq(n, 0);
+	cr_assert_eq(pipe(fds), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		close(fds[1]);
+		sleep_and_spin(fds[0]);
+	}
+	close(fds[0]);
+	tid = sleeper_tid(pid);
+	cr_assert_gt(tid, 0, "the sleeper thread never showed up");
+	usleep(50000); /* asleep in read() by now */
+
+	err = sampler__attach(s, &pid, 1, false);
+	cr_assert_eq(err, 0, "attach: %s", sampler__attach_strerror(err, msg, sizeof(msg)));
+	t = sampler__threads(s, &n);
+	cr_assert_not_null(t);
+	cr_assert_eq(n, 2, "%zu threads", n);
+	main_thread = find_thread(t, n, pid);
+	sl = find_thread(t, n, tid);
+	cr_assert_not_null(main_thread);
+	cr_assert_not_null(sl);
+	cr_assert_eq(sl->pid, pid);
+	cr_assert_eq(main_thread->pid, pid);
+	cr_assert(sl->followed && main_thread->followed);
+	cr_assert_str_eq(sl->comm, "smp-sleeper");
+	cr_assert(sl->blocked, "a thread in read() is asleep");
+	cr_assert_not(main_thread->blocked, "a spinning thread is not");
+	cr_assert_eq(main_thread->pc, 0);
+	cr_assert_str_eq(main_thread->wchan, "");
+	cr_assert_neq(sl->pc, 0, "the user PC of the blocked read()");
+	cr_assert_lt(strlen(sl->wchan), SAMPLER_WCHAN_LEN);
+
+	/* -t: just that thread, its process found from /proc */
+	err = sampler__attach(s2, &tid, 1, true);
+	cr_assert_eq(err, 0, "attach -t: %s", sampler__attach_strerror(err, msg, sizeof(msg)));
+	t = sampler__threads(s2, &n);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(t[0].tid, tid);
+	cr_assert_eq(t[0].pid, pid);
+	cr_assert(t[0].blocked);
+	cr_assert_str_eq(t[0].comm, "smp-sleeper");
+
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(fds[1]);
+	sampler__free(s);
+	sampler__free(s2);
 }
 
 /* ---- attach: a thread followed twice is reported once ------------------ */
