@@ -21,7 +21,6 @@
 
 extern char **environ;
 
-#define DEFAULT_FREQ 999
 #define DEFAULT_OUTPUT "dlflame.data"
 /* samples held in memory (32 bytes each) before they move to a temporary file */
 #define DEFAULT_SPILL_SAMPLES (256 * 1024)
@@ -611,7 +610,7 @@ static int set_spill(struct profile *prof, const char *output)
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_opts o = { .freq = DEFAULT_FREQ,
+	struct record_opts o = { .freq = SAMPLER_DEFAULT_FREQ,
 				 .output = DEFAULT_OUTPUT,
 				 .target = TARGET_OPTS_DEFAULT };
 	struct sampler_opts so = { 0 };

@@ -12,7 +12,6 @@
 
 #include "sampler/internal.h"
 
-#define DEFAULT_FREQ 999
 #define DEFAULT_PAGES 128
 /*
  * A DWARF-mode sample carries its stack copy (32 KiB by default), so 128
@@ -48,7 +47,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	if (opts)
 		s->opts = *opts;
 	if (!s->opts.freq)
-		s->opts.freq = DEFAULT_FREQ;
+		s->opts.freq = SAMPLER_DEFAULT_FREQ;
 	if (s->opts.offcpu_only)
 		s->opts.offcpu = true;
 	if (s->opts.callgraph == CALLGRAPH_DWARF && !s->opts.stack_size)

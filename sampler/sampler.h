@@ -162,6 +162,9 @@ enum callgraph_mode {
 	CALLGRAPH_DWARF, /* kernel callchain for kernel frames + user regs and stack copy */
 };
 
+/* Samples per second when opts.freq is 0; record's -F default too. */
+#define SAMPLER_DEFAULT_FREQ 999
+
 /*
  * Bytes of user stack copied per DWARF-mode sample when opts.stack_size is 0.
  * The one place that sets the default (record's --call-graph dwarf too).
@@ -170,7 +173,7 @@ enum callgraph_mode {
 #define SAMPLER_MAX_STACK_SIZE 65528 /* the kernel's limit: a record's size is a u16 */
 
 struct sampler_opts {
-	uint64_t freq; /* samples per second; default 999 */
+	uint64_t freq; /* samples per second; 0: SAMPLER_DEFAULT_FREQ */
 	uint32_t mmap_pages; /* data pages per ring buffer, power of two; 0 = default */
 	enum callgraph_mode callgraph;
 	uint32_t
