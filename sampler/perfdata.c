@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * perf.data reader. The file layout (tools/perf/Documentation/perf.data-file-format.txt):
+ * perf.data reader. The file layout (described in the Linux sources, in
+ * tools/perf/Documentation/perf.data-file-format.txt):
  *
  *   file mode: header { magic "PERFILE2", u64 size (104), u64 attr_size,
  *              section attrs, data, event_types; u64 features[4] }, where a
@@ -63,7 +64,7 @@
 #define RELEASE_STEP ((uint64_t)2 << 20) /* give back pages behind in steps of this */
 #define PIN_SPAN ((uint64_t)16 << 20) /* queued records further behind are copied out */
 
-/* perf's own record kinds (tools/lib/perf/include/perf/event.h) */
+/* perf's own record kinds (Linux: tools/lib/perf/include/perf/event.h) */
 enum {
 	PD_HEADER_ATTR = 64,
 	PD_HEADER_EVENT_TYPE = 65,
