@@ -21,7 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_FREQ 999
 #define DEFAULT_OUTPUT "dlflame.data"
 /* samples held in memory (32 bytes each) before they move to a temporary file */
 #define DEFAULT_SPILL_SAMPLES (256 * 1024)
@@ -36,36 +35,37 @@ struct record_opts {
 
 static void record_usage(FILE *f)
 {
-	fputs("Usage: dlflame record [OPTIONS] -- COMMAND [ARGS...]\n"
-	      "       dlflame record [OPTIONS] -p PID[,PID...] | -t TID[,TID...] [-d SECONDS]\n\n"
-	      "Run COMMAND, or attach to running processes, sample their on-CPU stacks and\n"
-	      "the stacks where their threads block (every thread and child process),\n"
-	      "symbolize them and write a self-contained profile.\n\n"
-	      "Options:\n"
-	      "  -F, --freq HZ            samples per second per CPU (default 999)\n"
-	      "  -g, --call-graph MODE    how user stacks are walked: 'dwarf[,BYTES]' copies\n"
-	      "                           BYTES of stack per sample and unwinds it with the\n"
-	      "                           binaries' CFI (default dwarf,32768; BYTES a multiple\n"
-	      "                           of 8 up to 65528); 'fp' follows frame pointers\n"
-	      "      --no-offcpu          do not record context switches (no blocked time)\n"
-	      "  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
-	      "                           including threads created while recording\n"
-	      "  -t, --tid TID[,TID...]   attach to these threads only\n"
-	      "  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or the\n"
-	      "                           targets exit)\n"
-	      "  -o, --output FILE        profile to write (default dlflame.data)\n"
-	      "      --forward-exit       exit with COMMAND's exit status (128+N if killed by signal N)\n"
-	      "  -h, --help               show this help\n\n"
-	      "A launched COMMAND gets ONEDNN_JIT_PROFILE=2 and DNNL_JIT_PROFILE=2 in its\n"
-	      "environment (unless either is set) so that oneDNN's JIT kernels are named.\n"
-	      "Ctrl-C (or SIGTERM/SIGHUP) stops the recording; the profile is still written.\n"
-	      "An attached process is never stopped or signalled.\n\n"
-	      "Examples:\n"
-	      "  dlflame record -- ./mlp 200\n"
-	      "  OMP_NUM_THREADS=2 dlflame record -F 499 -o mlp.data -- ./mlp 500\n"
-	      "  dlflame record -g fp -- ./a.out\n"
-	      "  dlflame record -p 4242 -d 30\n",
-	      f);
+	fprintf(f,
+		"Usage: dlflame record [OPTIONS] -- COMMAND [ARGS...]\n"
+		"       dlflame record [OPTIONS] -p PID[,PID...] | -t TID[,TID...] [-d SECONDS]\n\n"
+		"Run COMMAND, or attach to running processes, sample their on-CPU stacks and\n"
+		"the stacks where their threads block (every thread and child process),\n"
+		"symbolize them and write a self-contained profile.\n\n"
+		"Options:\n"
+		"  -F, --freq HZ            samples per second per CPU (default %d)\n"
+		"  -g, --call-graph MODE    how user stacks are walked: 'dwarf[,BYTES]' copies\n"
+		"                           BYTES of stack per sample and unwinds it with the\n"
+		"                           binaries' CFI (default dwarf,32768; BYTES a multiple\n"
+		"                           of 8 up to 65528); 'fp' follows frame pointers\n"
+		"      --no-offcpu          do not record context switches (no blocked time)\n"
+		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
+		"                           including threads created while recording\n"
+		"  -t, --tid TID[,TID...]   attach to these threads only\n"
+		"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or the\n"
+		"                           targets exit)\n"
+		"  -o, --output FILE        profile to write (default dlflame.data)\n"
+		"      --forward-exit       exit with COMMAND's exit status (128+N if killed by signal N)\n"
+		"  -h, --help               show this help\n\n"
+		"A launched COMMAND gets ONEDNN_JIT_PROFILE=2 and DNNL_JIT_PROFILE=2 in its\n"
+		"environment (unless either is set) so that oneDNN's JIT kernels are named.\n"
+		"Ctrl-C (or SIGTERM/SIGHUP) stops the recording; the profile is still written.\n"
+		"An attached process is never stopped or signalled.\n\n"
+		"Examples:\n"
+		"  dlflame record -- ./mlp 200\n"
+		"  OMP_NUM_THREADS=2 dlflame record -F 499 -o mlp.data -- ./mlp 500\n"
+		"  dlflame record -g fp -- ./a.out\n"
+		"  dlflame record -p 4242 -d 30\n",
+		SAMPLER_DEFAULT_FREQ);
 }
 
 static uint64_t max_sample_rate(void)
@@ -217,7 +217,7 @@ static int set_spill(struct profile *prof, const char *output)
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_opts o = { .freq = DEFAULT_FREQ,
+	struct record_opts o = { .freq = SAMPLER_DEFAULT_FREQ,
 				 .output = DEFAULT_OUTPUT,
 				 .target = TARGET_OPTS_DEFAULT };
 	struct sampler_opts so = { 0 };
@@ -273,10 +273,7 @@ int cmd_record(int argc, char **argv)
 			goto out;
 		}
 		if (sampler__stats(ss.s)->kernel_excluded)
-			warning("kernel frames are not recorded: kernel.perf_event_paranoid forbids "
-				"kernel sampling for this user%s; run as root or "
-				"'sysctl kernel.perf_event_paranoid=1'",
-				ss.offcpu ? ", and without it blocked threads have no stacks" : "");
+			warn_kernel_excluded(ss.offcpu);
 		session__handle_signals();
 		t0 = monotonic_ns();
 		err = sampler__start(ss.s);

@@ -8,7 +8,6 @@
 #include "cmd.h"
 #include "util/util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <signal.h>
@@ -109,21 +108,6 @@ void session__close(struct session *ss)
 	memset(ss, 0, sizeof(*ss));
 }
 
-/* A small /proc file's first line, without its newline. */
-static bool read_line(const char *path, char *buf, size_t size)
-{
-	FILE *f = fopen(path, "re");
-	bool ok;
-
-	if (!f)
-		return false;
-	ok = fgets(buf, (int)size, f) != NULL;
-	fclose(f);
-	if (ok)
-		buf[strcspn(buf, "\n")] = '\0';
-	return ok;
-}
-
 /* The process a thread belongs to, from /proc/TID/status; 0 if it is gone. */
 static pid_t tgid_of(pid_t tid)
 {
@@ -143,39 +127,16 @@ static pid_t tgid_of(pid_t tid)
 }
 
 /*
- * Name a thread that existed before the recording, and tell the collector
- * whether it is asleep and where: its state from /proc/.../stat, its user
- * PC from .../syscall ("NR args... SP PC" while in a syscall), its wait
- * channel from .../wchan. None of these reads stops the thread.
+ * A thread that existed before the recording, as the attach found it: its
+ * name, and whether it is asleep and where.
  */
-static void note_thread(struct session *ss, pid_t pid, pid_t tid)
+static void note_thread(struct session *ss, const struct sampler_thread *t)
 {
-	char path[80], line[512], wchan[128] = "", *p, *tok, *save = NULL;
-	unsigned long long pc = 0;
-	bool blocked = false;
-	int field = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
-	if (read_line(path, line, 64))
-		collector__set_comm(ss->col, (uint32_t)tid, line);
+	collector__set_comm(ss->col, (uint32_t)t->tid, t->comm);
 	/* a thread not followed (out of fds) must not be charged as blocked */
-	if (!ss->offcpu || !sampler__follows(ss->s, tid))
-		return;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
-	/* "tid (comm) S ...": the comm may hold spaces and parentheses */
-	if (read_line(path, line, sizeof(line)) && (p = strrchr(line, ')')) && p[1] == ' ')
-		blocked = p[2] == 'S' || p[2] == 'D';
-	if (!blocked)
-		return;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-	if (read_line(path, line, sizeof(line)) && line[0] >= '0' && line[0] <= '9') {
-		for (tok = strtok_r(line, " ", &save); tok; tok = strtok_r(NULL, " ", &save))
-			if (++field == 9)
-				pc = strtoull(tok, NULL, 16);
-	}
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/wchan", (int)pid, (int)tid);
-	read_line(path, wchan, sizeof(wchan));
-	collector__attached_thread(ss->col, (uint32_t)pid, (uint32_t)tid, true, pc, wchan);
+	if (ss->offcpu && t->followed && t->blocked)
+		collector__attached_thread(ss->col, (uint32_t)t->pid, (uint32_t)t->tid, true, t->pc,
+					   t->wchan);
 }
 
 /* "/proc/PID/cmdline" with spaces for NULs, for the profile's command. */
@@ -249,13 +210,18 @@ static void attach_error(int err, const pid_t *pids, size_t n, bool threads_only
 	      sampler__attach_strerror(err, msg, sizeof(msg)));
 }
 
+void warn_kernel_excluded(bool offcpu)
+{
+	warning("kernel frames are not recorded: kernel.perf_event_paranoid forbids kernel "
+		"sampling for this user%s; run as root or 'sysctl kernel.perf_event_paranoid=1'",
+		offcpu ? ", and without it blocked threads have no stacks" : "");
+}
+
 int session__attach(struct session *ss, const pid_t *pids, size_t n, bool threads_only)
 {
+	const struct sampler_thread *threads;
 	const struct sampler_stats *st;
-	char path[64];
-	struct dirent *de;
-	uint64_t tid;
-	DIR *d;
+	size_t nr_threads;
 	int err;
 
 	err = sampler__attach(ss->s, pids, n, threads_only);
@@ -282,22 +248,12 @@ int session__attach(struct session *ss, const pid_t *pids, size_t n, bool thread
 				(int)pid, strerror(-err));
 		if (i == 0)
 			check_jit_profile(pid);
-		if (threads_only) {
-			note_thread(ss, pid, pids[i]);
-			continue;
-		}
-		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-		d = opendir(path);
-		while (d && (de = readdir(d)))
-			if (!parse_u64(de->d_name, 10, 1, 0x7fffffff, &tid))
-				note_thread(ss, pid, (pid_t)tid);
-		if (d)
-			closedir(d);
 	}
+	threads = sampler__threads(ss->s, &nr_threads);
+	for (size_t i = 0; i < nr_threads; i++)
+		note_thread(ss, &threads[i]);
 	if (st->kernel_excluded)
-		warning("kernel frames are not recorded: kernel.perf_event_paranoid forbids kernel "
-			"sampling for this user%s; run as root or 'sysctl kernel.perf_event_paranoid=1'",
-			ss->offcpu ? ", and without it blocked threads have no stacks" : "");
+		warn_kernel_excluded(ss->offcpu);
 	if (st->threads_missed)
 		warning("%llu of %llu threads are not followed: out of file descriptors (each "
 			"thread needs one per event per CPU); raise the hard limit (`ulimit -Hn`, "

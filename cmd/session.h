@@ -39,6 +39,8 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 void session__fill_meta(struct session *ss, uint64_t freq, const char *command);
 /* Warnings every recording may end with, after its summary line. */
 void session__warnings(struct session *ss);
+/* perf_event_paranoid kept kernel frames out: what that costs, and the remedy. */
+void warn_kernel_excluded(bool offcpu);
 /* One warning per kind of record the collector could not use. */
 void warn_dropped(const struct collect_stats *cs);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * perf.data reader. The file layout (tools/perf/Documentation/perf.data-file-format.txt):
+ * perf.data reader. The file layout (described in the Linux sources, in
+ * tools/perf/Documentation/perf.data-file-format.txt):
  *
  *   file mode: header { magic "PERFILE2", u64 size (104), u64 attr_size,
  *              section attrs, data, event_types; u64 features[4] }, where a
@@ -49,6 +50,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sampler/order.h"
 #include "util/util.h"
 
 #define PERF_MAGIC2 0x32454c4946524550ULL /* "PERFILE2" little-endian */
@@ -61,9 +63,8 @@
 #define WINDOW_DEFAULT (sizeof(void *) >= 8 ? (size_t)256 << 20 : (size_t)64 << 20)
 #define RELEASE_STEP ((uint64_t)2 << 20) /* give back pages behind in steps of this */
 #define PIN_SPAN ((uint64_t)16 << 20) /* queued records further behind are copied out */
-#define IN_MAP SIZE_MAX /* qrec.off of a record that lies in the mapped window */
 
-/* perf's own record kinds (tools/lib/perf/include/perf/event.h) */
+/* perf's own record kinds (Linux: tools/lib/perf/include/perf/event.h) */
 enum {
 	PD_HEADER_ATTR = 64,
 	PD_HEADER_EVENT_TYPE = 65,
@@ -80,16 +81,6 @@ struct pd_attr {
 	struct perf_event_attr attr;
 	struct rec_layout layout;
 	enum rec_event event;
-};
-
-struct qrec {
-	uint64_t time;
-	uint64_t seq; /* arrival order: ties keep it */
-	size_t off; /* in qbuf, 8-byte aligned; IN_MAP: in the window at file_off */
-	uint32_t len;
-	uint32_t attr;
-	uint32_t type;
-	uint64_t file_off;
 };
 
 struct reader {
@@ -111,15 +102,15 @@ struct reader {
 	size_t map_len;
 	uint64_t map_off, map_end;
 	uint64_t released; /* pages of the window below this were given back */
-	size_t pinned; /* queued records that lie in the window */
 	bool guarded; /* this reader owns the SIGBUS guard */
 	uint8_t *scratch; /* MAX_RECORD + 1 bytes: a non-sample record copied out to deliver */
 
-	struct qrec *q;
-	size_t nq, cap_q;
-	uint8_t *qbuf;
-	size_t qlen, cap_qbuf;
-	uint64_t seq;
+	/*
+	 * Records waiting for their round to be complete: in the window (pos
+	 * their file offset; q.in_place of them), or copied. src is the event,
+	 * kind the record type.
+	 */
+	struct order q;
 	uint64_t round_max, seen_max;
 };
 
@@ -307,30 +298,26 @@ static int pread_exact(int fd, void *buf, size_t len, uint64_t off)
 
 /* ---- the mapped window ----------------------------------------------------- */
 
-static const uint8_t *qrec_data(const struct reader *r, const struct qrec *q)
+static const uint8_t *qrec_data(const struct reader *r, const struct order_rec *q)
 {
-	return q->off == IN_MAP ? r->map + (q->file_off - r->map_off) : r->qbuf + q->off;
+	return q->off == ORDER_IN_PLACE ? r->map + (q->pos - r->map_off) : order_copied(&r->q, q);
 }
 
 /*
  * Copies the queued records that lie in the window before file offset
- * `below` to qbuf: all of them (UINT64_MAX) before the window moves.
+ * `below` into the queue: all of them (UINT64_MAX) before the window moves.
  */
 static int unpin(struct reader *r, uint64_t below)
 {
-	for (size_t i = 0; r->pinned && i < r->nq; i++) {
-		struct qrec *q = &r->q[i];
-		size_t need, aligned = ((size_t)q->len + 7) & ~(size_t)7;
+	for (size_t i = 0; r->q.in_place && i < r->q.nr; i++) {
+		struct order_rec *q = &r->q.recs[i];
+		int e;
 
-		if (q->off != IN_MAP || q->file_off >= below)
+		if (q->off != ORDER_IN_PLACE || q->pos >= below)
 			continue;
-		if (add_overflows(r->qlen, aligned, &need) ||
-		    grow_array((void **)&r->qbuf, &r->cap_qbuf, need, 1))
-			return -ENOMEM;
-		memcpy(r->qbuf + r->qlen, qrec_data(r, q), q->len);
-		q->off = r->qlen;
-		r->qlen = need;
-		r->pinned--;
+		e = order_copy_in(&r->q, q, qrec_data(r, q));
+		if (e)
+			return e;
 	}
 	return 0;
 }
@@ -399,6 +386,17 @@ static int map_at(struct reader *r, uint64_t off, size_t len, const uint8_t **p)
 	return 0;
 }
 
+/* The file offset of the first queued record in the window, off if none is before it. */
+static uint64_t lowest_in_window(const struct reader *r, uint64_t off)
+{
+	uint64_t low = off;
+
+	for (size_t i = 0; r->q.in_place && i < r->q.nr; i++)
+		if (r->q.recs[i].off == ORDER_IN_PLACE && r->q.recs[i].pos < low)
+			low = r->q.recs[i].pos;
+	return low;
+}
+
 /*
  * Gives back the pages of the window behind off that no queued record lies
  * in. Records still queued from far behind (a time far ahead of the others
@@ -412,17 +410,12 @@ static int release_behind(struct reader *r, uint64_t off)
 
 	if (!r->map)
 		return 0;
-	for (size_t i = 0; r->pinned && i < r->nq; i++)
-		if (r->q[i].off == IN_MAP && r->q[i].file_off < low)
-			low = r->q[i].file_off;
+	low = lowest_in_window(r, off);
 	if (off - low > PIN_SPAN) {
 		e = unpin(r, off - PIN_SPAN / 2);
 		if (e)
 			return e;
-		low = off;
-		for (size_t i = 0; r->pinned && i < r->nq; i++)
-			if (r->q[i].off == IN_MAP && r->q[i].file_off < low)
-				low = r->q[i].file_off;
+		low = lowest_in_window(r, off);
 	}
 	to = low & ~(page - 1);
 	if (to < r->released || to - r->released < RELEASE_STEP)
@@ -530,16 +523,7 @@ static int attr_of(struct reader *r, uint32_t type, const uint8_t *rec, size_t l
 	return 0;
 }
 
-/* ---- the time-ordered queue ----------------------------------------------- */
-
-static int cmp_qrec(const void *a, const void *b)
-{
-	const struct qrec *x = a, *y = b;
-
-	if (x->time != y->time)
-		return x->time < y->time ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
+/* ---- the time-ordered queue (order.h) ------------------------------------- */
 
 /* PERF_RECORD_MMAP (perf writes it for the kernel and for old-style maps) as an MMAP2. */
 static int decode_mmap1(const struct pd_attr *pa, const uint8_t *d, size_t len, struct rec *out)
@@ -583,13 +567,13 @@ static int decode(const struct pd_attr *pa, const uint8_t *d, size_t len, struct
 	return e;
 }
 
-static int deliver(struct reader *r, const struct qrec *q)
+static int deliver(struct reader *r, const struct order_rec *q)
 {
 	const uint8_t *d = qrec_data(r, q);
 	struct rec rec;
 	int e;
 
-	if (q->off == IN_MAP && q->type != PERF_RECORD_SAMPLE) {
+	if (q->off == ORDER_IN_PLACE && q->kind != PERF_RECORD_SAMPLE) {
 		/*
 		 * the file may be rewritten under the window: hand out strings
 		 * (file names, comms) from a copy, checked again, so that they
@@ -599,9 +583,9 @@ static int deliver(struct reader *r, const struct qrec *q)
 			return -ENOMEM;
 		d = memcpy(r->scratch, d, q->len);
 	}
-	e = decode(&r->attrs[q->attr], d, q->len, &rec);
+	e = decode(&r->attrs[q->src], d, q->len, &rec);
 	if (e)
-		return fail(r, "malformed record", q->file_off, kind_name(get_le32(d)));
+		return fail(r, "malformed record", q->pos, kind_name(get_le32(d)));
 	if (rec.type == REC_MMAP2 && rec.mmap2.pid == UINT32_MAX)
 		return 0; /* the kernel's own maps: kernel frames are named from kallsyms */
 	if (r->info) {
@@ -617,53 +601,29 @@ static int deliver(struct reader *r, const struct qrec *q)
 /* Deliver queued records with time <= limit (all when flush_all), in time order. */
 static int flush(struct reader *r, uint64_t limit, bool flush_all)
 {
-	size_t n = 0, keep = 0;
+	size_t n, due;
 	int e;
 
-	if (!r->nq)
+	if (!r->q.nr)
 		return 0;
-	qsort(r->q, r->nq, sizeof(*r->q), cmp_qrec);
-	while (n < r->nq && (flush_all || r->q[n].time <= limit)) {
-		e = deliver(r, &r->q[n]);
-		n++;
+	order_sort(&r->q);
+	due = order_due(&r->q, flush_all ? UINT64_MAX : limit);
+	for (n = 0; n < due; n++) {
+		const struct order_rec *q = &r->q.recs[n];
+
+		e = deliver(r, q);
 		if (!e && r->guarded && guard_hit)
-			e = fail(r, "the file shrank while it was read", r->q[n - 1].file_off,
-				 kind_name(r->q[n - 1].type));
+			e = fail(r, "the file shrank while it was read", q->pos,
+				 kind_name(q->kind));
 		if (e)
 			return e;
 	}
 	/*
 	 * keep the rest: those in the window stay there (release_behind bounds
-	 * how far back they hold it), the others are copied to a fresh buffer so
-	 * that memory stays bounded by a round
+	 * how far back they hold it), the copies are packed once most of the
+	 * buffer is delivered, so that memory stays bounded by a round or two
 	 */
-	size_t qlen = 0, cap = 0;
-	uint8_t *nbuf = NULL;
-
-	for (size_t i = n; i < r->nq; i++)
-		if (r->q[i].off != IN_MAP)
-			qlen += (r->q[i].len + 7) & ~(size_t)7;
-	if (qlen && grow_array((void **)&nbuf, &cap, qlen, 1))
-		return -ENOMEM;
-	qlen = 0;
-	r->pinned = 0;
-	for (size_t i = n; i < r->nq; i++) {
-		struct qrec q = r->q[i];
-
-		if (q.off == IN_MAP) {
-			r->pinned++;
-		} else {
-			memcpy(nbuf + qlen, r->qbuf + q.off, q.len);
-			q.off = qlen;
-			qlen += (q.len + 7) & ~(size_t)7;
-		}
-		r->q[keep++] = q;
-	}
-	free(r->qbuf);
-	r->qbuf = nbuf;
-	r->cap_qbuf = cap;
-	r->nq = keep;
-	r->qlen = qlen;
+	order_keep(&r->q, n, 0);
 	return 0;
 }
 
@@ -671,8 +631,8 @@ static int flush(struct reader *r, uint64_t limit, bool flush_all)
 static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off, bool in_map)
 {
 	uint32_t type = get_le32(d);
-	size_t attr, need, aligned = (len + 7) & ~(size_t)7;
 	struct rec rec;
+	size_t attr;
 	int e;
 
 	e = attr_of(r, type, d, len, off, &attr);
@@ -681,28 +641,12 @@ static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off,
 	/* decode now so that a corrupt record is reported where it is, and to learn its time */
 	if (decode(&r->attrs[attr], d, len, &rec))
 		return fail(r, "malformed record", off, kind_name(type));
-	if (grow_array((void **)&r->q, &r->cap_q, r->nq + 1, sizeof(*r->q)))
-		return -ENOMEM;
-	r->q[r->nq] = (struct qrec){
-		.time = rec.time,
-		.seq = r->seq++,
-		.off = IN_MAP,
-		.len = (uint32_t)len,
-		.attr = (uint32_t)attr,
-		.type = type,
-		.file_off = off,
-	};
-	if (in_map) {
-		r->pinned++;
-	} else {
-		if (add_overflows(r->qlen, aligned, &need) ||
-		    grow_array((void **)&r->qbuf, &r->cap_qbuf, need, 1))
-			return -ENOMEM;
-		memcpy(r->qbuf + r->qlen, d, len);
-		r->q[r->nq].off = r->qlen;
-		r->qlen = need;
-	}
-	r->nq++;
+	if (in_map)
+		e = order_push(&r->q, rec.time, off, (uint32_t)len, (uint32_t)attr, type);
+	else
+		e = order_push_copy(&r->q, rec.time, off, d, (uint32_t)len, (uint32_t)attr, type);
+	if (e)
+		return e;
 	if (rec.time > r->seen_max)
 		r->seen_max = rec.time;
 	return 0;
@@ -985,8 +929,7 @@ out:
 	if (r.fd >= 0)
 		close(r.fd);
 	free(r.attrs);
-	free(r.q);
-	free(r.qbuf);
+	order_free(&r.q);
 	free(r.scratch);
 	u64map_free(&r.ids);
 	return e;

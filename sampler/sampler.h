@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Opening perf events on a launched or attached target, mmap ring buffers,
- * draining them, and decoding the raw records into one struct per kind.
+ * The sampler stage owns everything between the kernel and a decoded
+ * record: launching the target or attaching to running threads, the perf
+ * events and their per-CPU mmap rings, draining those in time order, and
+ * decoding raw records into one struct per kind; perfdata.h reads perf's
+ * files into the same records. It knows nothing of symbols or profiles:
+ * records go to the caller's callback, valid during the call.
  *
  * Library code: returns negative errno, never prints. The caller (cmd/)
  * turns errors into words with sampler__open_strerror().
@@ -158,6 +162,9 @@ enum callgraph_mode {
 	CALLGRAPH_DWARF, /* kernel callchain for kernel frames + user regs and stack copy */
 };
 
+/* Samples per second when opts.freq is 0; record's -F default too. */
+#define SAMPLER_DEFAULT_FREQ 999
+
 /*
  * Bytes of user stack copied per DWARF-mode sample when opts.stack_size is 0.
  * The one place that sets the default (record's --call-graph dwarf too).
@@ -166,7 +173,7 @@ enum callgraph_mode {
 #define SAMPLER_MAX_STACK_SIZE 65528 /* the kernel's limit: a record's size is a u16 */
 
 struct sampler_opts {
-	uint64_t freq; /* samples per second; default 999 */
+	uint64_t freq; /* samples per second; 0: SAMPLER_DEFAULT_FREQ */
 	uint32_t mmap_pages; /* data pages per ring buffer, power of two; 0 = default */
 	enum callgraph_mode callgraph;
 	uint32_t
@@ -219,6 +226,26 @@ int sampler__start(struct sampler *s);
  * enabled when it returns. -ESRCH if a pid does not exist.
  */
 int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads_only);
+/*
+ * Attach mode: a thread sampler__attach found, as /proc showed it right
+ * after the events were opened. None of these reads stops the thread.
+ */
+#define SAMPLER_COMM_LEN 64
+#define SAMPLER_WCHAN_LEN 128
+struct sampler_thread {
+	pid_t pid, tid;
+	bool followed; /* its events are open (false: out of fds, counted in threads_missed) */
+	bool blocked; /* asleep: state S or D in /proc/PID/task/TID/stat */
+	uint64_t pc; /* blocked in a syscall: its user PC, from .../syscall; else 0 */
+	char comm[SAMPLER_COMM_LEN]; /* its name, from .../comm */
+	char wchan[SAMPLER_WCHAN_LEN]; /* blocked: what it waits on, from .../wchan; else "" */
+};
+/*
+ * Attach mode: the threads sampler__attach found that still existed when
+ * it read them, in the order found, and sets *n; NULL and 0 without an
+ * attach. Valid until sampler__free.
+ */
+const struct sampler_thread *sampler__threads(const struct sampler *s, size_t *n);
 /* Attach mode: true once every attached process has exited. */
 bool sampler__targets_gone(struct sampler *s);
 /* Attach mode: sampler__attach opened events on this thread (not: missed, gone, or created later). */

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,6 +17,7 @@
 #include <criterion/criterion.h>
 #include <linux/perf_event.h>
 
+#include "sampler/order.h"
 #include "sampler/sampler.h"
 #include "util/util.h"
 
@@ -880,6 +882,114 @@ Test(ring, corrupt_headers)
 	assert_corrupt(ring, 96, head, 0, 256);
 }
 
+/* ---- the ordering queue ------------------------------------------------ */
+
+/* Records of the queue in delivery order: their bytes, in place (src[]) or copied. */
+static const uint8_t *oq_data(const struct order *q, const struct order_rec *r, uint8_t src[][16])
+{
+	return r->off == ORDER_IN_PLACE ? src[r->pos] : order_copied(q, r);
+}
+
+Test(order, time_order_ties_in_arrival_order_and_holdback)
+{
+	/* times as two CPUs' rings would hand them in, interleaved */
+	static const uint64_t times[] = { 30, 10, 20, 10, 50, 40, 20, 60 };
+	uint8_t src[8][16];
+	struct order q = { 0 };
+	uint64_t last_time = 0, last_seq = 0;
+	size_t due;
+
+	for (size_t i = 0; i < ARRAY_SIZE(times); i++) {
+		memset(src[i], (int)i, sizeof(src[i]));
+		/* odd ones copied (as a record wrapping the ring's end), even ones in place */
+		if (i % 2)
+			cr_assert_eq(order_push_copy(&q, times[i], i, src[i], 13, 7, 1), 0);
+		else
+			cr_assert_eq(order_push(&q, times[i], i, 16, 7, 1), 0);
+	}
+	cr_assert_eq(q.nr, 8);
+	cr_assert_eq(q.in_place, 4);
+	cr_assert_eq(order_held(&q), 4 * 16, "copies are 8-byte aligned");
+	/* a copy is independent of its source */
+	memset(src[1], 0xff, sizeof(src[1]));
+	order_sort(&q);
+	due = order_due(&q, 30);
+	cr_assert_eq(due, 5, "records up to the limit, the limit included");
+	cr_assert_eq(order_due(&q, 9), 0);
+	cr_assert_eq(order_due(&q, UINT64_MAX), 8);
+	for (size_t i = 0; i < due; i++) {
+		const struct order_rec *r = &q.recs[i];
+
+		cr_assert_geq(r->time, last_time);
+		if (r->time == last_time)
+			cr_assert_gt(r->seq, last_seq, "a tie keeps arrival order");
+		last_time = r->time;
+		last_seq = r->seq;
+		if (r->off != ORDER_IN_PLACE)
+			cr_assert_eq(((uintptr_t)order_copied(&q, r)) % 8, 0);
+		if (r->pos == 1)
+			cr_assert_eq(oq_data(&q, r, src)[0], 1, "the copy was taken at push");
+		else
+			cr_assert_eq(oq_data(&q, r, src)[0], (uint8_t)r->pos);
+	}
+	cr_assert_eq(q.recs[0].pos, 1);
+	cr_assert_eq(q.recs[1].pos, 3);
+
+	/* held back: 40, 50, 60 stay for the next round, in order */
+	order_keep(&q, due, 0);
+	cr_assert_eq(q.nr, 3);
+	cr_assert_eq(q.recs[0].time, 40);
+	cr_assert_eq(q.recs[1].time, 50);
+	cr_assert_eq(q.recs[2].time, 60);
+	cr_assert_eq(q.in_place, 1);
+	cr_assert_eq(order_held(&q), 2 * 16);
+	/* a late arrival older than what waits goes first */
+	cr_assert_eq(order_push(&q, 35, 0, 16, 7, 1), 0);
+	order_sort(&q);
+	cr_assert_eq(q.recs[0].time, 35);
+	for (size_t i = 0; i < q.nr; i++)
+		cr_assert_eq(oq_data(&q, &q.recs[i], src)[0], (uint8_t)q.recs[i].pos);
+	order_keep(&q, order_due(&q, UINT64_MAX), 0);
+	cr_assert_eq(q.nr, 0);
+	cr_assert_eq(q.in_place, 0);
+	cr_assert_eq(order_held(&q), 0);
+	order_free(&q);
+}
+
+Test(order, packing_waits_for_pack_at_and_keeps_the_copies)
+{
+	uint8_t src[64][16];
+	struct order q = { 0 };
+	size_t cap;
+
+	for (size_t i = 0; i < 64; i++) {
+		memset(src[i], (int)i, sizeof(src[i]));
+		cr_assert_eq(order_push_copy(&q, 1000 - i, i, src[i], 16, 0, 0), 0);
+	}
+	order_sort(&q);
+	/* 60 delivered, 4 kept: below pack_at the holes stay */
+	order_keep(&q, 60, 64 * 16);
+	cr_assert_eq(q.nr, 4);
+	cr_assert_eq(q.buf_len, 64 * 16);
+	cr_assert_eq(order_held(&q), 4 * 16);
+	cap = q.buf_cap;
+	order_keep(&q, 1, 16);
+	cr_assert_eq(q.nr, 3);
+	cr_assert_eq(q.buf_len, 3 * 16, "packed");
+	cr_assert_leq(q.buf_cap, cap);
+	for (size_t i = 0; i < q.nr; i++) {
+		cr_assert_eq(q.recs[i].time, 1000 - q.recs[i].pos);
+		cr_assert_eq(order_copied(&q, &q.recs[i])[15], (uint8_t)q.recs[i].pos);
+	}
+	/* copy_in takes an in-place record out of its source */
+	cr_assert_eq(order_push(&q, 5, 9, 16, 0, 0), 0);
+	cr_assert_eq(q.in_place, 1);
+	cr_assert_eq(order_copy_in(&q, &q.recs[q.nr - 1], src[9]), 0);
+	cr_assert_eq(q.in_place, 0);
+	cr_assert_eq(order_copied(&q, &q.recs[q.nr - 1])[0], 9);
+	order_free(&q);
+}
+
 /* ---- sampler: options and messages -------------------------------------- */
 
 Test(sampler, new_validates_and_free_accepts_null)
@@ -1410,6 +1520,129 @@ Test(attach, missing_pid_and_tid)
 	cr_assert_eq(sampler__attach(s, two, 2, false), -ESRCH);
 	cr_assert_not(sampler__targets_gone(s), "not attached");
 	sampler__free(s);
+}
+
+/* ---- attach: the threads found, as /proc saw them ---------------------- */
+
+static void *sleeper(void *arg)
+{
+	int fd = *(int *)arg;
+	char c;
+
+	pthread_setname_np(pthread_self(), "smp-sleeper");
+	/* blocked in read(2) until the test ends */
+	while (read(fd, &c, 1) < 0)
+		;
+	return NULL;
+}
+
+/* In a forked child: one thread asleep in read(), the main thread spinning. */
+static void __attribute__((noreturn)) sleep_and_spin(int fd)
+{
+	volatile uint64_t n = 0;
+	pthread_t t;
+
+	pthread_create(&t, NULL, sleeper, &fd);
+	for (;;)
+		n++;
+}
+
+static const struct sampler_thread *find_thread(const struct sampler_thread *t, size_t n, pid_t tid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].tid == tid)
+			return &t[i];
+	return NULL;
+}
+
+/* The sleeper's tid, from /proc/PID/task once it has named itself. */
+static pid_t sleeper_tid(pid_t pid)
+{
+	char path[300], comm[64];
+	struct dirent *de;
+	pid_t tid = 0;
+	DIR *d;
+
+	for (int tries = 0; !tid && tries < 200; tries++) {
+		usleep(10000);
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+		d = opendir(path);
+		cr_assert_not_null(d);
+		while (!tid && (de = readdir(d))) {
+			FILE *f;
+
+			snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, de->d_name);
+			f = de->d_name[0] != '.' ? fopen(path, "re") : NULL;
+			if (!f)
+				continue;
+			if (fgets(comm, sizeof(comm), f) && !strcmp(comm, "smp-sleeper\n"))
+				tid = atoi(de->d_name);
+			fclose(f);
+		}
+		closedir(d);
+	}
+	return tid;
+}
+
+Test(attach, threads_found_with_name_and_sleep, .timeout = 60)
+{
+	struct sampler *s = sampler__new(NULL), *s2 = sampler__new(NULL);
+	const struct sampler_thread *t, *sl, *main_thread;
+	char msg[512];
+	int fds[2];
+	size_t n = 7;
+	pid_t pid, tid;
+	int err;
+
+	cr_assert_null(sampler__threads(s, &n), "no attach, no threads");
+	cr_assert_eq(n, 0);
+	cr_assert_eq(pipe(fds), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		close(fds[1]);
+		sleep_and_spin(fds[0]);
+	}
+	close(fds[0]);
+	tid = sleeper_tid(pid);
+	cr_assert_gt(tid, 0, "the sleeper thread never showed up");
+	usleep(50000); /* asleep in read() by now */
+
+	err = sampler__attach(s, &pid, 1, false);
+	cr_assert_eq(err, 0, "attach: %s", sampler__attach_strerror(err, msg, sizeof(msg)));
+	t = sampler__threads(s, &n);
+	cr_assert_not_null(t);
+	cr_assert_eq(n, 2, "%zu threads", n);
+	main_thread = find_thread(t, n, pid);
+	sl = find_thread(t, n, tid);
+	cr_assert_not_null(main_thread);
+	cr_assert_not_null(sl);
+	cr_assert_eq(sl->pid, pid);
+	cr_assert_eq(main_thread->pid, pid);
+	cr_assert(sl->followed && main_thread->followed);
+	cr_assert_str_eq(sl->comm, "smp-sleeper");
+	cr_assert(sl->blocked, "a thread in read() is asleep");
+	cr_assert_not(main_thread->blocked, "a spinning thread is not");
+	cr_assert_eq(main_thread->pc, 0);
+	cr_assert_str_eq(main_thread->wchan, "");
+	cr_assert_neq(sl->pc, 0, "the user PC of the blocked read()");
+	cr_assert_lt(strlen(sl->wchan), SAMPLER_WCHAN_LEN);
+
+	/* -t: just that thread, its process found from /proc */
+	err = sampler__attach(s2, &tid, 1, true);
+	cr_assert_eq(err, 0, "attach -t: %s", sampler__attach_strerror(err, msg, sizeof(msg)));
+	t = sampler__threads(s2, &n);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(t[0].tid, tid);
+	cr_assert_eq(t[0].pid, pid);
+	cr_assert(t[0].blocked);
+	cr_assert_str_eq(t[0].comm, "smp-sleeper");
+
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(fds[1]);
+	sampler__free(s);
+	sampler__free(s2);
 }
 
 /* ---- attach: a thread followed twice is reported once ------------------ */

@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The perf events: their attributes, choosing the on-CPU event (cycles or
+ * cpu-clock, kernel frames if allowed), opening them, and saying in words
+ * why opening failed.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <asm/perf_regs.h>
+
+#include "sampler/internal.h"
+
+/* The user registers the unwinder needs: the GPRs, IP, SP and FLAGS; no segment registers. */
+#define REGS_USER_MASK                              \
+	(((1ull << (PERF_REG_X86_FLAGS + 1)) - 1) | \
+	 (((1ull << (PERF_REG_X86_R15 + 1)) - 1) & ~((1ull << PERF_REG_X86_R8) - 1)))
+
+#define SAMPLE_TYPE                                                                               \
+	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_CPU | \
+	 PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN)
+
+void event_layout(struct sampler *s)
+{
+	s->layout.sample_type = SAMPLE_TYPE;
+	s->layout.sample_id_all = true;
+	if (s->opts.callgraph == CALLGRAPH_DWARF) {
+		s->layout.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+		s->layout.sample_regs_user = REGS_USER_MASK;
+	}
+}
+
+int event_open(struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+	long fd = syscall(SYS_perf_event_open, attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/*
+ * perf_event_open's errors, reworded so that each errno from
+ * sampler__launch has one meaning: EACCES and ENOENT are kept for the
+ * command itself.
+ */
+int event_errno(int err)
+{
+	switch (err) {
+	case -EACCES:
+		return -EPERM;
+	case -ENOENT:
+	case -ENODEV:
+		return -EOPNOTSUPP;
+	default:
+		return err;
+	}
+}
+
+/* Open; if kernel sampling is not allowed, retry user space only, once, and remember that. */
+int event_open_or_user_only(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+	int fd;
+
+	attr->exclude_kernel = s->opts.exclude_kernel;
+	fd = event_open(attr, pid, cpu);
+	if ((fd == -EACCES || fd == -EPERM) && !attr->exclude_kernel) {
+		attr->exclude_kernel = 1;
+		fd = event_open(attr, pid, cpu);
+		if (fd >= 0) {
+			s->opts.exclude_kernel = true;
+			s->stats.kernel_excluded = true;
+		}
+	}
+	return fd;
+}
+
+/* Pick the event on the first CPU: cycles if there is a PMU, else cpu-clock; kernel if allowed. */
+int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+	static const struct {
+		uint32_t type;
+		uint64_t config;
+		const char *name;
+	} events[] = {
+		{ PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES, "cycles" },
+		{ PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK, "cpu-clock" },
+	};
+	int fd = -EOPNOTSUPP;
+
+	for (size_t i = 0; i < ARRAY_SIZE(events); i++) {
+		attr->type = events[i].type;
+		attr->config = events[i].config;
+		fd = event_open_or_user_only(s, attr, pid, cpu);
+		if (fd >= 0) {
+			s->stats.event = events[i].name;
+			return fd;
+		}
+		if (fd != -ENOENT && fd != -EOPNOTSUPP && fd != -ENODEV)
+			break;
+	}
+	return event_errno(fd);
+}
+
+/* What every event shares: the record layout, the clock, the stack-copy settings. */
+static void base_attr(const struct sampler *s, struct perf_event_attr *attr)
+{
+	memset(attr, 0, sizeof(*attr));
+	attr->size = sizeof(*attr);
+	attr->sample_type = s->layout.sample_type;
+	attr->sample_id_all = 1;
+	attr->exclude_hv = 1;
+	attr->use_clockid = 1;
+	attr->clockid = CLOCK_MONOTONIC;
+	if (s->opts.callgraph == CALLGRAPH_DWARF) {
+		attr->sample_regs_user = s->layout.sample_regs_user;
+		attr->sample_stack_user = s->opts.stack_size;
+		/* user frames come from the stack copy: the kernel need not walk them */
+		attr->exclude_callchain_user = 1;
+	}
+}
+
+/* On-CPU sampling; type and config are chosen by probe_event. */
+void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr)
+{
+	base_attr(s, attr);
+	attr->freq = 1;
+	attr->sample_freq = s->opts.freq;
+}
+
+/*
+ * Every context switch: the sample, taken as the thread leaves the CPU,
+ * holds the stack where it blocks; PERF_RECORD_SWITCH (context_switch) says
+ * when it leaves, whether it was preempted, and when it comes back.
+ */
+void event_attr_switch(const struct sampler *s, struct perf_event_attr *attr)
+{
+	base_attr(s, attr);
+	attr->type = PERF_TYPE_SOFTWARE;
+	attr->config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+	attr->sample_period = 1;
+	attr->context_switch = 1;
+}
+
+/* The side-band records (maps, names, threads): one event per ring asks for them. */
+void event_attr_sideband(struct perf_event_attr *attr)
+{
+	attr->mmap = 1;
+	attr->mmap2 = 1;
+	attr->comm = 1;
+	attr->comm_exec = 1;
+	attr->task = 1;
+}
+
+int event_note_id(struct sampler *s, int fd, enum rec_event ev, uint32_t tid)
+{
+	uint64_t id;
+
+	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
+		return -errno;
+	return u64map_put(&s->ids, id, (uint64_t)ev | (uint64_t)tid << 8);
+}
+
+/* fd writes into ring_fd's ring from now on; it is closed with the sampler, also on failure. */
+int event_add(struct sampler *s, int fd, int ring_fd, enum rec_event ev, uint32_t tid)
+{
+	if (grow_array((void **)&s->events, &s->events_cap, s->nr_events + 1, sizeof(*s->events))) {
+		close(fd);
+		return -ENOMEM;
+	}
+	s->events[s->nr_events++] = (struct event){ .fd = fd, .tid = tid };
+	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_fd) < 0)
+		return -errno;
+	return event_note_id(s, fd, ev, tid);
+}
+
+void events_close(struct sampler *s)
+{
+	for (size_t i = 0; i < s->nr_events; i++)
+		close(s->events[i].fd);
+	free(s->events);
+	free(s->epfds);
+	s->events = NULL;
+	s->epfds = NULL;
+	s->nr_events = s->events_cap = 0;
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+static const char *read_sysctl(const char *path, char *val, size_t size)
+{
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	snprintf(val, size, "unknown");
+	if (!f)
+		return val;
+	if (fgets(val, (int)size, f)) {
+		n = strcspn(val, "\n");
+		val[n] = '\0';
+	} else {
+		snprintf(val, size, "unknown");
+	}
+	fclose(f);
+	return val;
+}
+
+const char *sampler__open_strerror(int err, char *buf, size_t size)
+{
+	char val[32], val2[32], ebuf[128];
+	struct rlimit rl;
+	int e = err < 0 && err != INT_MIN ? -err : err;
+
+	if (!buf || !size)
+		return "sampler error";
+	switch (e) {
+	case EPERM:
+		read_sysctl("/proc/sys/kernel/perf_event_paranoid", val, sizeof(val));
+		snprintf(
+			buf, size,
+			"cannot open perf events: permission denied (kernel.perf_event_paranoid = %s%s); "
+			"run as root (or with CAP_PERFMON), or allow it with `sysctl kernel.perf_event_paranoid=1`; "
+			"inside a container, a seccomp profile may also block perf_event_open",
+			val, strcmp(val, "3") ? "" : ", which forbids all unprivileged profiling");
+		break;
+	case EACCES:
+		snprintf(
+			buf, size,
+			"cannot run the command: permission denied (it is not an executable file, or a directory on its path is not searchable); "
+			"check it with `ls -l` and make it executable with `chmod +x`");
+		break;
+	case ENOENT:
+		snprintf(
+			buf, size,
+			"command not found: no such file, and no executable of that name in any directory of PATH; "
+			"check the spelling or give the full path");
+		break;
+	case ENODEV:
+	case EOPNOTSUPP:
+		snprintf(
+			buf, size,
+			"cannot open perf events: the sampling events (cycles, cpu-clock) are not supported by this kernel or machine; "
+			"check that the kernel has CONFIG_PERF_EVENTS and that `perf stat -e cpu-clock true` works");
+		break;
+	case EMFILE:
+	case ENFILE:
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+			snprintf(val, sizeof(val), "%llu", (unsigned long long)rl.rlim_cur);
+		else
+			snprintf(val, sizeof(val), "unknown");
+		snprintf(
+			buf, size,
+			"cannot open perf events: too many open files (one event per CPU is needed; the limit is %s); "
+			"raise it with `ulimit -n`",
+			val);
+		break;
+	case ENOMEM:
+		if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+			snprintf(val, sizeof(val), "%llu KiB",
+				 (unsigned long long)rl.rlim_cur / 1024);
+		else
+			snprintf(val, sizeof(val), "unlimited");
+		read_sysctl("/proc/sys/kernel/perf_event_mlock_kb", val2, sizeof(val2));
+		snprintf(
+			buf, size,
+			"cannot map the perf ring buffers: locked-memory limit too low (RLIMIT_MEMLOCK %s, kernel.perf_event_mlock_kb = %s) or out of memory; "
+			"raise `ulimit -l` or `sysctl kernel.perf_event_mlock_kb`, use fewer mmap pages, or run as root",
+			val, val2);
+		break;
+	case ENOSYS:
+		snprintf(
+			buf, size,
+			"perf_event_open is not available: the kernel lacks CONFIG_PERF_EVENTS or a seccomp policy (container) blocks it; "
+			"run on the host, or allow perf_event_open in the container's seccomp profile");
+		break;
+	case EINVAL:
+		read_sysctl("/proc/sys/kernel/perf_event_max_sample_rate", val, sizeof(val));
+		snprintf(
+			buf, size,
+			"cannot open perf events: invalid settings (the sampling frequency may exceed kernel.perf_event_max_sample_rate = %s); "
+			"lower the frequency or raise that sysctl",
+			val);
+		break;
+	case ESRCH:
+		snprintf(
+			buf, size,
+			"cannot open perf events: the target process exited before it could be profiled");
+		break;
+	default:
+		snprintf(buf, size, "cannot profile the target: %s",
+			 strerror_r(e, ebuf, sizeof(ebuf)));
+		break;
+	}
+	return buf;
+}
+
+const char *sampler__attach_strerror(int err, char *buf, size_t size)
+{
+	char val[32], val2[32];
+	struct rlimit rl;
+	int e = err < 0 && err != INT_MIN ? -err : err;
+
+	if (!buf || !size)
+		return "sampler error";
+	switch (e) {
+	case ESRCH:
+		snprintf(
+			buf, size,
+			"no such process or thread (it may have exited); check the ID with `ps -eLf`");
+		break;
+	case EPERM:
+	case EACCES:
+		read_sysctl("/proc/sys/kernel/perf_event_paranoid", val, sizeof(val));
+		read_sysctl("/proc/sys/kernel/yama/ptrace_scope", val2, sizeof(val2));
+		snprintf(
+			buf, size,
+			"permission denied (kernel.perf_event_paranoid = %s, kernel.yama.ptrace_scope = %s; "
+			"only processes you may ptrace can be profiled); run as the target's user with "
+			"`sysctl kernel.perf_event_paranoid=1`, or as root (or with CAP_PERFMON and CAP_SYS_PTRACE)",
+			val, val2);
+		break;
+	case EMFILE:
+	case ENFILE:
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY)
+			snprintf(val, sizeof(val), "%llu", (unsigned long long)rl.rlim_max);
+		else
+			snprintf(val, sizeof(val), "unknown");
+		snprintf(
+			buf, size,
+			"too many open files: not one thread could be followed (each needs one fd per event per CPU; the hard limit is %s); "
+			"raise it (`ulimit -Hn`, LimitNOFILE=) or close other programs' files",
+			val);
+		break;
+	default:
+		return sampler__open_strerror(err, buf, size);
+	}
+	return buf;
+}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the files of the sampler share; not part of its API (sampler.h).
+ *
+ *   sampler.c  the coordinator: options, lifetime, draining rounds in time order
+ *   launch.c   launching the target stopped before exec, and its events
+ *   attach.c   attaching to running processes and threads, and the threads found
+ *   ring.c     the per-CPU mmap rings: opening, mapping, framing records in place
+ *   events.c   perf event attributes, probing, opening; error messages
+ *   order.c    the time-ordering queue (also the perf.data reader's)
+ *   decode.c   decoding records
+ *
+ * Calls go down that list, never up: sampler.c calls the others; launch.c
+ * and attach.c call ring.c and events.c; ring.c calls events.c and order.c.
+ */
+#ifndef DLFLAME_SAMPLER_INTERNAL_H
+#define DLFLAME_SAMPLER_INTERNAL_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/perf_event.h>
+
+#include "sampler/order.h"
+#include "sampler/sampler.h"
+#include "util/util.h"
+
+/* header.size is a u16, so no record is larger than this. */
+#define SCRATCH_SIZE 65536
+
+struct ring {
+	int fd;
+	void *map;
+	size_t map_size;
+	const uint8_t *data;
+	size_t data_size;
+	uint64_t last_time; /* time given to records that carry none */
+	/*
+	 * Records up to here are framed: delivered, or waiting in the queue. They
+	 * stay in the ring until delivered (data_tail is the oldest waiting
+	 * one), so that a sample's 32 KiB stack copy is read where the kernel
+	 * wrote it instead of being copied out first.
+	 */
+	uint64_t read_pos;
+	uint64_t release; /* scratch of rings_release() */
+	bool hup;
+};
+
+/*
+ * An event that writes into a ring it does not own (PERF_EVENT_IOC_SET_OUTPUT):
+ * the context-switch events, and in attach mode every per-thread event.
+ */
+struct event {
+	int fd;
+	uint32_t tid; /* attach mode: the thread it was opened on; 0 in launch mode */
+	bool hup; /* attach mode: its thread and every thread it begat have exited */
+};
+
+/* What a sample id stands for: enum rec_event | tid << 8 (the tid an attach event was opened on). */
+#define ID_EVENT(v) ((enum rec_event)((v)&0xff))
+#define ID_TID(v) ((uint32_t)((v) >> 8))
+
+struct sampler {
+	struct sampler_opts opts;
+	struct sampler_stats stats;
+	struct rec_layout layout;
+	bool mono_clock;
+
+	struct ring *rings;
+	size_t nr_rings;
+	struct pollfd *pfds;
+	size_t ring_bytes;
+	int *cpus; /* rings[i] is the ring of cpus[i] */
+
+	struct event *events;
+	size_t nr_events, events_cap;
+	struct pollfd *epfds; /* attach mode: for sampler__targets_gone */
+	struct u64map ids; /* sample id -> ID_EVENT | ID_TID */
+
+	bool attached, threads_only;
+	struct u64map tids; /* attach mode: tids we opened events on (or gave up on) */
+	struct u64map inherited; /* attach mode: tids followed through inherit (a FORK was seen) */
+	bool woken; /* targets_gone may have taken a ring's wakeup */
+	size_t fd_budget; /* attach mode: fds the rings and events may use */
+	struct sampler_thread *threads; /* attach mode: the threads found (sampler__threads) */
+	size_t nr_threads, threads_cap;
+
+	pid_t child;
+	int go_fd, err_fd;
+	bool launched, started;
+
+	uint8_t *scratch;
+	/*
+	 * Records waiting to be delivered: in their ring (src the ring, pos
+	 * their ring position), or copied when they straddle the ring's end.
+	 */
+	struct order q;
+};
+
+static inline void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- events.c ------------------------------------------------------------ */
+
+/* The record layout every event of s shares, from s->opts. */
+void event_layout(struct sampler *s);
+/* perf_event_open with close-on-exec: an fd or a negative errno. */
+int event_open(struct perf_event_attr *attr, pid_t pid, int cpu);
+int event_errno(int err);
+int event_open_or_user_only(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
+int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
+void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
+void event_attr_switch(const struct sampler *s, struct perf_event_attr *attr);
+void event_attr_sideband(struct perf_event_attr *attr);
+int event_note_id(struct sampler *s, int fd, enum rec_event ev, uint32_t tid);
+int event_add(struct sampler *s, int fd, int ring_fd, enum rec_event ev, uint32_t tid);
+/* Close every event of s->events[] (they write into the rings: before the rings). */
+void events_close(struct sampler *s);
+
+/* ---- ring.c -------------------------------------------------------------- */
+
+/* Opens the event that owns the ring of one CPU (launch mode and attach mode differ). */
+typedef int (*open_owner_fn)(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
+int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, open_owner_fn open_owner,
+	       int ev);
+/* Close every event, then unmap and close the rings. */
+void rings_close(struct sampler *s);
+int ring_ingest(struct sampler *s, size_t ri);
+void rings_release(struct sampler *s, size_t from);
+bool rings_filling(const struct sampler *s);
+/* The bytes of a queued record, in its ring or copied. */
+static inline const uint8_t *ring_rec_data(const struct sampler *s, const struct order_rec *p)
+{
+	if (p->off != ORDER_IN_PLACE)
+		return order_copied(&s->q, p);
+	return s->rings[p->src].data + (p->pos & (s->rings[p->src].data_size - 1));
+}
+
+/* ---- launch.c ------------------------------------------------------------ */
+
+/* The child never ran the user's command: make sure it never will. */
+void launch_kill(struct sampler *s);
+
+#endif
