@@ -6,14 +6,16 @@
 #
 #   bench/selfcost.sh                    # 2 OpenMP threads, 750 and 3000 iterations
 #   OMP_NUM_THREADS=1 bench/selfcost.sh
+#   BUILD=/tmp/build-old bench/selfcost.sh   # another build, e.g. to compare in one session
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 SHORT=${SHORT:-750}
 LONG=${LONG:-3000}
 ROUNDS=${ROUNDS:-3}
-DL=$(pwd)/build/cmd/dlflame
-MLP=$(pwd)/build/examples/mlp
+BUILD=$(realpath "${BUILD:-build}")
+DL=$BUILD/cmd/dlflame
+MLP=$BUILD/examples/mlp
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -35,7 +37,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 done
 sc=$(cut -d' ' -f1 "$tmp/s" | median); sn=$(cut -d' ' -f2 "$tmp/s" | median)
 lc=$(cut -d' ' -f1 "$tmp/l" | median); ln=$(cut -d' ' -f2 "$tmp/l" | median)
-echo "dlflame record of mlp, OMP_NUM_THREADS=$OMP_NUM_THREADS, median of $ROUNDS runs each"
+echo "dlflame record of mlp ($BUILD), OMP_NUM_THREADS=$OMP_NUM_THREADS, median of $ROUNDS runs each"
 printf '  %5s iterations: %6d samples, dlflame CPU %7.1f ms\n' "$SHORT" "$sn" "$sc" "$LONG" "$ln" "$lc"
 awk -v sc="$sc" -v lc="$lc" -v sn="$sn" -v ln="$ln" 'BEGIN {
   per = (lc - sc) / (ln - sn) * 1000

@@ -13,7 +13,6 @@ void frames_init(struct frames *fr, struct profile *prof, struct symbolizer *sym
 	memset(fr, 0, sizeof(*fr));
 	fr->prof = prof;
 	fr->sym = sym;
-	u64map_init(&fr->str_ids);
 	u64map_init(&fr->loc_frames);
 	u64map_init(&fr->kernel_frames);
 	u64map_init(&fr->placeholders);
@@ -21,7 +20,6 @@ void frames_init(struct frames *fr, struct profile *prof, struct symbolizer *sym
 
 void frames_exit(struct frames *fr)
 {
-	u64map_free(&fr->str_ids);
 	u64map_free(&fr->loc_frames);
 	u64map_free(&fr->kernel_frames);
 	u64map_free(&fr->placeholders);
@@ -29,31 +27,16 @@ void frames_exit(struct frames *fr)
 	free(fr->locs);
 }
 
-/*
- * The profile's id of a symbolizer string. Those strings are interned by the
- * symbolizer and live as long as it, so their addresses are cached; only a
- * name formatted into the frame's own buffer is hashed each time.
- */
-static int64_t string_id(struct frames *fr, const char *str, const struct sym_frame *sf)
+/* The profile's id of a name the symbolizer gave (0 for none). */
+static int64_t string_id(struct frames *fr, const char *str)
 {
-	bool stable = !(str >= sf->buf && str < sf->buf + sizeof(sf->buf));
-	uint64_t id;
-	int64_t r;
-
-	if (!str)
-		return 0;
-	if (stable && u64map_get(&fr->str_ids, (uint64_t)(uintptr_t)str, &id))
-		return (int64_t)id;
-	r = profile__string(fr->prof, str, strlen(str));
-	if (r >= 0 && stable && u64map_put(&fr->str_ids, (uint64_t)(uintptr_t)str, (uint64_t)r))
-		return -ENOMEM;
-	return r;
+	return str ? profile__string(fr->prof, str, strlen(str)) : 0;
 }
 
 static int64_t intern_frame(struct frames *fr, const struct sym_frame *sf)
 {
-	int64_t name = string_id(fr, sf->name, sf), module = string_id(fr, sf->module, sf);
-	int64_t file = string_id(fr, sf->file, sf), build_id = string_id(fr, sf->build_id, sf);
+	int64_t name = string_id(fr, sf->name), module = string_id(fr, sf->module);
+	int64_t file = string_id(fr, sf->file), build_id = string_id(fr, sf->build_id);
 
 	if (name < 0 || module < 0 || file < 0 || build_id < 0)
 		return -ENOMEM;

@@ -31,7 +31,6 @@
 struct frames {
 	struct profile *prof;
 	struct symbolizer *sym;
-	struct u64map str_ids; /* address of a symbolizer string -> profile string id */
 	uint32_t *ids; /* scratch: frame ids of one sample, leaf first */
 	size_t n, cap;
 	struct u64map loc_frames; /* module << 40 | offset -> placeholder frame id */

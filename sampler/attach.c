@@ -317,7 +317,7 @@ int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads
 	 * the next scan; one that a followed thread creates inherits its events.
 	 * So when a scan finds nothing new, nothing is left out.
 	 */
-	s->stats.start_time = now_ns();
+	s->stats.start_time = monotonic_ns();
 	for (int scan = 0; found_new && scan < MAX_SCANS; scan++) {
 		err = scan_threads(s, pids, n, &on, &sw, &found_new);
 		if (err)

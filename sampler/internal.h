@@ -109,14 +109,6 @@ static inline void close_fd(int *fd)
 	*fd = -1;
 }
 
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- events.c ------------------------------------------------------------ */
 
 /* The record layout every event of s shares, from s->opts. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Reading files written by `perf record`, in file mode and pipe mode, into
- * the same decoded records the live sampler produces, so that one pipeline
+ * the same decoded records the live sampler produces, so that one collector
  * turns either into a profile.
  *
  * Library code: negative errno, never prints. A malformed file is -EINVAL

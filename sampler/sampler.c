@@ -140,7 +140,7 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 
 	/* Taken before the heads are read: see HOLDBACK_NS. */
 	if (holdback && s->mono_clock) {
-		now = now_ns();
+		now = monotonic_ns();
 		cut = now > HOLDBACK_NS ? now - HOLDBACK_NS : 0;
 	}
 	for (i = 0; i < s->nr_rings && !err; i++)
@@ -151,7 +151,7 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 
 	order_sort(&s->q);
 	due = order_due(&s->q, cut);
-	next_ingest = now_ns() + REINGEST_NS;
+	next_ingest = monotonic_ns() + REINGEST_NS;
 	for (i = 0; i < due && !err; i++) {
 		struct order_rec p = s->q.recs[i];
 
@@ -169,11 +169,11 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 		 * past three rings' worth of buffered records.
 		 */
 		if (cut != UINT64_MAX && i % 64 == 63 && order_held(&s->q) <= 2 * s->ring_bytes &&
-		    now_ns() > next_ingest) {
+		    monotonic_ns() > next_ingest) {
 			rings_release(s, i + 1);
 			for (size_t k = 0; k < s->nr_rings && !err; k++)
 				err = ring_ingest(s, k);
-			next_ingest = now_ns() + REINGEST_NS;
+			next_ingest = monotonic_ns() + REINGEST_NS;
 		}
 	}
 	keep_pending(s, i);

@@ -425,14 +425,6 @@ reject:
 	return -EPERM;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 const struct perfmap_entry *perfmap__lookup(struct symbolizer *s, struct proc *p, uint64_t addr)
 {
 	struct perfmap *pm = perfmap__get(p);
@@ -446,7 +438,7 @@ const struct perfmap_entry *perfmap__lookup(struct symbolizer *s, struct proc *p
 	e = perfmap__find(pm, addr);
 	if (e || pm->rejected)
 		return e;
-	now = now_ns();
+	now = monotonic_ns();
 	if (pm->tried && now < pm->next_read_ns)
 		return NULL;
 	pm->tried = true;

@@ -511,7 +511,7 @@ Test(profile, expand_frames_rebuilds_stacks_and_repoints_samples)
 	s_k = profile__stack(p, (uint32_t)s2, (uint32_t)fk);
 	t = profile__thread(p, 1, 1, 0);
 	cr_assert(s1 > 0 && s2 > 0 && s_k > 0 && t >= 0);
-	/* interned by the callback's owner before expanding, as the pipeline does */
+	/* interned by the callback's owner before expanding, as the collector does */
 	c.fn = (uint32_t)profile__frame_str(p, "work", "app", FRAME_USER);
 	c.inl = (uint32_t)profile__frame_str(p, "helper", "app", FRAME_INLINED);
 	/* how each stack ended stays with it through the rebuild */
