@@ -31,48 +31,6 @@ struct copier {
 	int64_t rq_frame; /* dst id of RUNQUEUE_FRAME, -1 until needed */
 };
 
-static inline uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	uint64_t r;
-
-	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-/*
- * The frames of stack, root first, into *frames (grown as needed). Checks
- * that parent ids decrease, so a corrupt table cannot loop. Returns the
- * depth or a negative errno. (render/ has the same walk, stack_frames().)
- */
-static int64_t stack_path(const struct profile *p, uint32_t stack, uint32_t **frames, size_t *cap)
-{
-	size_t nr_stacks = profile__nr_stacks(p);
-	size_t nr_frames = profile__nr_frames(p);
-	size_t n = 0;
-	int err;
-
-	if (stack >= nr_stacks)
-		return -EINVAL;
-	while (stack) {
-		const struct pf_stack *st = profile__get_stack(p, stack);
-
-		/* interning creates parents first; anything else could loop */
-		if (st->parent >= stack || st->frame >= nr_frames)
-			return -EINVAL;
-		err = grow_array((void **)frames, cap, n + 1, sizeof(**frames));
-		if (err)
-			return err;
-		(*frames)[n++] = st->frame;
-		stack = st->parent;
-	}
-	for (size_t i = 0; i < n / 2; i++) {
-		uint32_t tmp = (*frames)[i];
-
-		(*frames)[i] = (*frames)[n - 1 - i];
-		(*frames)[n - 1 - i] = tmp;
-	}
-	return (int64_t)n;
-}
-
 static void copier_free(struct copier *c)
 {
 	free(c->strings);
@@ -241,7 +199,7 @@ static int64_t copy_stack(struct copier *c, uint32_t id, bool runqueue)
 
 	if (u64map_get(&c->stacks, key, &v))
 		return (int64_t)v;
-	depth = stack_path(c->src, id, &c->path, &c->path_cap);
+	depth = profile__stack_frames(c->src, id, &c->path, &c->path_cap);
 	if (depth < 0)
 		return depth;
 	for (int64_t d = 0; d < depth; d++) {

@@ -440,6 +440,33 @@ uint32_t profile__stack_depth(const struct profile *p, uint32_t id)
 	return p->depths[id];
 }
 
+int64_t profile__stack_frames(const struct profile *p, uint32_t stack, uint32_t **frames,
+			      size_t *cap)
+{
+	size_t n = 0;
+
+	if (stack >= p->nr_stacks)
+		return -EINVAL;
+	while (stack) {
+		const struct pf_stack *st = &p->stacks[stack];
+
+		/* interning creates parents first; anything else could loop */
+		if (st->parent >= stack || st->frame >= p->nr_frames)
+			return -EINVAL;
+		if (grow_array((void **)frames, cap, n + 1, sizeof(**frames)))
+			return -ENOMEM;
+		(*frames)[n++] = st->frame;
+		stack = st->parent;
+	}
+	for (size_t i = 0; i < n / 2; i++) {
+		uint32_t tmp = (*frames)[i];
+
+		(*frames)[i] = (*frames)[n - 1 - i];
+		(*frames)[n - 1 - i] = tmp;
+	}
+	return (int64_t)n;
+}
+
 int profile__set_stack_end(struct profile *p, uint32_t stack, enum stack_end end)
 {
 	if (stack >= p->nr_stacks || (unsigned)end >= STACK_END_MAX)

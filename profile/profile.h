@@ -140,6 +140,13 @@ const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id
 const struct pf_sample *profile__get_sample(const struct profile *p, size_t i);
 /* Depth of a stack: number of frames from root to leaf (0 for stack 0). */
 uint32_t profile__stack_depth(const struct profile *p, uint32_t id);
+/*
+ * The frame ids of a stack, root first, into *frames (grown as needed, *cap
+ * its capacity). Checks that parent ids decrease, so a corrupt table cannot
+ * loop. Returns the depth, -EINVAL or -ENOMEM.
+ */
+int64_t profile__stack_frames(const struct profile *p, uint32_t stack, uint32_t **frames,
+			      size_t *cap);
 
 /*
  * How the samples whose leaf is `stack` were unwound. The first end set

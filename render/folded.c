@@ -100,36 +100,6 @@ out:
 	return err;
 }
 
-int64_t stack_frames(const struct profile *p, uint32_t stack, uint32_t **frames, size_t *cap)
-{
-	size_t nr_stacks = profile__nr_stacks(p);
-	size_t nr_frames = profile__nr_frames(p);
-	size_t n = 0;
-	int err;
-
-	if (stack >= nr_stacks)
-		return -EINVAL;
-	while (stack) {
-		const struct pf_stack *st = profile__get_stack(p, stack);
-
-		/* interning creates parents first; anything else could loop */
-		if (st->parent >= stack || st->frame >= nr_frames)
-			return -EINVAL;
-		err = grow_array((void **)frames, cap, n + 1, sizeof(**frames));
-		if (err)
-			return err;
-		(*frames)[n++] = st->frame;
-		stack = st->parent;
-	}
-	for (size_t i = 0; i < n / 2; i++) {
-		uint32_t tmp = (*frames)[i];
-
-		(*frames)[i] = (*frames)[n - 1 - i];
-		(*frames)[n - 1 - i] = tmp;
-	}
-	return (int64_t)n;
-}
-
 static const char *const kind_suffix[FRAME_KIND_MAX] = {
 	[FRAME_KERNEL] = "_[k]",
 	[FRAME_JIT] = "_[j]",
@@ -223,7 +193,7 @@ int folded_lines(const struct profile *p, const struct agg *agg, struct strbuf *
 	/* one key "comm;root;...;leaf" per distinct (comm, stack) */
 	for (size_t i = 0; i < agg->len; i++) {
 		const struct agg_entry *e = &agg->v[i];
-		int64_t depth = stack_frames(p, e->stack, &frames, &frames_cap);
+		int64_t depth = profile__stack_frames(p, e->stack, &frames, &frames_cap);
 
 		if (depth < 0) {
 			err = (int)depth;

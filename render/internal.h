@@ -131,20 +131,6 @@ static inline int put_buf(FILE *out, const void *buf, size_t len)
 }
 
 /*
- * The frames of stack, root first, into *frames (grown as needed). Checks
- * that parent ids decrease, so a corrupt table cannot loop. Returns the
- * depth or a negative errno.
- */
-int64_t stack_frames(const struct profile *p, uint32_t stack, uint32_t **frames, size_t *cap);
-
-static inline uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	uint64_t r;
-
-	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-/*
  * The error of a failed stdio write: stdio leaves the cause (ENOSPC, EPIPE,
  * ...) in errno at the failing call, and the user needs that cause.
  */

@@ -1130,7 +1130,7 @@ static int svg_flamechart(const struct profile *p, const struct render_select *s
 		const struct pf_sample *smp = profile__get_sample(p, v[i].idx);
 		uint32_t comm = profile__get_thread(p, smp->thread)->comm;
 		uint64_t wt = by_ns ? smp->weight : 1;
-		int64_t depth = stack_frames(p, smp->stack, &frames, &frames_cap);
+		int64_t depth = profile__stack_frames(p, smp->stack, &frames, &frames_cap);
 		size_t common = 0;
 
 		if (depth < 0) {

@@ -110,7 +110,7 @@ static int group_name(struct top *t, uint32_t group, struct row *r)
 static int count_entry(struct top *t, const struct agg_entry *e, size_t idx, uint32_t **frames,
 		       size_t *cap)
 {
-	int64_t depth = stack_frames(t->p, e->stack, frames, cap);
+	int64_t depth = profile__stack_frames(t->p, e->stack, frames, cap);
 
 	if (depth < 0)
 		return (int)depth;

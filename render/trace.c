@@ -208,7 +208,7 @@ static int thread_spans(struct trace *t, const struct tsample *v, size_t first, 
 	t->nr_done = 0;
 	for (size_t i = first; i < end; i++) {
 		const struct pf_sample *s = profile__get_sample(t->p, v[i].idx);
-		int64_t depth = stack_frames(t->p, s->stack, frames, cap);
+		int64_t depth = profile__stack_frames(t->p, s->stack, frames, cap);
 		uint64_t start, stop;
 		size_t common = 0;
 

@@ -64,6 +64,14 @@ uint64_t monotonic_ns(void);
 int open_output_in_place(const char *path, int *fd);
 
 /* a + b and a * b that report overflow (true) instead of wrapping. */
+/* a + b, or UINT64_MAX when that overflows: weights that add up never wrap. */
+static inline uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 static inline bool add_overflows(size_t a, size_t b, size_t *res)
 {
 	return __builtin_add_overflow(a, b, res);
