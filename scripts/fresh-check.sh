@@ -212,7 +212,9 @@ run_in_root() {
       mount --rbind /dev "$root/dev"
       mount -t tmpfs -o mode=1777,nosuid,nodev shm "$root/dev/shm"
       mount --bind "$archives" "$root/var/cache/apt/archives"
-      chroot "$root" /usr/bin/env -i "$@" /usr/sbin/update-ca-certificates >/dev/null
+      # its one routine warning (the bundle is not one certificate) is noise
+      out=$(chroot "$root" /usr/bin/env -i "$@" /usr/sbin/update-ca-certificates 2>&1) ||
+        { echo "$out" >&2; exit 1; }
       chroot "$root" /usr/bin/env -i "$@" /bin/bash -c "cd /root/dlflame && exec scripts/$cmd.sh" </dev/null
     ' fresh-root "$root" "$archives" "$cmd" "${env[@]}"
 }
