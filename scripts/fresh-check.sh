@@ -220,13 +220,23 @@ run_in_root() {
 }
 
 # The closing 'tests: ...' line is held back and printed after this
-# script's own last words, so it stays the last line CI reads.
+# script's own last words, so it stays the last line CI reads. A shell
+# loop, not mawk: mawk reads its input in blocks, which held setup.sh's
+# progress back for minutes.
+hold_summary() {
+  local line
+  while IFS= read -r line || [ -n "$line" ]; do
+    if [[ $line =~ ^tests:\ [0-9]+\ passed,\ [0-9]+\ failed ]]; then
+      printf '%s\n' "$line" >"$work/summary"
+    else
+      printf '%s\n' "$line"
+    fi
+  done
+}
 say "running scripts/$cmd.sh in the fresh $suite root"
 t=$SECONDS
 set +e
-run_in_root 2>&1 | awk -v held="$work/summary" '
-  /^tests: [0-9]+ passed, [0-9]+ failed/ { print > held; close(held); next }
-  { print; fflush() }'
+run_in_root 2>&1 | hold_summary
 status=${PIPESTATUS[0]}
 set -e
 took=$((SECONDS - t))
