@@ -137,8 +137,14 @@ start=$SECONDS
 # point releases: build it once, keep it as a tarball, and unpack a pristine
 # copy every run. ca-certificates is the one addition, so apt and npm can
 # trust the host's TLS-intercepting CA before setup.sh runs.
+# One run at a time: the cached root and the shared .deb cache (whose apt
+# lock another run's namespace would hold) are the cache's. The lock is
+# held until this script exits.
 exec 9>"$cache/lock"
-flock 9
+if ! flock -n 9; then
+  say "another fresh-check runs; waiting for it"
+  flock 9
+fi
 if [ "${FRESH_REBUILD:-0}" = 1 ] || [ ! -s "$base" ] ||
   [ -n "$(find "$base" -mtime "+${FRESH_BASE_DAYS:-30}" 2>/dev/null)" ]; then
   say "debootstrap $suite (minbase) from $mirror into $base"
@@ -158,7 +164,6 @@ if [ "${FRESH_REBUILD:-0}" = 1 ] || [ ! -s "$base" ] ||
   rm -rf --one-file-system "$boot"
   say "cached the minbase root in $(mmss $((SECONDS - t)))"
 fi
-exec 9>&-
 
 t=$SECONDS
 mkdir "$root"
