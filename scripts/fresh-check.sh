@@ -123,12 +123,22 @@ cleanup() {
   elif awk -v w="$work/" 'index($2, w) == 1 { found = 1 } END { exit !found }' /proc/self/mounts; then
     say "something is still mounted under $work; not removing it (umount -R it, then rm -rf $work)"
   else
-    rm -rf --one-file-system "$work"
+    rm -rf --one-file-system "$work" || say "could not remove all of $work"
   fi
 }
+# On INT or TERM, kill unshare: --kill-child then takes the whole PID
+# namespace down with it (its own processes ignore the INT a background
+# job gets, and unshare blocks INT and TERM while it waits).
+# shellcheck disable=SC2317 # called from the traps
+stop() {
+  [ ! -s "$work/unshare.pid" ] || kill -KILL "$(cat "$work/unshare.pid")" 2>/dev/null || true
+  # and let the pipeline finish before cleanup removes what it writes to
+  [ -z "${runner:-}" ] || wait "$runner" 2>/dev/null || true
+  exit "$1"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'stop 130' INT
+trap 'stop 143' TERM
 
 start=$SECONDS
 
@@ -150,11 +160,13 @@ if [ "${FRESH_REBUILD:-0}" = 1 ] || [ ! -s "$base" ] ||
   say "debootstrap $suite (minbase) from $mirror into $base"
   t=$SECONDS
   boot=$work/debootstrap
-  if ! debootstrap --variant=minbase --include=ca-certificates "$suite" "$boot" "$mirror" \
+  # in a mount namespace too: debootstrap mounts /proc and /sys in the
+  # target, and an interrupted one would leave them mounted here
+  if ! unshare --mount --propagation private -- \
+    debootstrap --variant=minbase --include=ca-certificates "$suite" "$boot" "$mirror" \
     >"$work/debootstrap.log" 2>&1; then
     tail -n 20 "$work/debootstrap.log" >&2
-    cat "$boot/debootstrap/debootstrap.log" >"$work/debootstrap.log" 2>/dev/null || true
-    die "debootstrap of $suite from $mirror failed (above; FRESH_KEEP=1 keeps $work): is the mirror reachable? set FRESH_MIRROR to another"
+    die "debootstrap of $suite from $mirror failed (above; FRESH_KEEP=1 keeps its log in $boot/debootstrap): is the mirror reachable? set FRESH_MIRROR to another"
   fi
   # the .debs of the base itself: not part of a fresh machine
   rm -f "$boot"/var/cache/apt/archives/*.deb
@@ -209,6 +221,7 @@ done
 run_in_root() {
   # shellcheck disable=SC2016 # the inner script expands its own arguments
   timeout --foreground -s KILL "$timeout" \
+    bash -c 'echo $$ >"$1"; shift; exec "$@"' record-pid "$work/unshare.pid" \
     unshare --mount --propagation private --pid --fork --kill-child -- \
     bash -euo pipefail -c '
       root=$1 archives=$2 cmd=$3; shift 3
@@ -221,7 +234,7 @@ run_in_root() {
       out=$(chroot "$root" /usr/bin/env -i "$@" /usr/sbin/update-ca-certificates 2>&1) ||
         { echo "$out" >&2; exit 1; }
       chroot "$root" /usr/bin/env -i "$@" /bin/bash -c "cd /root/dlflame && exec scripts/$cmd.sh" </dev/null
-    ' fresh-root "$root" "$archives" "$cmd" "${env[@]}"
+    ' fresh-root "$root" "$archives" "$cmd" "${env[@]}" 2>&3
 }
 
 # The closing 'tests: ...' line is held back and printed after this
@@ -240,10 +253,20 @@ hold_summary() {
 }
 say "running scripts/$cmd.sh in the fresh $suite root"
 t=$SECONDS
-set +e
-run_in_root 2>&1 | hold_summary
-status=${PIPESTATUS[0]}
-set -e
+# In the background so that a signal runs stop() at once: bash runs a
+# trap only after the foreground command it waits for has ended. Should
+# stop() kill unshare, bash's 'Killed' report (with the whole inner
+# script) goes to /dev/null; the command's own stderr goes on through fd 3
+# (run_in_root).
+{
+  status=0
+  { run_in_root; } 3>&2 2>/dev/null || status=$?
+  rm -f "$work/unshare.pid"
+  echo "$status" >"$work/status"
+} 2>&1 | hold_summary &
+runner=$!
+wait "$runner" || true
+status=$(cat "$work/status" 2>/dev/null || echo 1)
 took=$((SECONDS - t))
 summary=$(cat "$work/summary" 2>/dev/null || true)
 
