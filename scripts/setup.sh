@@ -18,6 +18,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# the browser test's node and npm, before meson looks for node; a machine
+# with Node.js from elsewhere (npm bundled) keeps it
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -34,10 +37,6 @@ fi
 ninja -C build >/dev/null
 
 # --- output tests (render/): the browser test's node packages and the real pprof ---
-if ! command -v npm >/dev/null; then
-  root=""; [ "$(id -u)" -eq 0 ] || root="sudo"
-  DEBIAN_FRONTEND=noninteractive $root apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-fi
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 if [ ! -x build/tools/pprof ]; then
   # offline, from Debian's Go sources of pprof
