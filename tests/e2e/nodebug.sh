@@ -9,8 +9,13 @@ if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null; then
 fi
 unset DLFLAME_DEBUG_DIRS
 export DLFLAME_TEST_NODEBUG=1
-# unshare -m makes every mount private (its default), so the tmpfs stays in
-# here; a machine with no /usr/lib/debug has nothing to hide.
-exec unshare -m sh -c '
+# The tmpfs must not leak out of the namespace: its mounts are made private.
+# unshare's own way (--propagation private) fails in a chroot, where / is
+# not a mount point; there the chroot's namespace must be private already.
+exec unshare -m --propagation unchanged sh -c '
+	if ! mount --make-rprivate / 2>/dev/null && grep -q " shared:" /proc/self/mountinfo; then
+		echo "nodebug: cannot make this namespace private to hide /usr/lib/debug" >&2
+		exit 77
+	fi
 	if [ -d /usr/lib/debug ]; then mount -t tmpfs -o size=1m,mode=755 nodebug /usr/lib/debug; fi &&
 	exec "$@"' nodebug "$@"
