@@ -346,8 +346,10 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 	if (h.type != PERF_RECORD_SAMPLE) {
 		r.time = sid.has_time ? sid.time : body_time;
 		r.id = sid.id;
+		r.tid = sid.tid;
 	} else {
 		r.id = r.sample.id;
+		r.tid = r.sample.tid;
 	}
 	switch (r.type) {
 	case REC_MMAP2:

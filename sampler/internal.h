@@ -84,7 +84,7 @@ struct sampler {
 
 	bool attached, threads_only;
 	struct u64map tids; /* attach mode: tids we opened events on (or gave up on) */
-	struct u64map inherited; /* attach mode: tids followed through inherit (a FORK was seen) */
+	struct u64map origin; /* attach mode: tid -> the tid whose events it is followed by */
 	bool woken; /* targets_gone may have taken a ring's wakeup */
 	size_t fd_budget; /* attach mode: fds the rings and events may use */
 	struct sampler_thread *threads; /* attach mode: the threads found (sampler__threads) */

@@ -58,7 +58,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 			s->opts.callgraph == CALLGRAPH_DWARF ? DEFAULT_PAGES_DWARF : DEFAULT_PAGES;
 	u64map_init(&s->ids);
 	u64map_init(&s->tids);
-	u64map_init(&s->inherited);
+	u64map_init(&s->origin);
 	s->go_fd = -1;
 	s->err_fd = -1;
 	s->scratch = malloc(SCRATCH_SIZE);
@@ -81,7 +81,7 @@ void sampler__free(struct sampler *s)
 	rings_close(s);
 	u64map_free(&s->ids);
 	u64map_free(&s->tids);
-	u64map_free(&s->inherited);
+	u64map_free(&s->origin);
 	free(s->scratch);
 	free(s->threads);
 	order_free(&s->q);
@@ -111,24 +111,37 @@ static void keep_pending(struct sampler *s, size_t from)
 
 /*
  * Sets which event a sample came from, and in attach mode drops the second
- * copy of a record: a thread created while attaching may be followed twice,
+ * copy of a record. A thread created while attaching may be followed twice:
  * by the events it inherited from its creator and by its own, opened when a
- * rescan found it. Its FORK record, written by its creator's events before
- * anything of its own, tells: from then on its own events' copies go.
+ * rescan found it. Nothing tells which it has: /proc does not, nor does its
+ * FORK record, written after the child did or did not inherit (its creator
+ * may be attached in between). Each event knows the thread it was first
+ * opened on (ID_TID, inherited along), its origin: the first origin that
+ * writes a record of a thread keeps it, the other's copies go, until the
+ * thread exits (its tid may come back).
  */
 static bool deliverable(struct sampler *s, struct rec *r)
 {
-	uint64_t v = EV_ONCPU, dummy;
+	uint64_t v = EV_ONCPU, kept;
 
 	if (r->id)
 		u64map_get(&s->ids, r->id, &v);
 	if (r->type == REC_SAMPLE)
 		r->sample.event = ID_EVENT(v);
-	if (!s->attached || s->threads_only)
+	if (!s->attached || s->threads_only || !ID_TID(v) || !r->tid || r->type == REC_LOST ||
+	    r->type == REC_THROTTLE)
 		return true;
-	if (r->type == REC_FORK)
-		u64map_put(&s->inherited, r->fork.tid, 1);
-	return !ID_TID(v) || !u64map_get(&s->inherited, ID_TID(v), &dummy);
+	if (!u64map_get(&s->origin, r->tid, &kept)) {
+		/* a second EXIT, from the origin that lost: nothing to keep after it */
+		if (r->type != REC_EXIT)
+			u64map_put(&s->origin, r->tid, ID_TID(v));
+		return true;
+	}
+	if (kept != ID_TID(v))
+		return false;
+	if (r->type == REC_EXIT)
+		u64map_del(&s->origin, r->tid);
+	return true;
 }
 
 static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)

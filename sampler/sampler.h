@@ -116,6 +116,7 @@ struct rec {
 	uint16_t misc;
 	uint64_t time; /* 0 if the record carries none */
 	uint64_t id; /* id of the event that wrote it (PERF_SAMPLE_ID/IDENTIFIER), 0 if none */
+	uint32_t tid; /* the thread running when it was written (PERF_SAMPLE_TID), 0 if none */
 	union {
 		struct rec_sample sample;
 		struct rec_mmap2 mmap2;

@@ -201,6 +201,9 @@ Test(stacks, jit_frames_are_named_and_have_their_callers)
  * each stack ended, never by the names of libc internals: without libc6-dbg
  * a worker's outermost frames (start_thread, clone3) have no names.
  */
+/* record_mlp's last summary, for the failure messages of its callers */
+static char last_summary[4096];
+
 static char *record_mlp(char *const env[], const char *const *opts, const char *iterations)
 {
 	const char *mlp = getenv("MLP");
@@ -220,6 +223,7 @@ static char *record_mlp(char *const env[], const char *const *opts, const char *
 	r = run(dir, env, NULL, argv);
 	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
 	cr_log_info("%s", r.err);
+	snprintf(last_summary, sizeof(last_summary), "%s", r.err);
 	/* the summary states what the reports will */
 	cr_assert_geq(complete_share(r.err), 0, "no completeness in the summary: %s", r.err);
 	if (getenv("DLFLAME_TEST_NODEBUG")) {
@@ -240,7 +244,8 @@ static void mlp_case(const char *threads, double want)
 	double share = assert_ends_agree(data, NULL, true);
 
 	cr_log_info("%s: %.1f%% of stacks complete", threads, share);
-	cr_assert_geq(share, want, "%s: %.1f%% of stacks complete", threads, share);
+	cr_assert_geq(share, want, "%s: %.1f%% of stacks complete: %s", threads, share,
+		      last_summary);
 	free(data);
 }
 
