@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * python/: the Python frames of a sampled thread, read from the live
+ * process without stopping it (process_vm_readv), and matched to the eval
+ * calls the native unwinder found in the sample's stack copy.
+ *
+ * CPython 3.11, 3.12 and 3.13 (x86-64). The interpreter is found by symbol
+ * (_PyRuntime, Py_Version in .dynsym of the executable or of libpython),
+ * never by path. Everything read from the target is untrusted: every
+ * pointer, length and count is checked, every walk bounded.
+ *
+ * Use: a sample is seen -> pyreader__snapshot() at once (the Python stack
+ * changes within milliseconds); later, once its native stack is unwound ->
+ * pyreader__match() splits the snapshot into one group per
+ * _PyEval_EvalFrameDefault frame and says which groups are provably the
+ * ones on the stack at the sample -> pyreader__describe() names frames.
+ *
+ * Library code: returns negative errno or a result, never prints.
+ */
+#ifndef DLFLAME_PYTHON_H
+#define DLFLAME_PYTHON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define PY_MAX_FRAMES 256 /* Python frames read per thread (deeper chains are cut) */
+
+struct pyreader;
+
+struct pyreader *pyreader__new(void);
+void pyreader__free(struct pyreader *r);
+
+/*
+ * Look for an interpreter in process pid (its mappings and their .dynsym).
+ * Returns 1 when it runs a supported CPython (3.11-3.13), 0 when it has no
+ * interpreter (yet: call again after it maps more code, e.g. after exec),
+ * -EPROTONOSUPPORT for another CPython version (pyreader__version says
+ * which), -EPERM/-EACCES when its memory cannot be read (no ptrace
+ * access), -ESRCH when it is gone. The result is kept until
+ * pyreader__forget; calling again re-probes.
+ */
+int pyreader__probe(struct pyreader *r, pid_t pid);
+/* PY_VERSION_HEX of pid's interpreter as found by the last probe, 0 if none. */
+uint32_t pyreader__version(const struct pyreader *r, pid_t pid);
+/* Drop what is known of pid (it exec'd or exited). */
+void pyreader__forget(struct pyreader *r, pid_t pid);
+
+/*
+ * Whether ip (an instruction address in pid, a sampled IP or a return
+ * address minus one) lies in the interpreter's _PyEval_EvalFrameDefault.
+ */
+bool pyreader__is_eval(const struct pyreader *r, pid_t pid, uint64_t ip);
+
+/* One Python frame (_PyInterpreterFrame) as read from the process. */
+struct py_frame {
+	uint64_t addr; /* where the frame lives */
+	uint64_t code; /* its code object */
+	uint64_t instr; /* its last instruction (prev_instr / instr_ptr) */
+	bool entry; /* 3.11: is_entry (the outermost frame of one C eval call) */
+	bool stub; /* 3.12+: a frame owned by the C stack (marks an eval call's start) */
+};
+
+/* A thread's Python frame chain, innermost first, as it was when read. */
+struct py_snapshot {
+	uint64_t tstate; /* the thread's PyThreadState */
+	uint64_t cframe; /* 3.11/3.12: tstate->cframe when read (a C stack address), else 0 */
+	uint32_t n;
+	bool cut; /* the chain went on past PY_MAX_FRAMES */
+	struct py_frame frames[PY_MAX_FRAMES];
+};
+
+/*
+ * Read thread tid's Python frames now. 0 on success (n may be 0: no Python
+ * code running), -ENOENT when pid has no thread state for tid, -EFAULT when
+ * the chain held a pointer that could not be read or was not a frame (the
+ * interpreter was changing it: the snapshot is unusable), -ENODEV when pid
+ * was not probed as Python, -ESRCH when it is gone.
+ */
+int pyreader__snapshot(struct pyreader *r, pid_t pid, pid_t tid, struct py_snapshot *out);
+
+/* The user stack the kernel copied at the sample: bytes [sp, sp + size). */
+struct py_stack_copy {
+	uint64_t sp;
+	const uint8_t *data;
+	size_t size;
+};
+
+enum py_group_state {
+	PY_GROUP_OK = 0, /* the frames are the ones on the stack at the sample */
+	PY_GROUP_CHANGED, /* the eval call's frames changed between sample and read */
+	PY_GROUP_UNKNOWN, /* not provable: its slot lies outside the copy, layout not yet known */
+};
+
+/* The Python frames of one C eval call: snapshot frames [first, first + n). */
+struct py_group {
+	uint32_t first, n;
+	enum py_group_state state;
+};
+
+/*
+ * Split snap into one group per eval call of the sample: cfas[0..n) are
+ * the CFAs of the sample's _PyEval_EvalFrameDefault frames, innermost
+ * first (from the native unwind). Each eval call keeps, in its own C
+ * frame, the address of its innermost Python frame (3.11/3.12: its
+ * _PyCFrame; 3.13: its C-stack stub frame): read from the copy, it anchors
+ * the group to the sample. The slot's offset below the CFA is learned per
+ * process and checked on each use. Stub frames are not part of any group.
+ * Returns 0 (groups[0..n) filled) or a negative errno.
+ */
+int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *snap,
+		    const struct py_stack_copy *copy, const uint64_t *cfas, size_t n,
+		    struct py_group *groups);
+
+/* What a frame shows: strings owned by the reader, valid until it is freed. */
+struct py_frame_info {
+	const char *qualname; /* co_qualname */
+	const char *filename; /* co_filename as the code object has it */
+	uint32_t line; /* from co_linetable and the frame's instruction; 0 if unknown */
+	uint32_t firstline; /* co_firstlineno */
+};
+
+/*
+ * Name a snapshot frame: code objects and strings are read once, cached by
+ * address and checked (type PyCode_Type, header unchanged) on reuse.
+ * 0, or -EFAULT when the code object cannot be read or is not one.
+ */
+int pyreader__describe(struct pyreader *r, pid_t pid, const struct py_frame *f,
+		       struct py_frame_info *out);
+
+struct pyreader_stats {
+	uint64_t probes, processes; /* processes probed, and found running supported Python */
+	uint64_t snapshots, snapshot_failures;
+	uint64_t reads, bytes_read; /* process_vm_readv calls and bytes */
+	uint64_t code_cache_hits, code_reads;
+};
+const struct pyreader_stats *pyreader__stats(const struct pyreader *r);
+
+#endif
