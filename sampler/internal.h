@@ -17,6 +17,7 @@
 #define DLFLAME_SAMPLER_INTERNAL_H
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@
 #include <linux/perf_event.h>
 
 #include "sampler/order.h"
+
 #include "sampler/sampler.h"
 #include "util/util.h"
 
@@ -48,6 +50,7 @@ struct ring {
 	 */
 	uint64_t read_pos;
 	uint64_t release; /* scratch of rings_release() */
+	uint64_t early_pos; /* what the early reader has seen (atomic: its thread writes it) */
 	bool hup;
 };
 
@@ -84,6 +87,11 @@ struct sampler {
 
 	bool attached, threads_only;
 	struct u64map tids; /* attach mode: tids we opened events on (or gave up on) */
+	rec_early_cb early; /* sampler__set_early */
+	void *early_ctx;
+	pthread_t early_thread; /* early.c */
+	int early_stop; /* eventfd that stops it */
+	bool early_running;
 	struct u64map origin; /* attach mode: tid -> the tid whose events it is followed by */
 	bool woken; /* targets_gone may have taken a ring's wakeup */
 	size_t fd_budget; /* attach mode: fds the rings and events may use */
@@ -137,6 +145,10 @@ void rings_close(struct sampler *s);
 int ring_ingest(struct sampler *s, size_t ri);
 void rings_release(struct sampler *s, size_t from);
 bool rings_filling(const struct sampler *s);
+
+/* early.c: the early reader's thread (no-ops without an early callback). */
+int early_start(struct sampler *s);
+void early_stop(struct sampler *s);
 /* The bytes of a queued record, in its ring or copied. */
 static inline const uint8_t *ring_rec_data(const struct sampler *s, const struct order_rec *p)
 {

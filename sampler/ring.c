@@ -314,6 +314,13 @@ void rings_release(struct sampler *s, size_t from)
 	for (size_t i = 0; i < s->nr_rings; i++) {
 		struct perf_event_mmap_page *pg = s->rings[i].map;
 
+		/* what the early reader has not seen yet stays too */
+		if (s->early_running) {
+			uint64_t seen = __atomic_load_n(&s->rings[i].early_pos, __ATOMIC_ACQUIRE);
+
+			if (seen - pg->data_tail < s->rings[i].release - pg->data_tail)
+				s->rings[i].release = seen;
+		}
 		if (pg->data_tail != s->rings[i].release)
 			__atomic_store_n(&pg->data_tail, s->rings[i].release, __ATOMIC_RELEASE);
 	}

@@ -74,6 +74,7 @@ void sampler__free(struct sampler *s)
 {
 	if (!s)
 		return;
+	early_stop(s);
 	if (s->launched && !s->started)
 		launch_kill(s);
 	close_fd(&s->go_fd);
@@ -200,6 +201,12 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 
 	if (!s || !cb || !s->nr_rings)
 		return -EINVAL;
+	if (s->early && !s->early_running) {
+		int err = early_start(s);
+
+		if (err)
+			return err;
+	}
 	for (size_t i = 0; i < s->nr_rings; i++) {
 		s->pfds[i].fd = s->rings[i].hup ? -1 : s->rings[i].fd;
 		s->pfds[i].events = POLLIN;
@@ -214,7 +221,14 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 		timeout_ms = 0;
 		s->woken = false;
 	}
-	if (live || timeout_ms >= 0) {
+	if (s->early_running) {
+		/*
+		 * The early reader wakes for every record; this thread only needs
+		 * to deliver them in time order, and comes back every timeout_ms.
+		 */
+		if (timeout_ms > 0 && poll(NULL, 0, timeout_ms) < 0 && errno != EINTR)
+			return -errno;
+	} else if (live || timeout_ms >= 0) {
 		n = poll(s->pfds, s->nr_rings, timeout_ms);
 		if (n < 0)
 			return errno == EINTR ? 0 : -errno;
@@ -225,9 +239,18 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 	return round_run(s, true, cb, ctx);
 }
 
+void sampler__set_early(struct sampler *s, rec_early_cb cb, void *ctx)
+{
+	if (s) {
+		s->early = cb;
+		s->early_ctx = ctx;
+	}
+}
+
 int sampler__drain(struct sampler *s, rec_cb cb, void *ctx)
 {
 	if (!s || !cb)
 		return -EINVAL;
+	early_stop(s); /* what is left is delivered now: no more early reads */
 	return round_run(s, false, cb, ctx);
 }

@@ -263,6 +263,24 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx);
 /* Drain whatever is left, without waiting. */
 int sampler__drain(struct sampler *s, rec_cb cb, void *ctx);
 
+/*
+ * A callback for each sample as soon as the kernel has written it, long
+ * before the hold-back that orders records by time delivers it (what the
+ * sample points into is valid during the call): for what must be read
+ * from the target while it is still as the sample saw it. It is called
+ * from a thread of the sampler's own, started by the first sampler__poll
+ * and stopped by sampler__drain or sampler__free: cb must not race with
+ * the record callback. In attach mode a record may come twice here (see
+ * deliverable()). Set it before the first poll. cb returns whether it wants
+ * the next samples at once: then the rings are looked at every
+ * EARLY_FAST_US microseconds, else every EARLY_SLOW_MS milliseconds (and
+ * at every ring wakeup).
+ */
+#define EARLY_FAST_US 100
+#define EARLY_SLOW_MS 10
+typedef bool (*rec_early_cb)(void *ctx, const struct rec *r);
+void sampler__set_early(struct sampler *s, rec_early_cb cb, void *ctx);
+
 const struct sampler_stats *sampler__stats(const struct sampler *s);
 
 /*

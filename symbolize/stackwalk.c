@@ -31,9 +31,9 @@ static enum unwind_end end_of(enum walk_end how)
 	}
 }
 
-int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,
-		       const uint8_t *stack, size_t stack_size, uint64_t *ips, size_t max,
-		       enum unwind_end *end)
+int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
+			   uint64_t regs_mask, const uint8_t *stack, size_t stack_size, uint64_t *ips,
+			   uint64_t *sps, size_t max, enum unwind_end *end)
 {
 	const uint64_t need = 1ull << PERF_REG_X86_IP | 1ull << PERF_REG_X86_SP;
 	struct uw_ctx ctx = { .s = s, .stack = stack, .size = stack_size };
@@ -93,7 +93,7 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 			continue;
 		}
 		*end = r == JIT_CALLER_GRAFTED ? end_of(how) : UNWIND_END_JIT_NO_CALLER;
-		return (int)f.n;
+		goto out;
 	}
 	*end = end_of(how);
 	if (how == WALK_ROOT) {
@@ -103,7 +103,18 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 	} else {
 		s->stats.unwind_errors++;
 	}
+out:
+	if (sps)
+		memcpy(sps, f.sps, f.n * sizeof(*sps));
 	return (int)f.n;
+}
+
+int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs, uint64_t regs_mask,
+		       const uint8_t *stack, size_t stack_size, uint64_t *ips, size_t max,
+		       enum unwind_end *end)
+{
+	return symbolizer__unwind_sps(s, pid, regs, regs_mask, stack, stack_size, ips, NULL, max,
+				      end);
 }
 
 bool symbolizer__outermost(struct symbolizer *s, uint32_t pid, uint64_t ra)

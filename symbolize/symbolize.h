@@ -204,6 +204,16 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
 		       enum unwind_end *end);
 
 /*
+ * The same, and also each frame's stack pointer to sps (max entries): the
+ * sampled SP for frame 0, for frame i > 0 the caller's SP once frame i - 1
+ * returned, which is frame i - 1's CFA. Frames of a JIT caller grafted from
+ * an earlier stack of the thread carry that stack's values.
+ */
+int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
+			   uint64_t regs_mask, const uint8_t *stack, size_t stack_size, uint64_t *ips,
+			   uint64_t *sps, size_t max, enum unwind_end *end);
+
+/*
  * Whether the return address ra is in the outermost frame of a thread: the
  * CFI that covers ra - 1 marks the return address undefined, as glibc's
  * _start and clone3 do. A frame-pointer chain that ends there is whole.
