@@ -42,10 +42,23 @@ void collector__free(struct collector *c)
 {
 	if (!c)
 		return;
+	py_free(c->fr.py);
 	frames_exit(&c->fr);
 	threads_exit(&c->th);
 	offcpu_exit(&c->off);
 	free(c);
+}
+
+int collector__enable_python(struct collector *c)
+{
+	return c->fr.py ? 0 : py_init(&c->fr.py, &c->st.py);
+}
+
+bool collector__early(void *ctx, const struct rec *r)
+{
+	struct collector *c = ctx;
+
+	return c->fr.py && r->type == REC_SAMPLE && py_early(c->fr.py, &r->sample);
 }
 
 void collector__set_start(struct collector *c, uint64_t start_time)
@@ -156,6 +169,8 @@ int collector__record(void *ctx, const struct rec *r)
 		err = threads_set_comm(&c->th, r->comm.tid, r->comm.comm);
 		if (!err)
 			err = symbolizer__comm(c->sym, r->comm.pid, r->comm.tid, r->comm.exec);
+		if (!err && r->comm.exec && c->fr.py)
+			py_exec(c->fr.py, r->comm.pid, r->time);
 		break;
 	case REC_FORK:
 		err = threads_fork(&c->th, r->fork.ptid, r->fork.tid);

@@ -36,6 +36,22 @@ enum collect_drop {
 	COLLECT_DROP_MAX,
 };
 
+/* Python frames (collector__enable_python). */
+struct collect_python_stats {
+	uint64_t processes; /* processes found running a CPython whose frames are read */
+	uint64_t samples; /* stacks with eval frames, on and off CPU */
+	uint64_t groups_ok, groups_changed, groups_unread; /* eval calls shown, or placeholders */
+	uint64_t snapshot_failures; /* reads that found the chain changing or unreadable */
+	uint64_t snapshots; /* frame chains read */
+	uint64_t delay_sum_ns, delay_max_ns; /* from each sample to its read */
+	/* newest frames checked against the sampled registers, and found to have changed */
+	uint64_t leaf_checks, leaf_mismatches;
+	uint64_t failed_processes; /* Python processes whose frames cannot be read */
+	uint32_t failed_pid; /* the first of them: its pid, why (negative errno), which version */
+	int failed_err;
+	uint32_t failed_version; /* PY_VERSION_HEX, 0 if not known */
+};
+
 struct collect_stats {
 	uint64_t first_time, last_time; /* of the records seen (CLOCK_MONOTONIC ns) */
 	uint64_t samples; /* on-CPU samples stored */
@@ -48,6 +64,7 @@ struct collect_stats {
 	uint64_t switch_unmatched; /* switch-ins without a switch-out (records lost) */
 	uint64_t dropped[COLLECT_DROP_MAX];
 	int drop_err[COLLECT_DROP_MAX]; /* the first error of each kind (negative errno) */
+	struct collect_python_stats py;
 };
 
 struct collector;
@@ -78,6 +95,17 @@ void collector__set_start(struct collector *c, uint64_t start_time);
  */
 int collector__attached_thread(struct collector *c, uint32_t pid, uint32_t tid, bool blocked,
 			       uint64_t pc, const char *wchan);
+/*
+ * Python frames: read each sampled thread's Python frames (CPython
+ * 3.11-3.13) as soon as the sampler reads its sample (collector__early must
+ * be the sampler's early callback), and show them in place of the
+ * interpreter's eval frames in DWARF stacks. A live recording only: the
+ * processes must be running. 0 or -ENOMEM.
+ */
+int collector__enable_python(struct collector *c);
+/* A rec_early_cb: true while some process runs a Python whose frames are read. */
+bool collector__early(void *c, const struct rec *r);
+
 /* Name a thread before its first record (attach: from /proc/PID/task/TID/comm). */
 int collector__set_comm(struct collector *c, uint32_t tid, const char *comm);
 

@@ -6,7 +6,8 @@
  *   collect.c  records in, stats out   -> offcpu.c, stack.c, frames.c, threads.c
  *   offcpu.c   context switches        -> stack.c, frames.c, threads.c
  *   stack.c    one sample's stack      -> the stack sources, frames.c
- *   stack_fp.c, stack_dwarf.c          -> frames.c
+ *   stack_fp.c, stack_dwarf.c          -> frames.c; stack_dwarf.c -> python.c
+ *   python.c   Python frames for eval frames -> frames.c
  *   frames.c   frames, deferred naming (leaf)
  *   threads.c  tid -> comm, thread ids (leaf)
  */
@@ -14,6 +15,9 @@
 #define DLFLAME_COLLECT_INTERNAL_H
 
 #include "collect.h"
+#include <pthread.h>
+
+#include "python/python.h"
 #include "util/util.h"
 
 #define COLLECT_MAX_DEPTH 1024 /* user frames unwound per sample */
@@ -31,6 +35,7 @@
 struct frames {
 	struct profile *prof;
 	struct symbolizer *sym;
+	struct py_stacks *py; /* Python frames, when enabled; else NULL */
 	uint32_t *ids; /* scratch: frame ids of one sample, leaf first */
 	size_t n, cap;
 	struct u64map loc_frames; /* module << 40 | offset -> placeholder frame id */
@@ -57,6 +62,47 @@ int frames_push_named(struct frames *fr, const struct sym_frame *sf);
 int64_t frames_stack(struct frames *fr);
 /* Name every placeholder; 0 or a negative errno. */
 int frames_name_deferred(struct frames *fr);
+
+/* ---- python.c: Python frames in place of eval frames ---- */
+
+#define PY_MAX_EVALS 64 /* eval calls per stack given Python frames */
+#define PY_CHANGED_FRAME "[python frames changed before read]"
+#define PY_UNREAD_FRAME "[python frames not read]"
+
+struct py_proc;
+struct py_stacks {
+	/*
+	 * py_early runs on the sampler's early thread, the rest on the
+	 * recording's: everything of it is used under this lock.
+	 */
+	pthread_mutex_t lock;
+	struct pyreader *r;
+	struct py_snapshot *scratch;
+	struct u64map procs; /* pid -> index in procs_arr */
+	struct py_proc *procs_arr;
+	size_t nr_procs, procs_cap;
+	struct u64map pending; /* hash of (tid, time) -> struct py_pending * */
+	struct collect_python_stats *st; /* the collector's */
+};
+
+int py_init(struct py_stacks **out, struct collect_python_stats *st);
+void py_free(struct py_stacks *py);
+/*
+ * A sample just read from its ring: snapshot its thread's Python frames.
+ * True while some process runs a Python whose frames are read.
+ */
+bool py_early(struct py_stacks *py, const struct rec_sample *s);
+/* pid exec'd at time: what was probed of it before is void. */
+void py_exec(struct py_stacks *py, uint32_t pid, uint64_t time);
+/* Whether pid runs a Python whose frames are read. */
+bool py_wants(struct py_stacks *py, uint32_t pid);
+/*
+ * Push s's unwound user frames ips[0..k) (SPs in sps, as
+ * symbolizer__unwind_sps gives them), Python frames in place of each eval
+ * frame; a stack whose groups could not all be shown no longer ends complete.
+ */
+int py_push(struct frames *fr, struct py_stacks *py, const struct rec_sample *s,
+	    const uint64_t *ips, const uint64_t *sps, int k, enum stack_end *end);
 
 /* ---- threads.c ---- */
 

@@ -51,7 +51,9 @@ int push_callchain(struct frames *fr, const struct rec_sample *s, bool kernel_pa
  */
 static int push_cut(struct stack_builder *b, enum stack_end end)
 {
-	if (end == STACK_END_COMPLETE || end == STACK_END_FP)
+	/* Python frames not shown: their placeholder stands where they would be */
+	if (end == STACK_END_COMPLETE || end == STACK_END_FP || end == STACK_END_PY_CHANGED ||
+	    end == STACK_END_PY_UNREAD)
 		return 0;
 	if (end == STACK_END_JIT)
 		return frames_push_special(b->fr, "[JIT caller not recovered]");

@@ -33,14 +33,14 @@ static enum stack_end end_of(enum unwind_end end)
 static int dwarf_push_user(struct frames *fr, const struct rec_sample *s, uint32_t max_stack,
 			   enum stack_end *end)
 {
-	uint64_t ips[COLLECT_MAX_DEPTH];
+	uint64_t ips[COLLECT_MAX_DEPTH], sps[COLLECT_MAX_DEPTH];
 	enum unwind_end how = UNWIND_END_ERROR;
 	int k = 0, err;
 
 	*end = STACK_END_NO_USER;
 	if (s->stack_size) {
-		k = symbolizer__unwind(fr->sym, s->pid, s->uregs.regs, s->uregs.mask, s->stack,
-				       s->stack_size, ips, COLLECT_MAX_DEPTH, &how);
+		k = symbolizer__unwind_sps(fr->sym, s->pid, s->uregs.regs, s->uregs.mask, s->stack,
+					   s->stack_size, ips, sps, COLLECT_MAX_DEPTH, &how);
 		if (k == -ENOMEM)
 			return k;
 		*end = STACK_END_ERROR;
@@ -52,12 +52,14 @@ static int dwarf_push_user(struct frames *fr, const struct rec_sample *s, uint32
 		 */
 		return frames_push_addr(fr, s->pid, s->uregs.regs[PERF_REG_X86_IP], false, false);
 	}
+	*end = end_of(how);
+	if (py_wants(fr->py, s->pid))
+		return py_push(fr, fr->py, s, ips, sps, k, end);
 	for (int i = 0; i < k; i++) {
 		err = frames_push_addr(fr, s->pid, ips[i], false, i > 0);
 		if (err)
 			return err;
 	}
-	*end = end_of(how);
 	return 0;
 }
 

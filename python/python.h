@@ -53,11 +53,27 @@ void pyreader__forget(struct pyreader *r, pid_t pid);
  */
 bool pyreader__is_eval(const struct pyreader *r, pid_t pid, uint64_t ip);
 
+/*
+ * Which of a sample's k native frames are eval calls. pcs[i]: frame i's
+ * instruction (the sampled IP, or a return address minus one); cfas[i]:
+ * its CFA (0 if unknown). A frame is one when its pc lies in
+ * _PyEval_EvalFrameDefault, or, outside it (the compiler's .cold part of
+ * it has no symbol of its own), when its slot in the copy holds an eval
+ * call's record (3.11/3.12: a _PyCFrame linked to the next older eval
+ * call's; 3.13: a C-stack stub frame). Fills is_eval[0..k); returns how
+ * many are.
+ */
+struct py_stack_copy;
+size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
+			    const uint64_t *cfas, size_t k, const struct py_stack_copy *copy,
+			    bool *is_eval);
+
 /* One Python frame (_PyInterpreterFrame) as read from the process. */
 struct py_frame {
 	uint64_t addr; /* where the frame lives */
 	uint64_t code; /* its code object */
 	uint64_t instr; /* its last instruction (prev_instr / instr_ptr) */
+	uint32_t code_ref; /* the reader's record of the code object as it was when read */
 	bool entry; /* 3.11: is_entry (the outermost frame of one C eval call) */
 	bool stub; /* 3.12+: a frame owned by the C stack (marks an eval call's start) */
 };
@@ -80,11 +96,18 @@ struct py_snapshot {
  */
 int pyreader__snapshot(struct pyreader *r, pid_t pid, pid_t tid, struct py_snapshot *out);
 
-/* The user stack the kernel copied at the sample: bytes [sp, sp + size). */
+/*
+ * The user stack the kernel copied at the sample: bytes [sp, sp + size);
+ * and, when the sampled instruction itself lies in the newest eval call
+ * (not in a function it called), the sampled registers (indexed as
+ * enum perf_event_x86_regs, valid where regs_mask says), else regs NULL.
+ */
 struct py_stack_copy {
 	uint64_t sp;
 	const uint8_t *data;
 	size_t size;
+	const uint64_t *regs;
+	uint64_t regs_mask;
 };
 
 enum py_group_state {
@@ -97,6 +120,12 @@ enum py_group_state {
 struct py_group {
 	uint32_t first, n;
 	enum py_group_state state;
+	/*
+	 * The innermost frame's instruction at the sample, when the sampled
+	 * registers tell it (the eval loop keeps it in a register: which one is
+	 * learned per process); else 0 and the frame's own, as read, stands.
+	 */
+	uint64_t instr;
 };
 
 /*
@@ -132,8 +161,11 @@ int pyreader__describe(struct pyreader *r, pid_t pid, const struct py_frame *f,
 struct pyreader_stats {
 	uint64_t probes, processes; /* processes probed, and found running supported Python */
 	uint64_t snapshots, snapshot_failures;
+	uint64_t snapshot_retries; /* walks done again: the chain moved while it was read */
 	uint64_t reads, bytes_read; /* process_vm_readv calls and bytes */
 	uint64_t code_cache_hits, code_reads;
+	uint64_t leaf_checks, leaf_mismatches; /* newest frames checked against the registers */
+	uint64_t cold_evals; /* eval calls found by their slot, outside the eval symbol */
 };
 const struct pyreader_stats *pyreader__stats(const struct pyreader *r);
 

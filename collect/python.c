@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Python frames in place of the interpreter's eval frames.
+ *
+ * A Python stack changes within milliseconds (22% of a trainer's stacks
+ * within 3 ms), so a thread's frame chain is read from the process the
+ * moment its sample leaves the ring (py_early, the sampler's early
+ * callback), long before the sample is delivered in time order. When it is
+ * delivered, the native unwind says where each _PyEval_EvalFrameDefault
+ * call is; python/ anchors each call's group of Python frames on the frame
+ * pointer the call kept in the stack copy, so a group is shown only when it
+ * is provably the one on the stack at the sample. Otherwise one visible
+ * placeholder takes its place and the stack's end says why.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#include <asm/perf_regs.h>
+
+/* A process's Python state, as the early callback found it. */
+enum py_state { PY_UNPROBED = 0, PY_NONE, PY_YES, PY_FAILED };
+
+/* Probes of a process that has no interpreter, at most once a second each. */
+#define PY_REPROBE_NS 1000000000ull
+#define PY_MAX_REPROBES 10
+/* Snapshots waiting for their sample: beyond this many, those older than a second go. */
+#define PY_PENDING_MAX 65536
+#define PY_PENDING_AGE_NS 1000000000ull
+
+struct py_proc {
+	uint32_t pid;
+	enum py_state state;
+	uint32_t probes;
+	uint64_t probed_at, next_probe; /* monotonic ns, the clock of the records */
+};
+
+/* A snapshot kept for its sample: only the frames read. */
+struct py_pending {
+	uint64_t time;
+	uint32_t tid;
+	struct py_snapshot snap; /* frames[snap.n] allocated */
+};
+
+static uint64_t pending_key(uint32_t tid, uint64_t time)
+{
+	uint64_t k = hash_u64(time ^ (uint64_t)tid << 44);
+
+	return k == UINT64_MAX ? 0 : k;
+}
+
+int py_init(struct py_stacks **out, struct collect_python_stats *st)
+{
+	struct py_stacks *py = calloc(1, sizeof(*py));
+
+	if (!py)
+		return -ENOMEM;
+	py->r = pyreader__new();
+	py->scratch = malloc(sizeof(*py->scratch));
+	if (!py->r || !py->scratch) {
+		pyreader__free(py->r);
+		free(py->scratch);
+		free(py);
+		return -ENOMEM;
+	}
+	py->st = st;
+	pthread_mutex_init(&py->lock, NULL);
+	u64map_init(&py->procs);
+	u64map_init(&py->pending);
+	*out = py;
+	return 0;
+}
+
+static void drop_pending(struct py_stacks *py, bool all, uint64_t older_than)
+{
+	struct u64map *m = &py->pending;
+
+	for (size_t i = 0; i < m->cap; i++) {
+		struct py_pending *p;
+
+		if (m->keys[i] == UINT64_MAX)
+			continue;
+		p = (struct py_pending *)(uintptr_t)m->vals[i];
+		if (!all && p->time >= older_than)
+			continue;
+		free(p);
+		if (!all) {
+			u64map_del(m, m->keys[i]);
+			i--; /* deletion may move a later key into this slot */
+		}
+	}
+	if (all)
+		u64map_free(m);
+}
+
+void py_free(struct py_stacks *py)
+{
+	if (!py)
+		return;
+	drop_pending(py, true, 0);
+	u64map_free(&py->procs);
+	free(py->procs_arr);
+	free(py->scratch);
+	pyreader__free(py->r);
+	pthread_mutex_destroy(&py->lock);
+	free(py);
+}
+
+static struct py_proc *proc_of(struct py_stacks *py, uint32_t pid, bool create)
+{
+	uint64_t v;
+
+	if (u64map_get(&py->procs, pid, &v))
+		return &py->procs_arr[v];
+	if (!create || grow_array((void **)&py->procs_arr, &py->procs_cap, py->nr_procs + 1,
+				  sizeof(*py->procs_arr)))
+		return NULL;
+	if (u64map_put(&py->procs, pid, py->nr_procs))
+		return NULL;
+	py->procs_arr[py->nr_procs] = (struct py_proc){ .pid = pid };
+	return &py->procs_arr[py->nr_procs++];
+}
+
+/* Look for an interpreter in pid now, if it is time to; its state after. */
+static enum py_state probe(struct py_stacks *py, struct py_proc *p)
+{
+	uint64_t now;
+	int ret;
+
+	if (p->state == PY_YES || p->state == PY_FAILED)
+		return p->state;
+	if (p->state == PY_NONE) {
+		if (p->probes >= PY_MAX_REPROBES || (now = monotonic_ns()) < p->next_probe)
+			return p->state;
+	}
+	ret = pyreader__probe(py->r, (pid_t)p->pid);
+	p->probes++;
+	p->probed_at = monotonic_ns();
+	p->next_probe = p->probed_at + PY_REPROBE_NS;
+	if (ret == 1) {
+		p->state = PY_YES;
+		py->st->processes++;
+	} else if (ret == 0 || ret == -ESRCH) {
+		p->state = PY_NONE;
+	} else {
+		p->state = PY_FAILED;
+		/* the first process whose Python could not be read is what the user hears of */
+		if (!py->st->failed_pid) {
+			py->st->failed_pid = p->pid;
+			py->st->failed_err = ret;
+			py->st->failed_version = pyreader__version(py->r, (pid_t)p->pid);
+		}
+		py->st->failed_processes++;
+	}
+	return p->state;
+}
+
+static void early_locked(struct py_stacks *py, const struct rec_sample *s)
+{
+	struct py_proc *p = proc_of(py, s->pid, true);
+	struct py_pending *pp;
+	uint64_t key, v, now;
+	size_t size;
+
+	if (!p || probe(py, p) != PY_YES || !s->stack_size)
+		return;
+	now = monotonic_ns();
+	if (now > s->time) {
+		py->st->delay_sum_ns += now - s->time;
+		if (now - s->time > py->st->delay_max_ns)
+			py->st->delay_max_ns = now - s->time;
+	}
+	if (pyreader__snapshot(py->r, (pid_t)s->pid, (pid_t)s->tid, py->scratch)) {
+		py->st->snapshot_failures++;
+		return;
+	}
+	py->st->snapshots++;
+	size = offsetof(struct py_pending, snap.frames) +
+	       py->scratch->n * sizeof(py->scratch->frames[0]);
+	pp = malloc(size);
+	if (!pp)
+		return;
+	memcpy(&pp->snap, py->scratch, size - offsetof(struct py_pending, snap));
+	pp->time = s->time;
+	pp->tid = s->tid;
+	key = pending_key(s->tid, s->time);
+	if (u64map_get(&py->pending, key, &v))
+		free((void *)(uintptr_t)v); /* the same sample twice (attach), or a collision */
+	if (u64map_put(&py->pending, key, (uint64_t)(uintptr_t)pp)) {
+		free(pp);
+		return;
+	}
+	if (py->pending.len > PY_PENDING_MAX && s->time > PY_PENDING_AGE_NS)
+		drop_pending(py, false, s->time - PY_PENDING_AGE_NS);
+}
+
+static void exec_locked(struct py_stacks *py, uint32_t pid, uint64_t time)
+{
+	struct py_proc *p = proc_of(py, pid, false);
+
+	/* records come late: the early callback may have probed the new program already */
+	if (p && p->probed_at < time) {
+		pyreader__forget(py->r, (pid_t)pid);
+		*p = (struct py_proc){ .pid = pid };
+	}
+}
+
+/* The snapshot taken for sample s, now the caller's; NULL if none. */
+static struct py_pending *take(struct py_stacks *py, const struct rec_sample *s)
+{
+	uint64_t key = pending_key(s->tid, s->time), v;
+	struct py_pending *pp;
+
+	if (!u64map_get(&py->pending, key, &v))
+		return NULL;
+	u64map_del(&py->pending, key);
+	pp = (struct py_pending *)(uintptr_t)v;
+	if (pp->tid != s->tid || pp->time != s->time) {
+		free(pp);
+		return NULL;
+	}
+	return pp;
+}
+
+static int push_frame(struct frames *fr, struct py_stacks *py, uint32_t pid,
+		      const struct py_frame *f)
+{
+	struct py_frame_info info;
+	struct pf_frame pf = { .kind = FRAME_PYTHON };
+	int64_t name, file, id;
+
+	if (pyreader__describe(py->r, (pid_t)pid, f, &info))
+		return 1;
+	name = profile__string(fr->prof, info.qualname, strlen(info.qualname));
+	file = profile__string(fr->prof, info.filename, strlen(info.filename));
+	if (name < 0 || file < 0)
+		return -ENOMEM;
+	pf.name = (uint32_t)name;
+	pf.module = (uint32_t)file;
+	pf.file = (uint32_t)file;
+	pf.line = info.line;
+	id = profile__frame_full(fr->prof, &pf);
+	return id < 0 ? (int)id : frames_push_id(fr, id);
+}
+
+bool py_wants(struct py_stacks *py, uint32_t pid)
+{
+	struct py_proc *p;
+	bool yes;
+
+	if (!py)
+		return false;
+	pthread_mutex_lock(&py->lock);
+	p = proc_of(py, pid, false);
+	yes = p && p->state == PY_YES;
+	pthread_mutex_unlock(&py->lock);
+	return yes;
+}
+
+static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec_sample *s,
+		       const uint64_t *ips, const uint64_t *sps, int k, enum stack_end *end)
+{
+	struct py_stack_copy copy = { .sp = s->uregs.regs[PERF_REG_X86_SP],
+				      .data = s->stack,
+				      .size = s->stack_size };
+	struct py_pending *pp = take(py, s);
+	uint64_t cfas[PY_MAX_EVALS], pcs[COLLECT_MAX_DEPTH], fcfa[COLLECT_MAX_DEPTH];
+	bool is_eval[COLLECT_MAX_DEPTH];
+	struct py_group groups[PY_MAX_EVALS];
+	size_t n = 0, g = 0;
+	bool changed = false, unread = false;
+	int err = 0;
+
+	/* a frame's CFA is its caller's SP: the outermost frame has none, and is no eval */
+	for (int i = 0; i < k; i++) {
+		pcs[i] = i ? ips[i] - 1 : ips[i];
+		fcfa[i] = i + 1 < k ? sps[i + 1] : 0;
+	}
+	pyreader__find_evals(py->r, (pid_t)s->pid, pcs, fcfa, (size_t)k, &copy, is_eval);
+	for (int i = 0; i < k; i++) {
+		if (is_eval[i] && n == PY_MAX_EVALS)
+			is_eval[i] = false;
+		if (is_eval[i])
+			cfas[n++] = fcfa[i];
+	}
+	/* the sampled registers are the newest eval call's own only when it was running */
+	if (k > 1 && is_eval[0]) {
+		copy.regs = s->uregs.regs;
+		copy.regs_mask = s->uregs.mask;
+	}
+	if (!n) {
+		free(pp);
+		for (int i = 0; i < k && !err; i++)
+			err = frames_push_addr(fr, s->pid, ips[i], false, i > 0);
+		return err;
+	}
+	py->st->samples++;
+	if (!pp || pyreader__match(py->r, (pid_t)s->pid, &pp->snap, &copy, cfas, n, groups)) {
+		for (size_t e = 0; e < n; e++)
+			groups[e] = (struct py_group){ .state = PY_GROUP_UNKNOWN };
+	}
+	for (int i = 0; i < k && !err; i++) {
+		const struct py_group *gr;
+		int ret = 0;
+
+		if (!is_eval[i]) {
+			err = frames_push_addr(fr, s->pid, ips[i], false, i > 0);
+			continue;
+		}
+		gr = &groups[g++];
+		if (gr->state == PY_GROUP_OK && pp && gr->first + gr->n <= pp->snap.n) {
+			size_t mark = fr->n;
+
+			for (uint32_t j = 0; j < gr->n && ret == 0; j++) {
+				struct py_frame f = pp->snap.frames[gr->first + j];
+
+				if (j == 0 && gr->instr)
+					f.instr = gr->instr; /* where it was at the sample */
+				ret = push_frame(fr, py, s->pid, &f);
+			}
+			if (ret == 0) {
+				py->st->groups_ok++;
+				continue;
+			}
+			if (ret < 0) {
+				err = ret;
+				continue;
+			}
+			fr->n = mark; /* a code object could not be read: the whole group goes */
+		}
+		if (gr->state == PY_GROUP_CHANGED) {
+			changed = true;
+			py->st->groups_changed++;
+			err = frames_push_special(fr, PY_CHANGED_FRAME);
+		} else {
+			unread = true;
+			py->st->groups_unread++;
+			err = frames_push_special(fr, PY_UNREAD_FRAME);
+		}
+	}
+	free(pp);
+	py->st->leaf_checks = pyreader__stats(py->r)->leaf_checks;
+	py->st->leaf_mismatches = pyreader__stats(py->r)->leaf_mismatches;
+	if (*end == STACK_END_COMPLETE && (changed || unread))
+		*end = changed ? STACK_END_PY_CHANGED : STACK_END_PY_UNREAD;
+	return err;
+}
+
+bool py_early(struct py_stacks *py, const struct rec_sample *s)
+{
+	bool any;
+
+	pthread_mutex_lock(&py->lock);
+	early_locked(py, s);
+	any = py->st->processes > 0;
+	pthread_mutex_unlock(&py->lock);
+	return any;
+}
+
+void py_exec(struct py_stacks *py, uint32_t pid, uint64_t time)
+{
+	pthread_mutex_lock(&py->lock);
+	exec_locked(py, pid, time);
+	pthread_mutex_unlock(&py->lock);
+}
+
+int py_push(struct frames *fr, struct py_stacks *py, const struct rec_sample *s,
+	    const uint64_t *ips, const uint64_t *sps, int k, enum stack_end *end)
+{
+	int err;
+
+	pthread_mutex_lock(&py->lock);
+	err = push_locked(fr, py, s, ips, sps, k, end);
+	pthread_mutex_unlock(&py->lock);
+	return err;
+}

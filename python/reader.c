@@ -1,0 +1,1123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Python reader: finding an interpreter in a process, reading a
+ * thread's frame chain, matching it to a sample's eval calls, naming its
+ * frames. Everything read from the target is untrusted: each pointer is
+ * read through process_vm_readv (which fails cleanly on unmapped memory),
+ * each count and length is capped, each walk bounded.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "python/internal.h"
+#include "util/util.h"
+
+#define MAX_INTERPRETERS 64
+#define MAX_THREADS 4096
+#define MAX_STRING 4096 /* characters of a name or file name */
+#define MAX_LINETABLE (256u << 10)
+#define FRAME_BYTES 72 /* the fields read of a _PyInterpreterFrame */
+#define WINDOW 8192 /* bytes of a thread's data stack read at once */
+#define TSTATE_BYTES 256 /* the fields read of a PyThreadState */
+#define SLOT_MIN 16 /* where a C eval call's slot may lie below its CFA */
+#define SLOT_MAX 4096
+#define CODE_HDR 256 /* bytes read of a code object's header, at most */
+#define PY_REGS 24 /* perf's x86-64 user registers: AX .. R15 */
+#define IP_REG_TRIES 64 /* samples that teach which register holds the instruction */
+#define PERF_REG_SP 7
+#define PERF_REG_IP 8
+#define FRAME_OWNED_BY_CSTACK 3
+
+/*
+ * A code object as read: never changed once made. When another code
+ * object takes the address of a freed one, a new entry is made, so a
+ * snapshot's frames keep naming what they held when they were read.
+ */
+struct code_entry {
+	uint64_t addr;
+	uint64_t code_bytes; /* the instructions: co_code_adaptive, Py_SIZE code units */
+	uint64_t qualname_p, filename_p, linetable_p; /* what the names were read from */
+	int32_t firstline;
+	char *qualname, *filename;
+	uint8_t *linetable;
+	size_t linetable_len;
+};
+
+struct proc {
+	pid_t pid;
+	int state; /* 1: a supported interpreter; 0: none found; < 0: why not */
+	uint32_t version;
+	struct py_layout L;
+	uint64_t runtime, code_type, none, eval_lo, eval_hi;
+	uint64_t slot; /* a C eval call's slot lies this far below its CFA; 0 unknown */
+	/* which sampled register holds the newest eval call's next instruction */
+	uint32_t ip_hits[PY_REGS], ip_tries;
+	int ip_reg; /* -1 until learned */
+	struct u64map tstates; /* tid -> PyThreadState */
+	struct u64map codes; /* code object address -> index in code[] of its latest entry */
+	struct code_entry *code;
+	size_t nr_code, code_cap;
+};
+
+struct file_syms {
+	uint64_t key; /* dev and inode */
+	struct py_syms syms;
+};
+
+struct pyreader {
+	struct proc **procs;
+	size_t nr_procs, procs_cap;
+	struct u64map pids; /* pid -> index in procs */
+	struct file_syms *files;
+	size_t nr_files, files_cap;
+	struct u64map file_idx; /* key -> index in files */
+	struct pyreader_stats st;
+	/* the last data-stack window read */
+	pid_t win_pid;
+	uint64_t win_lo;
+	size_t win_len;
+	uint8_t win[WINDOW];
+};
+
+struct pyreader *pyreader__new(void)
+{
+	struct pyreader *r = calloc(1, sizeof(*r));
+
+	if (r) {
+		u64map_init(&r->pids);
+		u64map_init(&r->file_idx);
+	}
+	return r;
+}
+
+static void proc_clear(struct proc *p)
+{
+	for (size_t i = 0; i < p->nr_code; i++) {
+		free(p->code[i].qualname);
+		free(p->code[i].filename);
+		free(p->code[i].linetable);
+	}
+	free(p->code);
+	u64map_free(&p->codes);
+	u64map_free(&p->tstates);
+	memset(p, 0, sizeof(*p));
+}
+
+void pyreader__free(struct pyreader *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nr_procs; i++) {
+		proc_clear(r->procs[i]);
+		free(r->procs[i]);
+	}
+	free(r->procs);
+	free(r->files);
+	u64map_free(&r->pids);
+	u64map_free(&r->file_idx);
+	free(r);
+}
+
+static struct proc *proc_get(const struct pyreader *r, pid_t pid)
+{
+	uint64_t v;
+
+	return r && u64map_get(&r->pids, (uint64_t)pid, &v) ? r->procs[v] : NULL;
+}
+
+static struct proc *proc_new(struct pyreader *r, pid_t pid)
+{
+	struct proc *p = proc_get(r, pid);
+
+	if (p) {
+		proc_clear(p);
+	} else {
+		if (grow_array((void **)&r->procs, &r->procs_cap, r->nr_procs + 1,
+			       sizeof(*r->procs)))
+			return NULL;
+		p = calloc(1, sizeof(*p));
+		if (!p || u64map_put(&r->pids, (uint64_t)pid, r->nr_procs)) {
+			free(p);
+			return NULL;
+		}
+		r->procs[r->nr_procs++] = p;
+	}
+	p->pid = pid;
+	p->ip_reg = -1;
+	u64map_init(&p->tstates);
+	u64map_init(&p->codes);
+	return p;
+}
+
+static int rd(struct pyreader *r, pid_t pid, uint64_t addr, void *buf, size_t n)
+{
+	r->st.reads++;
+	r->st.bytes_read += n;
+	return py_read(pid, addr, buf, n);
+}
+
+static uint64_t u64_at(const uint8_t *b, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+static uint32_t u32_at(const uint8_t *b, size_t off)
+{
+	uint32_t v;
+
+	memcpy(&v, b + off, sizeof(v));
+	return v;
+}
+
+/* ---- finding the interpreter ---------------------------------------------- */
+
+/* A module's symbols, read once per file (device and inode) for every process. */
+static const struct py_syms *file_syms(struct pyreader *r, pid_t pid, uint64_t key,
+				       const char *path)
+{
+	char full[4200];
+	uint64_t v;
+	struct py_syms s;
+
+	if (u64map_get(&r->file_idx, key, &v))
+		return &r->files[v].syms;
+	/* the target's view of its files: another mount namespace, a container */
+	snprintf(full, sizeof(full), "/proc/%d/root%s", (int)pid, path);
+	if (py_elf_syms(full, &s) && py_elf_syms(path, &s))
+		memset(&s, 0, sizeof(s));
+	if (grow_array((void **)&r->files, &r->files_cap, r->nr_files + 1, sizeof(*r->files)) ||
+	    u64map_put(&r->file_idx, key, r->nr_files))
+		return NULL;
+	r->files[r->nr_files] = (struct file_syms){ .key = key, .syms = s };
+	return &r->files[r->nr_files++].syms;
+}
+
+/*
+ * The module holding _PyRuntime among pid's mappings, and its load bias.
+ * 0 and *found set, 0 with nothing found, or a negative errno.
+ */
+static int find_runtime(struct pyreader *r, pid_t pid, struct py_syms *found, uint64_t *bias)
+{
+	char path[64], line[4400];
+	struct u64map seen;
+	FILE *f;
+	int err = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	u64map_init(&seen);
+	memset(found, 0, sizeof(*found));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, off, ino;
+		unsigned maj, min;
+		char perms[8];
+		int pos = 0;
+		const struct py_syms *s;
+		uint64_t key, dummy;
+		char *file;
+
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off,
+			   &maj, &min, &ino, &pos) < 7 ||
+		    !ino || !pos)
+			continue;
+		file = line + pos;
+		file[strcspn(file, "\n")] = '\0';
+		/* the lowest mapping of a file maps its start: the one that gives the bias */
+		if (file[0] != '/' || off != 0)
+			continue;
+		key = hash_u64(((uint64_t)maj << 44 | (uint64_t)min << 32) ^ hash_u64(ino));
+		if (u64map_get(&seen, key, &dummy))
+			continue;
+		if (u64map_put(&seen, key, 1)) {
+			err = -ENOMEM;
+			break;
+		}
+		s = file_syms(r, pid, key, file);
+		if (!s) {
+			err = -ENOMEM;
+			break;
+		}
+		if (s->runtime && s->version && s->eval) {
+			*found = *s;
+			*bias = s->is_exec ? 0 : start - s->load_vaddr;
+			break;
+		}
+	}
+	u64map_free(&seen);
+	fclose(f);
+	return err;
+}
+
+int pyreader__probe(struct pyreader *r, pid_t pid)
+{
+	struct py_syms s;
+	struct proc *p;
+	uint64_t bias = 0, dbg[PY_DEBUG_OFFSETS_WORDS], head;
+	uint32_t version;
+	int err;
+
+	if (!r || pid <= 0)
+		return -EINVAL;
+	r->st.probes++;
+	p = proc_new(r, pid);
+	if (!p)
+		return -ENOMEM;
+	err = find_runtime(r, pid, &s, &bias);
+	if (err || !s.runtime)
+		return p->state = err;
+	err = rd(r, pid, s.version + bias, &version, sizeof(version));
+	if (err)
+		return p->state = err == -EFAULT ? 0 : err;
+	p->version = version;
+	p->runtime = s.runtime + bias;
+	p->code_type = s.code_type ? s.code_type + bias : 0;
+	p->none = s.none ? s.none + bias : 0;
+	p->eval_lo = s.eval + bias;
+	p->eval_hi = p->eval_lo + (s.eval_size ? s.eval_size : 1);
+	if ((version >> 16) >= 0x030d && rd(r, pid, p->runtime, dbg, sizeof(dbg)))
+		return p->state = -EFAULT;
+	if (!py_layout_for(version, dbg, PY_DEBUG_OFFSETS_WORDS, &p->L) || !p->code_type)
+		return p->state = -EPROTONOSUPPORT;
+	/* readable at all? (ptrace access: another user's process fails here) */
+	err = rd(r, pid, p->runtime + p->L.rt_interp_head, &head, sizeof(head));
+	if (err)
+		return p->state = err;
+	r->st.processes++;
+	return p->state = 1;
+}
+
+uint32_t pyreader__version(const struct pyreader *r, pid_t pid)
+{
+	const struct proc *p = proc_get(r, pid);
+
+	return p ? p->version : 0;
+}
+
+void pyreader__forget(struct pyreader *r, pid_t pid)
+{
+	struct proc *p = proc_get(r, pid);
+
+	if (p) {
+		proc_clear(p);
+		p->pid = pid;
+		p->ip_reg = -1;
+		u64map_init(&p->tstates);
+		u64map_init(&p->codes);
+	}
+}
+
+bool pyreader__is_eval(const struct pyreader *r, pid_t pid, uint64_t ip)
+{
+	const struct proc *p = proc_get(r, pid);
+
+	return p && p->state == 1 && ip >= p->eval_lo && ip < p->eval_hi;
+}
+
+/* ---- threads and frames ---------------------------------------------------- */
+
+/* Walk every interpreter's threads, remembering each tid's thread state. */
+static int scan_threads(struct pyreader *r, struct proc *p)
+{
+	const struct py_layout *L = &p->L;
+	uint64_t interp, th, next;
+	uint8_t ts[TSTATE_BYTES];
+	int err;
+
+	err = rd(r, p->pid, p->runtime + L->rt_interp_head, &interp, sizeof(interp));
+	for (int i = 0; !err && interp && i < MAX_INTERPRETERS; i++) {
+		err = rd(r, p->pid, interp + L->is_threads_head, &th, sizeof(th));
+		for (int j = 0; !err && th && j < MAX_THREADS; j++) {
+			err = rd(r, p->pid, th, ts, sizeof(ts));
+			if (err)
+				break;
+			if (u64map_put(&p->tstates, u64_at(ts, L->ts_native_tid), th))
+				return -ENOMEM;
+			next = u64_at(ts, L->ts_next);
+			th = next == th ? 0 : next;
+		}
+		if (!err)
+			err = rd(r, p->pid, interp + L->is_next, &next, sizeof(next));
+		interp = !err && next != interp ? next : 0;
+	}
+	return err;
+}
+
+/* tid's thread state, its first TSTATE_BYTES read into ts; 0 if it has none. */
+static uint64_t find_tstate(struct pyreader *r, struct proc *p, pid_t tid, uint8_t *ts)
+{
+	uint64_t th;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass && scan_threads(r, p) < 0)
+			return 0;
+		if (!u64map_get(&p->tstates, (uint64_t)tid, &th))
+			continue;
+		if (!rd(r, p->pid, th, ts, TSTATE_BYTES) &&
+		    u64_at(ts, p->L.ts_native_tid) == (uint64_t)tid)
+			return th;
+		u64map_del(&p->tstates, (uint64_t)tid);
+	}
+	return 0;
+}
+
+/*
+ * The FRAME_BYTES of the frame at addr: from the window last read when it
+ * lies there, else from a new window ending at it (a thread's frames grow
+ * up its data stack: older ones lie below), else from the frame alone.
+ */
+static int read_frame(struct pyreader *r, pid_t pid, uint64_t addr, uint8_t *out)
+{
+	uint64_t lo;
+
+	if (r->win_pid == pid && addr >= r->win_lo && addr - r->win_lo <= r->win_len &&
+	    r->win_len - (addr - r->win_lo) >= FRAME_BYTES) {
+		memcpy(out, r->win + (addr - r->win_lo), FRAME_BYTES);
+		return 0;
+	}
+	/* the frame's 4 KiB page and the pages below it, WINDOW bytes at most */
+	lo = addr & ~(uint64_t)0xfff;
+	lo = lo >= WINDOW - 4096 ? lo - (WINDOW - 4096) : 0;
+	if (addr + FRAME_BYTES - lo > WINDOW)
+		lo = addr + FRAME_BYTES - WINDOW;
+	if (lo && lo < addr && !rd(r, pid, lo, r->win, (size_t)(addr + FRAME_BYTES - lo))) {
+		r->win_pid = pid;
+		r->win_lo = lo;
+		r->win_len = (size_t)(addr + FRAME_BYTES - lo);
+		memcpy(out, r->win + (addr - lo), FRAME_BYTES);
+		return 0;
+	}
+	r->win_pid = 0;
+	return rd(r, pid, addr, out, FRAME_BYTES);
+}
+
+/* The thread's innermost frame now (and its _PyCFrame, 3.11/3.12). */
+static int current_frame(struct pyreader *r, const struct proc *p, uint64_t th, uint64_t *cframe,
+			 uint64_t *frame)
+{
+	const struct py_layout *L = &p->L;
+	int err;
+
+	if (L->ts_cframe == PY_NO_FIELD) {
+		*cframe = 0;
+		return rd(r, p->pid, th + L->ts_current_frame, frame, sizeof(*frame));
+	}
+	err = rd(r, p->pid, th + L->ts_cframe, cframe, sizeof(*cframe));
+	return err ? err : rd(r, p->pid, *cframe + L->cf_current, frame, sizeof(*frame));
+}
+
+static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct py_snapshot *out);
+static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot *snap);
+
+/*
+ * The chain is read frame by frame while the thread runs: a read that
+ * began in one state of the chain and ended in another could join frames
+ * that never were on one stack (a frame popped, its slot taken by a
+ * sibling). The thread's innermost frame is read again after the walk: if
+ * it moved, the walk is done again, a few times at most.
+ */
+int pyreader__snapshot(struct pyreader *r, pid_t pid, pid_t tid, struct py_snapshot *out)
+{
+	struct proc *p = proc_get(r, pid);
+	uint64_t cframe, frame;
+	int err = -EFAULT;
+
+	if (!r || !out)
+		return -EINVAL;
+	if (!p || p->state != 1)
+		return -ENODEV;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		if (attempt)
+			r->st.snapshot_retries++;
+		err = snapshot_once(r, p, tid, out);
+		if (err == -EFAULT)
+			continue; /* a pointer read mid-change: try again */
+		if (err)
+			break;
+		err = current_frame(r, p, out->tstate, &cframe, &frame);
+		if (err)
+			break;
+		if (cframe == out->cframe && frame == (out->n ? out->frames[0].addr : 0)) {
+			err = resolve_codes(r, p, out);
+			if (!err)
+				return 0;
+			if (err != -EFAULT)
+				break;
+			continue;
+		}
+		err = -EFAULT;
+	}
+	if (err != -ENOENT)
+		r->st.snapshot_failures++;
+	return err == -ESRCH || err == -ENOENT || err == -ENOMEM ? err : -EFAULT;
+}
+
+static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct py_snapshot *out)
+{
+	pid_t pid = p->pid;
+	uint8_t ts[TSTATE_BYTES], fb[FRAME_BYTES];
+	uint64_t th, frame, cframe = 0;
+	const struct py_layout *L = &p->L;
+	int err;
+
+	out->n = 0;
+	out->cut = false;
+	out->tstate = out->cframe = 0;
+	r->win_pid = 0; /* what the window holds is from an earlier read */
+	th = find_tstate(r, p, tid, ts);
+	if (!th) {
+		if (rd(r, pid, p->runtime, &frame, sizeof(frame)) == -ESRCH)
+			return -ESRCH;
+		return -ENOENT;
+	}
+	out->tstate = th;
+	if (L->ts_cframe != PY_NO_FIELD) {
+		cframe = u64_at(ts, L->ts_cframe);
+		err = rd(r, pid, cframe + L->cf_current, &frame, sizeof(frame));
+		if (err)
+			goto fail;
+		out->cframe = cframe;
+	} else {
+		frame = u64_at(ts, L->ts_current_frame);
+	}
+	r->st.snapshots++;
+	while (frame) {
+		struct py_frame *f;
+		uint8_t owner;
+
+		if (out->n == PY_MAX_FRAMES) {
+			out->cut = true;
+			break;
+		}
+		err = read_frame(r, pid, frame, fb);
+		if (err)
+			goto fail;
+		f = &out->frames[out->n];
+		f->addr = frame;
+		f->code = u64_at(fb, L->fr_code);
+		f->instr = u64_at(fb, L->fr_instr);
+		f->entry = L->fr_is_entry != PY_NO_FIELD && fb[L->fr_is_entry];
+		owner = fb[L->fr_owner];
+		if (owner > FRAME_OWNED_BY_CSTACK) {
+			err = -EFAULT; /* not a frame (any more) */
+			goto fail;
+		}
+		f->stub = L->fr_is_entry == PY_NO_FIELD && owner == FRAME_OWNED_BY_CSTACK;
+		f->code_ref = 0;
+		out->n++;
+		frame = u64_at(fb, L->fr_previous);
+		/* a chain that loops is being rewritten under us */
+		for (uint32_t k = 0; frame && k < out->n; k++)
+			if (out->frames[k].addr == frame) {
+				err = -EFAULT;
+				goto fail;
+			}
+	}
+	return 0;
+fail:
+	return err == -ESRCH || err == -ENOMEM ? err : -EFAULT;
+}
+
+/* ---- matching a snapshot to a sample's eval calls -------------------------- */
+
+struct span {
+	uint32_t first, n;
+	uint64_t stub; /* 3.12+: the stub frame that ends it (its eval call's entry), else 0 */
+};
+
+/* The snapshot's groups, innermost first; returns how many. */
+static size_t split(const struct py_snapshot *snap, struct span *g, size_t max)
+{
+	size_t n = 0;
+	uint32_t start = 0;
+
+	for (uint32_t i = 0; i < snap->n && n < max; i++) {
+		const struct py_frame *f = &snap->frames[i];
+
+		if (f->stub) {
+			g[n++] = (struct span){ .first = start, .n = i - start, .stub = f->addr };
+			start = i + 1;
+		} else if (f->entry) {
+			g[n++] = (struct span){ .first = start, .n = i + 1 - start };
+			start = i + 1;
+		}
+	}
+	if (start < snap->n && n < max)
+		g[n++] = (struct span){ .first = start, .n = snap->n - start };
+	return n;
+}
+
+/* The word at addr of the copy; false outside it. */
+static bool copy_word(const struct py_stack_copy *c, uint64_t addr, uint64_t *v)
+{
+	if (addr < c->sp || addr - c->sp > c->size || c->size - (addr - c->sp) < 8)
+		return false;
+	memcpy(v, c->data + (addr - c->sp), 8);
+	return true;
+}
+
+static bool copy_byte(const struct py_stack_copy *c, uint64_t addr, uint8_t *v)
+{
+	if (addr < c->sp || addr - c->sp >= c->size)
+		return false;
+	*v = c->data[addr - c->sp];
+	return true;
+}
+
+/* 3.11/3.12: is slot K below the CFAs a chain of _PyCFrames in the copy? */
+static bool cframe_slot_fits(const struct proc *p, const struct py_stack_copy *c,
+			     const struct py_snapshot *snap, const uint64_t *cfas, size_t n,
+			     uint64_t k)
+{
+	uint64_t prev, cur;
+
+	if (cfas[0] < k)
+		return false;
+	if (n >= 2) {
+		for (size_t i = 0; i + 1 < n; i++)
+			if (cfas[i + 1] >= k && copy_word(c, cfas[i] - k + p->L.cf_previous, &prev))
+				return prev == cfas[i + 1] - k;
+		return false;
+	}
+	/* one eval call: it must be the one the thread was in when read */
+	return snap->cframe == cfas[0] - k && snap->n &&
+	       copy_word(c, cfas[0] - k + p->L.cf_current, &cur) && cur == snap->frames[0].addr;
+}
+
+/* 3.13: does slot K below the first CFA hold a C-stack stub frame? */
+static bool stub_at(const struct proc *p, const struct py_stack_copy *c, uint64_t addr)
+{
+	uint64_t exe;
+	uint8_t owner;
+
+	return copy_byte(c, addr + p->L.fr_owner, &owner) && owner == FRAME_OWNED_BY_CSTACK &&
+	       copy_word(c, addr + p->L.fr_code, &exe) && exe == p->none;
+}
+
+static void learn_slot(struct proc *p, const struct py_snapshot *snap,
+		       const struct py_stack_copy *c, const uint64_t *cfas, size_t n)
+{
+	if (p->L.ts_cframe != PY_NO_FIELD) {
+		for (uint64_t k = SLOT_MIN; k <= SLOT_MAX; k += 8)
+			if (cframe_slot_fits(p, c, snap, cfas, n, k)) {
+				p->slot = k;
+				return;
+			}
+		return;
+	}
+	/* the newest stub of the snapshot is the newest eval call's, if it still runs */
+	for (uint32_t i = 0; i < snap->n; i++) {
+		uint64_t s = snap->frames[i].addr;
+
+		if (!snap->frames[i].stub)
+			continue;
+		if (cfas[0] > s && cfas[0] - s >= SLOT_MIN && cfas[0] - s <= SLOT_MAX &&
+		    stub_at(p, c, s))
+			p->slot = cfas[0] - s;
+		return;
+	}
+}
+
+/*
+ * Whether the newest call's innermost frame f ran the code it holds now
+ * at the sample: the eval loop keeps its next instruction in a register
+ * (which one is learned per process, from samples whose anchors agree),
+ * and that register must point into f's code. A frame whose slot a sibling
+ * call took between the sample and the read (same depth, same address)
+ * fails here. *instr: the instruction at the sample, or 0 if not known.
+ */
+static bool leaf_agrees(struct pyreader *r, struct proc *p, const struct py_stack_copy *c,
+			const struct py_frame *f, uint64_t *instr)
+{
+	const struct code_entry *e;
+	uint64_t base, end, v;
+	uint32_t best = 0;
+
+	*instr = 0;
+	if (!c->regs || f->stub || !f->code_ref || f->code_ref > p->nr_code)
+		return true;
+	e = &p->code[f->code_ref - 1];
+	base = f->code + p->L.co_code_adaptive;
+	end = base + e->code_bytes;
+	if (p->ip_reg < 0) {
+		if (p->ip_tries >= IP_REG_TRIES)
+			return true; /* no register holds it: nothing to check against */
+		for (int i = 0; i < PY_REGS; i++)
+			if (i != PERF_REG_SP && i != PERF_REG_IP && (c->regs_mask >> i & 1) &&
+			    c->regs[i] >= base && c->regs[i] <= end)
+				p->ip_hits[i]++;
+		if (++p->ip_tries == IP_REG_TRIES) {
+			for (int i = 1; i < PY_REGS; i++)
+				if (p->ip_hits[i] > p->ip_hits[best])
+					best = (uint32_t)i;
+			if (p->ip_hits[best] >= IP_REG_TRIES * 9 / 10)
+				p->ip_reg = (int)best;
+		}
+		return true;
+	}
+	if (!(c->regs_mask >> p->ip_reg & 1))
+		return true;
+	v = c->regs[p->ip_reg];
+	r->st.leaf_checks++;
+	if (v < base || v > end) {
+		r->st.leaf_mismatches++;
+		return false;
+	}
+	/* it points past the instruction being run */
+	*instr = v >= base + 2 ? v - 2 : v;
+	return true;
+}
+
+size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
+			    const uint64_t *cfas, size_t k, const struct py_stack_copy *copy,
+			    bool *is_eval)
+{
+	struct proc *p = proc_get(r, pid);
+	uint64_t older = 0, prev;
+	size_t n = 0;
+
+	if (!p || p->state != 1 || !pcs || !cfas || !is_eval) {
+		for (size_t i = 0; is_eval && i < k; i++)
+			is_eval[i] = false;
+		return 0;
+	}
+	for (size_t i = 0; i < k; i++)
+		n += is_eval[i] = cfas[i] && pcs[i] >= p->eval_lo && pcs[i] < p->eval_hi;
+	if (!p->slot || !copy)
+		return n;
+	/* outermost first: each eval call's record links to the next older one's */
+	for (size_t i = k; i-- > 0;) {
+		uint64_t slot = cfas[i] - p->slot;
+
+		if (!cfas[i] || cfas[i] < p->slot) {
+			continue;
+		} else if (is_eval[i]) {
+			older = cfas[i];
+			continue;
+		}
+		if (p->L.ts_cframe != PY_NO_FIELD) {
+			uint64_t cur;
+
+			/*
+			 * Other C frames keep tstate->cframe too (for its use_tracing):
+			 * a _PyCFrame of its own also holds its call's frame.
+			 */
+			if (!older || !copy_word(copy, slot + p->L.cf_previous, &prev) ||
+			    prev != older - p->slot || !copy_word(copy, slot + p->L.cf_current, &cur) ||
+			    !cur || cur % 8)
+				continue;
+		} else if (!stub_at(p, copy, slot)) {
+			continue;
+		}
+		is_eval[i] = true;
+		older = cfas[i];
+		n++;
+		r->st.cold_evals++;
+	}
+	return n;
+}
+
+#define ANCHOR_UNREADABLE (-2)
+#define ANCHOR_NONE (-1)
+
+/*
+ * The snapshot group an eval call with this CFA had at the sample:
+ * 3.11/3.12: the group whose innermost frame is the one its _PyCFrame held;
+ * 3.13: the group its stub frame ends (and, unless it is the newest, whose
+ * innermost frame the next newer call's stub points to: checked by the
+ * caller's consistent shift). ANCHOR_NONE when no group is,
+ * ANCHOR_UNREADABLE when the copy does not hold its slot.
+ */
+static long anchor_group(const struct proc *p, const struct py_snapshot *snap,
+			 const struct py_stack_copy *c, const struct span *g, size_t ng,
+			 uint64_t cfa)
+{
+	uint64_t slot = cfa - p->slot, anchor;
+
+	if (cfa < p->slot)
+		return ANCHOR_UNREADABLE;
+	if (p->L.ts_cframe != PY_NO_FIELD) {
+		if (!copy_word(c, slot + p->L.cf_current, &anchor))
+			return ANCHOR_UNREADABLE;
+		for (size_t j = 0; j < ng; j++)
+			if (g[j].n && snap->frames[g[j].first].addr == anchor)
+				return (long)j;
+		return ANCHOR_NONE;
+	}
+	if (!stub_at(p, c, slot))
+		return ANCHOR_UNREADABLE;
+	for (size_t j = 0; j < ng; j++) {
+		if (g[j].stub != slot)
+			continue;
+		/* the frame it was called from, which the stub points to, leads the next group */
+		if (j + 1 < ng && g[j + 1].n && copy_word(c, slot + p->L.fr_previous, &anchor) &&
+		    anchor != snap->frames[g[j + 1].first].addr)
+			return ANCHOR_NONE;
+		return (long)j;
+	}
+	return ANCHOR_NONE;
+}
+
+int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *snap,
+		    const struct py_stack_copy *copy, const uint64_t *cfas, size_t n,
+		    struct py_group *groups)
+{
+	struct proc *p = proc_get(r, pid);
+	struct span g[PY_MAX_FRAMES + 1];
+	size_t ng, last_k = 0;
+	long last_j = -1;
+	bool trusted = true;
+
+	if (!r || !snap || !copy || (!cfas && n) || (!groups && n) || snap->n > PY_MAX_FRAMES)
+		return -EINVAL;
+	if (!p || p->state != 1)
+		return -ENODEV;
+	for (size_t k = 0; k < n; k++)
+		groups[k] = (struct py_group){ .state = PY_GROUP_UNKNOWN };
+	if (!n)
+		return 0;
+	ng = split(snap, g, PY_MAX_FRAMES + 1);
+	/* a slot that no longer fits is learned again */
+	if (p->slot && p->L.ts_cframe != PY_NO_FIELD && n >= 2 &&
+	    !cframe_slot_fits(p, copy, snap, cfas, n, p->slot))
+		p->slot = 0;
+	if (!p->slot)
+		learn_slot(p, snap, copy, cfas, n);
+	if (!p->slot)
+		return 0;
+	/*
+	 * Each call's anchor names the group it had at the sample. Old calls
+	 * change least: they are matched first, outermost inward, and each
+	 * newer call must sit exactly as many groups further in as it does in
+	 * the sample (the thread may have gone deeper since: more groups now,
+	 * on top). Once a call does not match, every newer one was made again
+	 * after the sample and is not shown. A group that runs now (the
+	 * innermost) is trusted only for the newest call: for an older one, its
+	 * frame at the same address may be a sibling call's.
+	 */
+	for (size_t k = n; k-- > 0;) {
+		long j = anchor_group(p, snap, copy, g, ng, cfas[k]);
+
+		if (j == ANCHOR_UNREADABLE)
+			continue;
+		if (j < 0 || !trusted || (j == 0 && k != 0) ||
+		    (last_j >= 0 && j != last_j - (long)(last_k - k))) {
+			groups[k].state = PY_GROUP_CHANGED;
+			trusted = false;
+			continue;
+		}
+		last_j = j;
+		last_k = k;
+		groups[k] = (struct py_group){ .first = g[j].first, .n = g[j].n };
+		/* the newest call's innermost frame, checked against the sampled registers */
+		if (k == 0 && g[j].n &&
+		    !leaf_agrees(r, p, copy, &snap->frames[g[j].first], &groups[k].instr))
+			groups[k].state = PY_GROUP_CHANGED;
+	}
+	return 0;
+}
+
+/* ---- naming ---------------------------------------------------------------- */
+
+static void utf8_put(char *out, size_t *len, uint32_t c)
+{
+	if (c < 0x80) {
+		out[(*len)++] = (char)c;
+	} else if (c < 0x800) {
+		out[(*len)++] = (char)(0xc0 | c >> 6);
+		out[(*len)++] = (char)(0x80 | (c & 0x3f));
+	} else if (c < 0x10000) {
+		out[(*len)++] = (char)(0xe0 | c >> 12);
+		out[(*len)++] = (char)(0x80 | (c >> 6 & 0x3f));
+		out[(*len)++] = (char)(0x80 | (c & 0x3f));
+	} else {
+		out[(*len)++] = (char)(0xf0 | (c >> 18 & 0x07));
+		out[(*len)++] = (char)(0x80 | (c >> 12 & 0x3f));
+		out[(*len)++] = (char)(0x80 | (c >> 6 & 0x3f));
+		out[(*len)++] = (char)(0x80 | (c & 0x3f));
+	}
+}
+
+/* A str object as UTF-8 (malloc'ed), or NULL. */
+static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
+{
+	const struct py_layout *L = &p->L;
+	uint8_t hdr[80], *raw;
+	uint64_t length;
+	uint32_t state, kind;
+	bool ascii, compact;
+	size_t hdr_len, n, len = 0;
+	char *out;
+
+	if (L->uni_compact_size > sizeof(hdr) || rd(r, p->pid, addr, hdr, L->uni_ascii_size))
+		return NULL;
+	length = u64_at(hdr, L->uni_length);
+	state = u32_at(hdr, L->uni_state);
+	kind = state >> 2 & 7;
+	compact = state >> 5 & 1;
+	ascii = state >> 6 & 1;
+	if (!compact || length > MAX_STRING || (kind != 1 && kind != 2 && kind != 4) ||
+	    (ascii && kind != 1))
+		return NULL;
+	hdr_len = ascii ? L->uni_ascii_size : L->uni_compact_size;
+	n = (size_t)length * kind;
+	raw = malloc(n ? n : 1);
+	out = malloc((size_t)length * 4 + 1);
+	if (!raw || !out || rd(r, p->pid, addr + hdr_len, raw, n)) {
+		free(raw);
+		free(out);
+		return NULL;
+	}
+	for (size_t i = 0; i < length; i++) {
+		uint32_t c = kind == 1	 ? raw[i]
+			     : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
+					 : u32_at(raw, 4 * i);
+
+		if (c > 0x10ffff || (c >= 0xd800 && c < 0xe000))
+			c = 0xfffd;
+		utf8_put(out, &len, c);
+	}
+	out[len] = '\0';
+	free(raw);
+	return out;
+}
+
+/* A bytes object's contents (malloc'ed, at most max bytes), or NULL. */
+static uint8_t *read_bytes(struct pyreader *r, const struct proc *p, uint64_t addr, size_t max,
+			   size_t *len)
+{
+	uint64_t size;
+	uint8_t *buf;
+
+	if (rd(r, p->pid, addr + p->L.bytes_size, &size, sizeof(size)) || size > max)
+		return NULL;
+	buf = malloc(size ? size : 1);
+	if (buf && rd(r, p->pid, addr + p->L.bytes_data, buf, (size_t)size)) {
+		free(buf);
+		return NULL;
+	}
+	*len = (size_t)size;
+	return buf;
+}
+
+/* Where a code object's header holds what names it. */
+static void code_fields(const struct proc *p, const uint8_t *hdr, struct code_entry *e)
+{
+	const struct py_layout *L = &p->L;
+
+	/* PyVarObject's ob_size, right after ob_type: code units of 2 bytes */
+	e->code_bytes =
+		u64_at(hdr, L->ob_type + 8) < (1u << 24) ? u64_at(hdr, L->ob_type + 8) * 2 : 0;
+	e->qualname_p = u64_at(hdr, L->co_qualname);
+	e->filename_p = u64_at(hdr, L->co_filename);
+	e->linetable_p = u64_at(hdr, L->co_linetable);
+	memcpy(&e->firstline, hdr + L->co_firstlineno, sizeof(e->firstline));
+}
+
+static size_t code_hdr_len(const struct proc *p)
+{
+	size_t need = p->L.co_linetable + 8;
+
+	if (need < p->L.co_firstlineno + 4)
+		need = p->L.co_firstlineno + 4;
+	if (need < p->L.ob_type + 16)
+		need = p->L.ob_type + 16;
+	return need;
+}
+
+/*
+ * The entry for the code object at addr whose header is hdr: the latest
+ * one if the header still says the same, else a new one, named now (the
+ * object may be freed once its frame is gone). Its index + 1, or a
+ * negative errno.
+ */
+static int64_t code_entry_for(struct pyreader *r, struct proc *p, uint64_t addr, const uint8_t *hdr)
+{
+	struct code_entry e = { .addr = addr }, *old;
+	uint64_t v;
+
+	if (u64_at(hdr, p->L.ob_type) != p->code_type)
+		return -EFAULT;
+	code_fields(p, hdr, &e);
+	if (u64map_get(&p->codes, addr, &v)) {
+		old = &p->code[v];
+		if (old->qualname_p == e.qualname_p && old->filename_p == e.filename_p &&
+		    old->linetable_p == e.linetable_p && old->firstline == e.firstline &&
+		    old->code_bytes == e.code_bytes) {
+			r->st.code_cache_hits++;
+			return (int64_t)v + 1;
+		}
+	}
+	r->st.code_reads++;
+	e.qualname = read_str(r, p, e.qualname_p);
+	e.filename = read_str(r, p, e.filename_p);
+	e.linetable = read_bytes(r, p, e.linetable_p, MAX_LINETABLE, &e.linetable_len);
+	if (!e.qualname || !e.filename ||
+	    grow_array((void **)&p->code, &p->code_cap, p->nr_code + 1, sizeof(*p->code)) ||
+	    u64map_put(&p->codes, addr, p->nr_code)) {
+		free(e.qualname);
+		free(e.filename);
+		free(e.linetable);
+		return e.qualname && e.filename ? -ENOMEM : -EFAULT;
+	}
+	p->code[p->nr_code] = e;
+	return (int64_t)++p->nr_code;
+}
+
+/*
+ * Check and name every code object of a snapshot: their headers in one
+ * read, strings only for code objects not seen before. -EFAULT when a
+ * frame's code pointer is not a code object (the chain was changing).
+ */
+static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot *snap)
+{
+	uint64_t addrs[PY_MAX_FRAMES];
+	int64_t refs[PY_MAX_FRAMES];
+	size_t n = 0, len = code_hdr_len(p);
+	uint8_t *hdrs;
+	int err = 0;
+
+	if (len > CODE_HDR)
+		return -EFAULT;
+	for (uint32_t i = 0; i < snap->n; i++) {
+		size_t k = 0;
+
+		if (snap->frames[i].stub)
+			continue;
+		while (k < n && addrs[k] != snap->frames[i].code)
+			k++;
+		if (k == n)
+			addrs[n++] = snap->frames[i].code;
+	}
+	hdrs = malloc(n * CODE_HDR + 1);
+	if (!hdrs)
+		return -ENOMEM;
+	r->st.reads++;
+	r->st.bytes_read += n * len;
+	err = py_readv(p->pid, addrs, n, CODE_HDR, hdrs);
+	/* a header near the end of a mapping: read just what is needed, one by one */
+	if (err == -EFAULT) {
+		err = 0;
+		for (size_t k = 0; !err && k < n; k++)
+			err = rd(r, p->pid, addrs[k], hdrs + k * CODE_HDR, len);
+	}
+	for (size_t k = 0; !err && k < n; k++) {
+		refs[k] = code_entry_for(r, p, addrs[k], hdrs + k * CODE_HDR);
+		if (refs[k] < 0)
+			err = (int)refs[k];
+	}
+	free(hdrs);
+	for (uint32_t i = 0; !err && i < snap->n; i++) {
+		size_t k = 0;
+
+		if (snap->frames[i].stub)
+			continue;
+		while (addrs[k] != snap->frames[i].code)
+			k++;
+		snap->frames[i].code_ref = (uint32_t)refs[k];
+	}
+	return err;
+}
+
+static bool varint(const uint8_t *t, size_t len, size_t *i, uint32_t *out)
+{
+	uint32_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+
+	do {
+		if (*i >= len || shift > 28)
+			return false;
+		b = t[(*i)++];
+		v |= (uint32_t)(b & 63) << shift;
+		shift += 6;
+	} while (b & 64);
+	*out = v;
+	return true;
+}
+
+/*
+ * The line of code unit `unit` from a locations table (3.11-3.13, as
+ * CPython's Objects/locations.md lays it out), starting at firstline.
+ * 0 when the table does not cover it.
+ */
+static uint32_t line_of(const uint8_t *t, size_t len, int32_t firstline, uint64_t unit)
+{
+	int64_t line = firstline;
+	uint64_t addr = 0;
+	size_t i = 0;
+
+	while (i < len) {
+		uint8_t b = t[i++];
+		unsigned code = b >> 3 & 15, units = (b & 7) + 1;
+		uint32_t v;
+		bool no_line = false;
+
+		if (!(b & 0x80))
+			return 0; /* not the start of an entry: a table we do not understand */
+		if (code == 15) {
+			no_line = true;
+		} else if (code == 14 || code == 13) {
+			if (!varint(t, len, &i, &v))
+				return 0;
+			line += v & 1 ? -(int64_t)(v >> 1) : (int64_t)(v >> 1);
+			for (int k = 0; code == 14 && k < 3; k++)
+				if (!varint(t, len, &i, &v))
+					return 0;
+		} else if (code >= 10) {
+			line += code - 10;
+			i += 2;
+		} else {
+			i += 1;
+		}
+		if (unit < addr + units)
+			return no_line || line <= 0 || line > UINT32_MAX ? 0 : (uint32_t)line;
+		addr += units;
+	}
+	return 0;
+}
+
+int pyreader__describe(struct pyreader *r, pid_t pid, const struct py_frame *f,
+		       struct py_frame_info *out)
+{
+	struct proc *p = proc_get(r, pid);
+	const struct code_entry *e;
+	uint8_t hdr[CODE_HDR];
+	uint64_t base;
+	int64_t ref = f ? f->code_ref : 0;
+
+	if (!r || !f || !out)
+		return -EINVAL;
+	if (!p || p->state != 1)
+		return -ENODEV;
+	if (f->stub)
+		return -EFAULT;
+	/* a frame the snapshot did not name: its code object as it is now */
+	if (!ref || (size_t)ref > p->nr_code || p->code[ref - 1].addr != f->code) {
+		if (code_hdr_len(p) > sizeof(hdr) || rd(r, pid, f->code, hdr, code_hdr_len(p)))
+			return -EFAULT;
+		ref = code_entry_for(r, p, f->code, hdr);
+		if (ref < 0)
+			return (int)ref;
+	}
+	e = &p->code[ref - 1];
+	out->qualname = e->qualname;
+	out->filename = e->filename;
+	out->firstline = e->firstline > 0 ? (uint32_t)e->firstline : 0;
+	base = f->code + p->L.co_code_adaptive;
+	out->line = f->instr >= base && e->linetable ? line_of(e->linetable, e->linetable_len,
+							       e->firstline, (f->instr - base) / 2)
+						     : 0;
+	return 0;
+}
+
+const struct pyreader_stats *pyreader__stats(const struct pyreader *r)
+{
+	return r ? &r->st : NULL;
+}
