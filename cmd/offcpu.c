@@ -39,6 +39,7 @@ static void offcpu_usage(FILE *f)
 	      "                           standard output; '-' for standard output)\n"
 	      "      --folded             folded stacks with microsecond counts instead of SVG\n"
 	      "  -g, --call-graph MODE    'dwarf[,BYTES]' (default) or 'fp', as for record\n"
+	      NO_PYTHON_USAGE
 	      "  -h, --help               show this help\n\n"
 	      "Examples:\n"
 	      "  dlflame offcpu -p 4242 -d 10\n"
@@ -56,6 +57,7 @@ static int parse_args(int argc, char **argv, struct offcpu_opts *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "folded", no_argument, NULL, OPT_FOLDED },
 		{ "call-graph", required_argument, NULL, 'g' },
+		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -69,6 +71,7 @@ static int parse_args(int argc, char **argv, struct offcpu_opts *o)
 		case 't':
 		case 'd':
 		case 'g':
+		case OPT_NO_PYTHON:
 			err = target_opts__parse(&o->target, "offcpu", c, optarg);
 			if (err)
 				return err;
@@ -159,7 +162,7 @@ int cmd_offcpu(int argc, char **argv)
 
 	so.callgraph = o.target.callgraph;
 	so.stack_size = o.target.stack_size;
-	if (session__open(&ss, &so))
+	if (session__open(&ss, &so, !o.target.no_python))
 		goto out;
 	ss.offcpu = true;
 	t0 = monotonic_ns();

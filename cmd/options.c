@@ -95,6 +95,9 @@ int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char
 		f->complete_only = c == OPT_COMPLETE;
 		f->cut_only = c == OPT_CUT;
 		break;
+	case OPT_PYTHON:
+		f->python = true;
+		break;
 	case OPT_TITLE:
 		o->svg.title = arg;
 		o->svg_only = "--title";
@@ -312,6 +315,9 @@ int target_opts__parse(struct target_opts *o, const char *cmd, int c, const char
 					   "--call-graph takes 'fp', 'dwarf' or 'dwarf,BYTES' "
 					   "(BYTES a multiple of 8 from 8 to %u), got '%s'",
 					   SAMPLER_MAX_STACK_SIZE, arg);
+		break;
+	case OPT_NO_PYTHON:
+		o->no_python = true;
 		break;
 	default:
 		return usage_error(cmd, "unknown option code %d", c);

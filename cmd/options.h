@@ -34,6 +34,7 @@ enum {
 	OPT_REVERSE,
 	OPT_COMPLETE,
 	OPT_CUT,
+	OPT_PYTHON,
 	OPT_TITLE,
 	OPT_SUBTITLE,
 	OPT_WIDTH,
@@ -77,7 +78,14 @@ struct target_opts {
 	uint64_t duration_ns;
 	enum callgraph_mode callgraph;
 	uint32_t stack_size;
+	bool no_python; /* --no-python */
 };
+
+/* target_opts__parse's code for --no-python (getopt_long's val) */
+#define OPT_NO_PYTHON 0x1000
+/* one line of usage for it */
+#define NO_PYTHON_USAGE \
+	"      --no-python          do not read Python frames (read by default with dwarf)\n"
 
 /* clang-format off */
 #define TARGET_OPTS_DEFAULT \

@@ -48,6 +48,7 @@ static void record_usage(FILE *f)
 		"                           binaries' CFI (default dwarf,32768; BYTES a multiple\n"
 		"                           of 8 up to 65528); 'fp' follows frame pointers\n"
 		"      --no-offcpu          do not record context switches (no blocked time)\n"
+		NO_PYTHON_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"
@@ -87,6 +88,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
 		{ "call-graph", required_argument, NULL, 'g' },
+		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "no-offcpu", no_argument, NULL, OPT_NO_OFFCPU },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "tid", required_argument, NULL, 't' },
@@ -118,6 +120,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		case 'p':
 		case 't':
 		case 'd':
+		case OPT_NO_PYTHON:
 			err = target_opts__parse(&o->target, "record", c, optarg);
 			if (err)
 				return err;
@@ -251,7 +254,7 @@ int cmd_record(int argc, char **argv)
 	so.callgraph = o.target.callgraph;
 	so.stack_size = o.target.stack_size;
 	so.offcpu = !o.no_offcpu;
-	if (session__open(&ss, &so) || set_spill(ss.prof, o.output))
+	if (session__open(&ss, &so, !o.target.no_python) || set_spill(ss.prof, o.output))
 		goto out;
 	ss.offcpu = so.offcpu;
 

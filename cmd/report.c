@@ -72,6 +72,8 @@ static void report_usage(FILE *f)
 	      "      --complete        only samples whose stack was unwound whole\n"
 	      "      --cut             only samples whose stack was cut short (see the\n"
 	      "                        completeness line every report prints)\n"
+	      "      --python          Python view: leave out the interpreter's own native\n"
+	      "                        frames (python3.X, libpython) between Python frames\n"
 	      "      --lines           a frame per source line: name (file:line); pprof always\n"
 	      "                        has lines\n\n"
 	      "SVG:\n"
@@ -148,6 +150,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "time", required_argument, NULL, OPT_TIME },
 		{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
 		{ "complete", no_argument, NULL, OPT_COMPLETE },
+		{ "python", no_argument, NULL, OPT_PYTHON },
 		{ "cut", no_argument, NULL, OPT_CUT },
 		{ "lines", no_argument, NULL, OPT_LINES },
 		{ "help", no_argument, NULL, 'h' },

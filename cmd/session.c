@@ -82,7 +82,7 @@ void session__handle_signals(void)
 
 /* ---- the recording session, shared with `dlflame offcpu` ---------------- */
 
-int session__open(struct session *ss, const struct sampler_opts *so)
+int session__open(struct session *ss, const struct sampler_opts *so, bool python)
 {
 	memset(ss, 0, sizeof(*ss));
 	ss->prof = profile__new();
@@ -92,9 +92,16 @@ int session__open(struct session *ss, const struct sampler_opts *so)
 	ss->col = collector__new(ss->prof, ss->sym);
 	if (!ss->col)
 		return error("out of memory");
+	python = python && so->callgraph == CALLGRAPH_DWARF;
 	ss->s = sampler__new(so);
 	if (!ss->s)
 		return error("out of memory");
+	if (python) {
+		if (collector__enable_python(ss->col))
+			return error("out of memory");
+		sampler__set_early(ss->s, collector__early, ss->col);
+		ss->python = true;
+	}
 	return EXIT_OK;
 }
 
@@ -321,7 +328,8 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		} else if (signalled && stop_signal != signalled) {
 			break; /* a second, different signal: stop now */
 		}
-		err = sampler__poll(ss->s, 100, collector__record, ss->col);
+		/* with Python frames the sampler's early reader reads the rings first; this thread polls */
+		err = sampler__poll(ss->s, ss->python ? 10 : 100, collector__record, ss->col);
 		if (err)
 			break;
 		if (end_at && monotonic_ns() >= end_at)
@@ -413,6 +421,44 @@ void warn_dropped(const struct collect_stats *cs)
 				strerror(-cs->drop_err[k]));
 }
 
+/* What reading Python frames gave, and why a Python process had none. */
+static void warn_python(const struct collect_python_stats *py)
+{
+	uint64_t groups = py->groups_ok + py->groups_changed + py->groups_unread;
+	char version[32] = "Python";
+
+	if (py->failed_version)
+		snprintf(version, sizeof(version), "Python %u.%u", py->failed_version >> 24,
+			 py->failed_version >> 16 & 0xff);
+	if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT)
+		warning("process %u runs %s: Python frames are read for CPython 3.11 to 3.13 "
+			"only; its stacks have native frames only",
+			py->failed_pid, version);
+	else if (py->failed_pid && (py->failed_err == -EPERM || py->failed_err == -EACCES))
+		warning("cannot read the memory of process %u (%s): %s; run dlflame as its user "
+			"or as root (and with kernel.yama.ptrace_scope 0 or 1 for a non-child); its "
+			"stacks have native frames only",
+			py->failed_pid, version, strerror(-py->failed_err));
+	else if (py->failed_pid)
+		warning("cannot read the Python frames of process %u (%s): %s; its stacks have "
+			"native frames only",
+			py->failed_pid, version, strerror(-py->failed_err));
+	if (py->failed_processes > 1)
+		warning("%llu processes in all have no Python frames for that reason or another",
+			(unsigned long long)py->failed_processes);
+	if (groups)
+		info("Python frames in %.1f%% of %llu eval calls; changed before read %.1f%%, "
+		     "not read %.1f%%; read %.2f ms after the sample on average (at most %.1f ms)",
+		     100.0 * (double)py->groups_ok / (double)groups, (unsigned long long)groups,
+		     100.0 * (double)py->groups_changed / (double)groups,
+		     100.0 * (double)py->groups_unread / (double)groups,
+		     py->snapshots + py->snapshot_failures
+			     ? (double)py->delay_sum_ns / 1e6 /
+				       (double)(py->snapshots + py->snapshot_failures)
+			     : 0.0,
+		     (double)py->delay_max_ns / 1e6);
+}
+
 /* Warnings every recording may end with, after its summary line. */
 void session__warnings(struct session *ss)
 {
@@ -429,4 +475,5 @@ void session__warnings(struct session *ss)
 	if (ss->targets_gone)
 		info("the target exited; the recording ends there");
 	warn_dropped(cs);
+	warn_python(&cs->py);
 }

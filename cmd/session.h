@@ -22,13 +22,18 @@ struct session {
 	struct profile *prof;
 	struct collector *col;
 	bool attached, offcpu;
+	bool python; /* Python frames are read */
 	bool targets_gone; /* attach: the recording ended because they exited */
 	uint64_t start_time; /* attach: when the events were opened; 0 at launch */
 	uint64_t end_time; /* CLOCK_MONOTONIC ns when the recording stopped */
 	char *command; /* attach: the first target's command line, or NULL */
 };
 
-int session__open(struct session *ss, const struct sampler_opts *so);
+/*
+ * python: read Python frames (with DWARF stacks only: each group of frames
+ * is anchored on the stack copy).
+ */
+int session__open(struct session *ss, const struct sampler_opts *so, bool python);
 void session__close(struct session *ss); /* also after a failed open */
 int session__attach(struct session *ss, const pid_t *pids, size_t n, bool threads_only);
 /* SIGINT, SIGTERM and SIGHUP stop session__run (the profile is still written). */

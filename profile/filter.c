@@ -29,6 +29,7 @@ struct copier {
 	uint32_t *path;
 	size_t path_cap;
 	int64_t rq_frame; /* dst id of RUNQUEUE_FRAME, -1 until needed */
+	uint8_t *hide_frame; /* f->python: src frame id -> 1 when the view leaves it out */
 };
 
 static void copier_free(struct copier *c)
@@ -38,7 +39,48 @@ static void copier_free(struct copier *c)
 	free(c->threads);
 	free(c->keep_thread);
 	free(c->path);
+	free(c->hide_frame);
 	u64map_free(&c->stacks);
+}
+
+/* CPython's API names: the module that holds them is the interpreter. */
+static bool cpython_name(const char *name)
+{
+	return !strncmp(name, "_Py", 3) || (!strncmp(name, "Py", 2) && name[2] >= 'A' &&
+					     name[2] <= 'Z');
+}
+
+/*
+ * The python view's frames to leave out: native frames (and their inlined
+ * levels) of interpreter modules, when the profile has Python frames.
+ */
+static int find_interpreter_frames(struct copier *c)
+{
+	size_t n = profile__nr_frames(c->src), nstr = profile__nr_strings(c->src);
+	uint8_t *interp = calloc(nstr ? nstr : 1, 1);
+	bool python = false;
+
+	c->hide_frame = calloc(n ? n : 1, 1);
+	if (!interp || !c->hide_frame) {
+		free(interp);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_frame *fr = profile__get_frame(c->src, (uint32_t)i);
+
+		python |= fr->kind == FRAME_PYTHON;
+		if (fr->kind == FRAME_USER && fr->module && fr->module < nstr &&
+		    fr->name < nstr && cpython_name(profile__str(c->src, fr->name)))
+			interp[fr->module] = 1;
+	}
+	for (size_t i = 0; python && i < n; i++) {
+		const struct pf_frame *fr = profile__get_frame(c->src, (uint32_t)i);
+
+		c->hide_frame[i] = (fr->kind == FRAME_USER || fr->kind == FRAME_INLINED) &&
+				   fr->module < nstr && interp[fr->module];
+	}
+	free(interp);
+	return 0;
 }
 
 static uint32_t *unset_array(size_t n)
@@ -64,7 +106,8 @@ static int copier_init(struct copier *c, struct profile *dst, const struct profi
 	c->frames = unset_array(profile__nr_frames(src));
 	c->threads = unset_array(profile__nr_threads(src));
 	c->keep_thread = calloc(profile__nr_threads(src) + 1, 1);
-	if (!c->strings || !c->frames || !c->threads || !c->keep_thread) {
+	if (!c->strings || !c->frames || !c->threads || !c->keep_thread ||
+	    (f && f->python && find_interpreter_frames(c))) {
 		copier_free(c);
 		return -ENOMEM;
 	}
@@ -202,12 +245,17 @@ static int64_t copy_stack(struct copier *c, uint32_t id, bool runqueue)
 	depth = profile__stack_frames(c->src, id, &c->path, &c->path_cap);
 	if (depth < 0)
 		return depth;
-	for (int64_t d = 0; d < depth; d++) {
-		int64_t fr = copy_frame(c, c->path[d]);
+	for (int64_t d = 0, n = depth; d < n; d++) {
+		int64_t fr;
 
+		if (d == 0)
+			depth = 0;
+		if (c->hide_frame && c->hide_frame[c->path[d]])
+			continue;
+		fr = copy_frame(c, c->path[d]);
 		if (fr < 0)
 			return fr;
-		c->path[d] = (uint32_t)fr;
+		c->path[depth++] = (uint32_t)fr;
 	}
 	if (runqueue) {
 		int64_t fr = rq_frame(c);
@@ -329,7 +377,7 @@ static bool needs_copy(const bool kinds[SAMPLE_KIND_MAX], const struct profile_f
 	if (kinds[SAMPLE_RUNQUEUE])
 		return true;
 	return f && (f->nr_pids || f->nr_tids || f->nr_comms || f->has_time || f->min_block ||
-		     f->per_thread || f->reverse || f->complete_only || f->cut_only);
+		     f->per_thread || f->reverse || f->complete_only || f->cut_only || f->python);
 }
 
 static int copy_meta(struct profile *dst, const struct profile *src)

@@ -40,6 +40,12 @@ struct profile_filter {
 	bool complete_only; /* keep samples whose stack is complete */
 	bool cut_only; /* keep samples whose stack was cut (or whose end is unknown) */
 	bool reverse; /* stacks leaf first: the callers of each leaf */
+	/*
+	 * Python view: leave out the native frames of the interpreter itself
+	 * (modules whose named frames are CPython's API, Py* and _Py*) in the
+	 * stacks of profiles that have Python frames, as py-spy shows them.
+	 */
+	bool python;
 };
 
 /*

@@ -493,6 +493,8 @@ const char *profile__stack_end_name(enum stack_end end)
 		[STACK_END_NO_USER] = "user stack not sampled",
 		[STACK_END_NOT_SAMPLED] = "stack not sampled",
 		[STACK_END_FP] = "frame pointers ended",
+		[STACK_END_PY_CHANGED] = "Python frames changed before read",
+		[STACK_END_PY_UNREAD] = "Python frames not read",
 	};
 
 	return (unsigned)end < STACK_END_MAX ? names[end] : "?";
@@ -550,7 +552,20 @@ static int64_t rl_frame(struct relabel *r, uint32_t id)
 
 	if (r->frames[id] >= 0)
 		return r->frames[id];
-	if (r->lines && f->file && f->line) {
+	if (f->kind == FRAME_PYTHON && f->file) {
+		/* qualname (file.py), or qualname (file.py:line) */
+		const char *file = profile__str(r->src, f->file), *slash = strrchr(file, '/');
+		char *label = NULL;
+		int n = r->lines && f->line ? asprintf(&label, "%s (%s:%u)",
+						       profile__str(r->src, f->name),
+						       slash ? slash + 1 : file, f->line)
+					    : asprintf(&label, "%s (%s)", profile__str(r->src, f->name),
+						       slash ? slash + 1 : file);
+		if (n < 0)
+			return -ENOMEM;
+		name = profile__string(r->dst, label, (size_t)n);
+		free(label);
+	} else if (r->lines && f->file && f->line) {
 		const char *file = profile__str(r->src, f->file), *slash = strrchr(file, '/');
 		char *label = NULL;
 		int n = asprintf(&label, "%s (%s:%u)", profile__str(r->src, f->name),

@@ -30,6 +30,7 @@ enum frame_kind {
 	FRAME_JIT = 2,
 	FRAME_INLINED = 3,
 	FRAME_SPECIAL = 4, /* placeholders such as [truncated], [unknown] */
+	FRAME_PYTHON = 5, /* a Python function: name = qualname, file = co_filename, line */
 	FRAME_KIND_MAX,
 };
 
@@ -69,6 +70,8 @@ enum stack_end {
 	STACK_END_NO_USER, /* the kernel part only: the user stack was not sampled */
 	STACK_END_NOT_SAMPLED, /* no stack: a block whose switch sample is missing, or before attach */
 	STACK_END_FP, /* a frame-pointer chain that stopped short of a thread's outermost frame */
+	STACK_END_PY_CHANGED, /* an eval call's Python frames changed between the sample and the read */
+	STACK_END_PY_UNREAD, /* an eval call's Python frames could not be read or shown to be its own */
 	STACK_END_MAX,
 };
 

@@ -539,6 +539,9 @@ static struct rgb frame_colour(const char *name, size_t len, uint32_t kind, bool
 	if (kind == FRAME_SPECIAL && len == strlen(RUNQUEUE_FRAME) &&
 	    !memcmp(name, RUNQUEUE_FRAME, len)) /* waiting for a CPU: purple */
 		return (struct rgb){ 160 + (unsigned)(30 * v1), 110 + (unsigned)(30 * v1), 220 };
+	if (offcpu && kind == FRAME_PYTHON) /* blocked, Python: teal */
+		return (struct rgb){ 50 + (unsigned)(50 * v1), 160 + (unsigned)(40 * v1),
+				     190 + (unsigned)(50 * v2) };
 	if (offcpu) /* blocked: blue, kernel frames paler */
 		return kind == FRAME_KERNEL
 			       ? (struct rgb){ 110 + (unsigned)(50 * v1), 150 + (unsigned)(50 * v1),
@@ -555,6 +558,9 @@ static struct rgb frame_colour(const char *name, size_t len, uint32_t kind, bool
 	case FRAME_JIT: /* green */
 		return (struct rgb){ 50 + (unsigned)(60 * v1), 190 + (unsigned)(65 * v2),
 				     50 + (unsigned)(60 * v1) };
+	case FRAME_PYTHON: /* blue: nothing else on CPU is */
+		return (struct rgb){ 70 + (unsigned)(50 * v1), 130 + (unsigned)(50 * v2),
+				     215 + (unsigned)(40 * v1) };
 	case FRAME_INLINED: /* aqua */
 		return (struct rgb){ 50 + (unsigned)(60 * v1), 165 + (unsigned)(55 * v2),
 				     165 + (unsigned)(55 * v2) };

@@ -19,6 +19,7 @@
 static const char *const kind_names[FRAME_KIND_MAX] = {
 	[FRAME_USER] = "user",	     [FRAME_KERNEL] = "kernel",	  [FRAME_JIT] = "jit",
 	[FRAME_INLINED] = "inlined", [FRAME_SPECIAL] = "special",
+	[FRAME_PYTHON] = "python",
 };
 
 struct row {

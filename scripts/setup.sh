@@ -12,6 +12,7 @@ packages=(
   libcriterion-dev libxml2-utils linux-perf     # tests: unit framework, XML check, the peer
   g++ binutils                                  # tests: C++ fixtures, objcopy/strip/readelf
   chromium golang-go golang-github-google-pprof-dev time # tests: browser, real pprof, bench
+  python3-torch                                 # tests and bench: the real PyTorch trainer
 )
 
 missing=()

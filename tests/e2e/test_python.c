@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Python frames, end to end on real interpreters: Debian's python3 (3.11),
+ * pyenv's 3.12 and 3.13 where they exist, and Debian's python3-torch.
+ * The fixtures (tests/fixtures/py) have known call structures; what the
+ * folded stacks must show is judged by tests/e2e/pystacks.py.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "run.h"
+
+static char *dir;
+
+static void setup(void)
+{
+	dir = make_dir();
+}
+
+static void teardown(void)
+{
+	rm_dir(dir);
+}
+
+TestSuite(python, .init = setup, .fini = teardown, .timeout = 300);
+
+static char *fixture(const char *name)
+{
+	char *p = path_in(need_env("PY_FIXTURES"), name);
+
+	cr_assert_eq(access(p, R_OK), 0, "no fixture %s", p);
+	return p;
+}
+
+/* An interpreter to test with, or skip with the reason it is missing. */
+static const char *interpreter(const char *path)
+{
+	if (access(path, X_OK))
+		cr_skip_test("%s is not installed (pyenv's builds are on the team's machines, not on "
+			     "a fresh Debian 12)",
+			     path);
+	return path;
+}
+
+/* `dlflame report` of data with the options given, folded, into a file; its path. */
+static char *folded(const char *data, const char *name, const char *opt1, const char *opt2)
+{
+	char *out = path_in(dir, name);
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded",
+			       opt1, opt2, NULL };
+	struct run_result r = run(dir, NULL, out, argv);
+
+	cr_assert_eq(r.status, 0, "report failed: %s", r.err);
+	run_free(&r);
+	return out;
+}
+
+/* pystacks.py's verdict: its output is logged, a failure is the test's. */
+static void judge(const char *what, const char *a, const char *b)
+{
+	const char *argv[] = { "/usr/bin/python3", need_env("PYSTACKS"), what, a, b, NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_log_info("%s", r.out);
+	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	run_free(&r);
+}
+
+/*
+ * Record a command; its stdout goes to a file, whose path is returned in
+ * *out. meson's MALLOC_PERTURB_ (every malloc and free fills memory) would
+ * make the trainer a different program: it is turned off for the target.
+ */
+static char *record(const char *const *cmd, char **out)
+{
+	char *env[] = { "MALLOC_PERTURB_=0", NULL };
+	char *data = path_in(dir, "py.data");
+	const char *argv[32] = { need_env("DLFLAME"), "record", "-o", data, "--" };
+	size_t n = 5;
+	struct run_result r;
+
+	for (; *cmd && n < 31; cmd++)
+		argv[n++] = *cmd;
+	argv[n] = NULL;
+	*out = path_in(dir, "stdout.txt");
+	r = run(dir, env, *out, argv);
+	cr_log_info("%s", r.err);
+	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+	cr_assert_not_null(strstr(r.err, "Python frames in "), "no Python figure: %s", r.err);
+	run_free(&r);
+	return data;
+}
+
+static void split_case(const char *python)
+{
+	char *script = fixture("split.py"), *out;
+	const char *cmd[] = { python, script, "4", NULL };
+	char *data = record(cmd, &out), *f = folded(data, "split.folded", NULL, NULL);
+
+	judge("split", f, out);
+	/* the stated completeness agrees with the filters; placeholders mark cut stacks */
+	assert_ends_agree(data, NULL, false);
+	free(script);
+	free(out);
+	free(data);
+	free(f);
+}
+
+/* Known shares and call chains, a function re-entered from C (sorted's key). */
+Test(python, split_311)
+{
+	split_case(interpreter("/usr/bin/python3.11"));
+}
+
+Test(python, split_312)
+{
+	split_case(interpreter("/root/.pyenv/versions/3.12.1/bin/python3.12"));
+}
+
+Test(python, split_313)
+{
+	split_case(interpreter("/root/.pyenv/versions/3.13.0/bin/python3.13"));
+}
+
+/* Stacks of a folded file that hold an interpreter frame (named Py*, or python3.X+0x...). */
+static unsigned long interpreter_stacks(const char *path)
+{
+	char line[65536];
+	unsigned long n = 0;
+	FILE *fp = fopen(path, "r");
+
+	cr_assert_not_null(fp);
+	while (fgets(line, sizeof(line), fp))
+		n += strstr(line, ";PyObject_") || strstr(line, ";_PyObject_") ||
+		     strstr(line, ";Py_RunMain") || strstr(line, ";Py_BytesMain") ||
+		     strstr(line, "python3.11+0x");
+	fclose(fp);
+	return n;
+}
+
+/* The Python view leaves out the interpreter's native frames and keeps the Python ones. */
+Test(python, python_view_hides_the_interpreter)
+{
+	char *script = fixture("split.py"), *out;
+	const char *cmd[] = { interpreter("/usr/bin/python3.11"), script, "2", NULL };
+	char *data = record(cmd, &out);
+	char *all = folded(data, "all.folded", NULL, NULL);
+	char *view = folded(data, "view.folded", "--python", NULL);
+	const char *has_view[] = { "/usr/bin/python3", need_env("PYSTACKS"), "has", view,
+				   "main (split.py)", "key_b (split.py)", "spin_c (split.py)",
+				   NULL };
+	struct run_result r = run(dir, NULL, NULL, has_view);
+	unsigned long in_all = interpreter_stacks(all), in_view = interpreter_stacks(view);
+
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	run_free(&r);
+	cr_log_info("stacks with interpreter frames: %lu, in the Python view %lu", in_all,
+		    in_view);
+	cr_assert_gt(in_all, 0, "the recording has no interpreter frames to hide");
+	cr_assert_eq(in_view, 0, "%lu stacks of the Python view keep interpreter frames", in_view);
+	free(script);
+	free(out);
+	free(data);
+	free(all);
+	free(view);
+}
+
+/* Each thread's stacks show its own functions. */
+Test(python, two_threads_each_its_own)
+{
+	char *script = fixture("threads.py"), *out;
+	const char *cmd[] = { interpreter("/usr/bin/python3.11"), script, "3", NULL };
+	char *data = record(cmd, &out), *f = folded(data, "threads.folded", "--per-thread", NULL);
+
+	judge("threads", f, out);
+	free(script);
+	free(out);
+	free(data);
+	free(f);
+}
+
+/* Start argv in the background, its stdout to out; the pid. */
+static pid_t start_to(const char *const argv[], const char *out)
+{
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		if (fd < 0 || dup2(fd, 1) < 0)
+			_exit(126);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool ready(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char buf[64] = "";
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	return !strncmp(buf, "ready", 5);
+}
+
+/* Whether /proc says pid is stopped or traced right now. */
+static bool stopped(pid_t pid)
+{
+	char path[64], line[256];
+	bool s = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		/* "State:\tS (sleeping)": T stopped, t tracing stop */
+		if (!strncmp(line, "State:", 6))
+			s |= strchr("Tt", line[6 + strspn(line + 6, " \t")]) != NULL &&
+			     line[6 + strspn(line + 6, " \t")];
+		if (!strncmp(line, "TracerPid:", 10))
+			s |= atoi(line + 10) != 0;
+	}
+	fclose(f);
+	return s;
+}
+
+/*
+ * Attach to a running pure-Python process: its functions appear, on CPU
+ * and blocked (under the Python line that slept), and it is never stopped.
+ */
+Test(python, attach_never_stops_the_target)
+{
+	char *script = fixture("sleeper.py"), *data = path_in(dir, "attach.data");
+	const char *bg[] = { interpreter("/usr/bin/python3.11"), script, NULL };
+	char pids[16], *out = path_in(dir, "stdout"), *on, *off;
+	pid_t pid = start_to(bg, out), rec;
+	unsigned checks = 0, stops = 0;
+	int status;
+
+	for (int i = 0; i < 500 && !ready(out); i++)
+		usleep(10000);
+	cr_assert(ready(out), "sleeper.py did not start");
+	snprintf(pids, sizeof(pids), "%d", (int)pid);
+	rec = fork();
+	cr_assert_geq(rec, 0);
+	if (rec == 0) {
+		execl(need_env("DLFLAME"), "dlflame", "record", "-p", pids, "-d", "3", "-o", data,
+		      (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(rec, &status, WNOHANG) == 0) {
+		checks++;
+		stops += stopped(pid);
+		usleep(1000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "record -p failed");
+	cr_log_info("%u checks of the target's state, %u stopped", checks, stops);
+	cr_assert_gt(checks, 100);
+	cr_assert_eq(stops, 0, "the target was seen stopped or traced %u times", stops);
+	on = folded(data, "on.folded", NULL, NULL);
+	off = folded(data, "off.folded", "--offcpu", NULL);
+	{
+		const char *a[] = { "/usr/bin/python3", need_env("PYSTACKS"), "has", on,
+				    "compute (sleeper.py)", "loop (sleeper.py)", NULL };
+		const char *b[] = { "/usr/bin/python3", need_env("PYSTACKS"), "has", off,
+				    "nap (sleeper.py)", NULL };
+		struct run_result r = run(dir, NULL, NULL, a);
+
+		cr_assert_eq(r.status, 0, "on-CPU: %s", r.out);
+		run_free(&r);
+		r = run(dir, NULL, NULL, b);
+		cr_assert_eq(r.status, 0, "blocked: %s", r.out);
+		run_free(&r);
+	}
+	free(script);
+	free(data);
+	free(out);
+	free(on);
+	free(off);
+}
+
+/*
+ * Debian's python3-torch: compute kernels sit under the training step,
+ * convolution forward kernels under the module's forward, backward ones
+ * under backward; oneDNN's JIT kernel names stay.
+ */
+Test(python, cnn_trainer, .timeout = 600)
+{
+	const char *probe[] = { "/usr/bin/python3", "-c", "import torch", NULL };
+	struct run_result r = run(dir, NULL, NULL, probe);
+	char *script, *out, *data, *f;
+
+	if (r.status)
+		cr_skip_test("python3-torch is not installed");
+	run_free(&r);
+	script = path_in(need_env("EXAMPLES"), "cnn_train.py");
+	{
+		const char *cmd[] = { "/usr/bin/python3", script, "40", "--threads", "1", NULL };
+
+		data = record(cmd, &out);
+	}
+	f = folded(data, "cnn.folded", NULL, NULL);
+	judge("cnn", f, NULL);
+	free(script);
+	free(out);
+	free(data);
+	free(f);
+}
