@@ -430,7 +430,11 @@ static void warn_python(const struct collect_python_stats *py)
 	if (py->failed_version)
 		snprintf(version, sizeof(version), "Python %u.%u", py->failed_version >> 24,
 			 py->failed_version >> 16 & 0xff);
-	if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT)
+	if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT && !py->failed_version)
+		warning("process %u runs a CPython older than 3.11: Python frames are read for "
+			"CPython 3.11 to 3.13 only; its stacks have native frames only",
+			py->failed_pid);
+	else if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT)
 		warning("process %u runs %s: Python frames are read for CPython 3.11 to 3.13 "
 			"only; its stacks have native frames only",
 			py->failed_pid, version);

@@ -37,7 +37,7 @@ void pyreader__free(struct pyreader *r);
  * Returns 1 when it runs a supported CPython (3.11-3.13), 0 when it has no
  * interpreter (yet: call again after it maps more code, e.g. after exec),
  * -EPROTONOSUPPORT for another CPython version (pyreader__version says
- * which), -EPERM/-EACCES when its memory cannot be read (no ptrace
+ * which; 0 for one older than 3.11, which has no Py_Version), -EPERM/-EACCES when its memory cannot be read (no ptrace
  * access), -ESRCH when it is gone. The result is kept until
  * pyreader__forget; calling again re-probes.
  */

@@ -244,7 +244,7 @@ static int find_runtime(struct pyreader *r, pid_t pid, struct py_syms *found, ui
 			err = -ENOMEM;
 			break;
 		}
-		if (s->runtime && s->version && s->eval) {
+		if (s->runtime && s->eval) {
 			*found = *s;
 			*bias = s->is_exec ? 0 : start - s->load_vaddr;
 			break;
@@ -272,6 +272,9 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 	err = find_runtime(r, pid, &s, &bias);
 	if (err || !s.runtime)
 		return p->state = err;
+	/* Py_Version is new in 3.11: a runtime without it is an older CPython */
+	if (!s.version)
+		return p->state = -EPROTONOSUPPORT;
 	err = rd(r, pid, s.version + bias, &version, sizeof(version));
 	if (err)
 		return p->state = err == -EFAULT ? 0 : err;
@@ -709,8 +712,8 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 			 * a _PyCFrame of its own also holds its call's frame.
 			 */
 			if (!older || !copy_word(copy, slot + p->L.cf_previous, &prev) ||
-			    prev != older - p->slot || !copy_word(copy, slot + p->L.cf_current, &cur) ||
-			    !cur || cur % 8)
+			    prev != older - p->slot ||
+			    !copy_word(copy, slot + p->L.cf_current, &cur) || !cur || cur % 8)
 				continue;
 		} else if (!stub_at(p, copy, slot)) {
 			continue;

@@ -43,9 +43,10 @@ static char *fixture(const char *name)
 static const char *interpreter(const char *path)
 {
 	if (access(path, X_OK))
-		cr_skip_test("%s is not installed (pyenv's builds are on the team's machines, not on "
-			     "a fresh Debian 12)",
-			     path);
+		cr_skip_test(
+			"%s is not installed (pyenv's builds are on the team's machines, not on "
+			"a fresh Debian 12)",
+			path);
 	return path;
 }
 
@@ -53,8 +54,8 @@ static const char *interpreter(const char *path)
 static char *folded(const char *data, const char *name, const char *opt1, const char *opt2)
 {
 	char *out = path_in(dir, name);
-	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded",
-			       opt1, opt2, NULL };
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data,
+			       "--folded",	    opt1,     opt2, NULL };
 	struct run_result r = run(dir, NULL, out, argv);
 
 	cr_assert_eq(r.status, 0, "report failed: %s", r.err);
@@ -153,16 +154,16 @@ Test(python, python_view_hides_the_interpreter)
 	char *data = record(cmd, &out);
 	char *all = folded(data, "all.folded", NULL, NULL);
 	char *view = folded(data, "view.folded", "--python", NULL);
-	const char *has_view[] = { "/usr/bin/python3", need_env("PYSTACKS"), "has", view,
-				   "main (split.py)", "key_b (split.py)", "spin_c (split.py)",
-				   NULL };
+	const char *has_view[] = {
+		"/usr/bin/python3", need_env("PYSTACKS"), "has", view, "main (split.py)",
+		"key_b (split.py)", "spin_c (split.py)",  NULL
+	};
 	struct run_result r = run(dir, NULL, NULL, has_view);
 	unsigned long in_all = interpreter_stacks(all), in_view = interpreter_stacks(view);
 
 	cr_assert_eq(r.status, 0, "%s", r.out);
 	run_free(&r);
-	cr_log_info("stacks with interpreter frames: %lu, in the Python view %lu", in_all,
-		    in_view);
+	cr_log_info("stacks with interpreter frames: %lu, in the Python view %lu", in_all, in_view);
 	cr_assert_gt(in_all, 0, "the recording has no interpreter frames to hide");
 	cr_assert_eq(in_view, 0, "%lu stacks of the Python view keep interpreter frames", in_view);
 	free(script);
@@ -170,6 +171,70 @@ Test(python, python_view_hides_the_interpreter)
 	free(data);
 	free(all);
 	free(view);
+}
+
+/* A launcher and its worker interpreter: each process's own Python frames. */
+Test(python, launcher_and_worker)
+{
+	char *script = fixture("launcher.py"), *out;
+	const char *cmd[] = { interpreter("/usr/bin/python3.11"), script, "2", NULL };
+	/* the launcher blocks while its worker computes: on and off CPU */
+	char *data = record(cmd, &out), *f = folded(data, "launch.folded", "--wall", NULL);
+	const char *argv[] = { "/usr/bin/python3",
+			       need_env("PYSTACKS"),
+			       "has",
+			       f,
+			       "wait_for_worker (launcher.py)",
+			       "spin_a (split.py)",
+			       NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 0, "%s", r.out);
+	run_free(&r);
+	free(script);
+	free(out);
+	free(data);
+	free(f);
+}
+
+/* A process that execs into Python is read from its first Python sample on. */
+Test(python, exec_into_python)
+{
+	char *script = fixture("threads.py"), *out, *cmdline;
+	const char *cmd[] = { "/bin/sh", "-c", NULL, NULL };
+	char *data, *f;
+
+	interpreter("/usr/bin/python3.11");
+	cr_assert_gt(asprintf(&cmdline, "exec /usr/bin/python3.11 %s 2", script), 0);
+	cmd[2] = cmdline;
+	data = record(cmd, &out);
+	f = folded(data, "exec.folded", "--per-thread", NULL);
+	judge("threads", f, out);
+	free(cmdline);
+	free(script);
+	free(out);
+	free(data);
+	free(f);
+}
+
+/* A CPython whose frames are not read: one line says so, native frames stay. */
+Test(python, other_version_says_so)
+{
+	const char *python = interpreter("/root/.pyenv/versions/3.10.13/bin/python3.10");
+	char *script = fixture("threads.py"), *data = path_in(dir, "v.data");
+	const char *argv[] = {
+		need_env("DLFLAME"), "record", "-o", data, "--", python, script, "1", NULL
+	};
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_str(r.err, "runs a CPython older than 3.11: Python frames are read "
+				      "for CPython 3.11 to 3.13 only"),
+		     1, "%s", r.err);
+	cr_assert_null(strstr(r.err, "Python frames in "), "%s", r.err);
+	run_free(&r);
+	free(script);
+	free(data);
 }
 
 /* Each thread's stacks show its own functions. */
@@ -276,11 +341,42 @@ Test(python, attach_never_stops_the_target)
 	cr_assert_eq(stops, 0, "the target was seen stopped or traced %u times", stops);
 	on = folded(data, "on.folded", NULL, NULL);
 	off = folded(data, "off.folded", "--offcpu", NULL);
+	/* and dlflame offcpu -p: where it blocks, by Python line */
 	{
-		const char *a[] = { "/usr/bin/python3", need_env("PYSTACKS"), "has", on,
-				    "compute (sleeper.py)", "loop (sleeper.py)", NULL };
-		const char *b[] = { "/usr/bin/python3", need_env("PYSTACKS"), "has", off,
-				    "nap (sleeper.py)", NULL };
+		char *off2 = path_in(dir, "offcpu.folded");
+		const char *oargv[] = { need_env("DLFLAME"), "offcpu", "-p", pids, "-d", "1",
+					"--folded",	     "-o",     off2, NULL };
+		const char *check[] = { "/usr/bin/python3",
+					need_env("PYSTACKS"),
+					"has",
+					off2,
+					"nap (sleeper.py)",
+					NULL };
+		struct run_result r;
+		pid_t again = start_to(bg, out);
+
+		for (int i = 0; i < 500 && !ready(out); i++)
+			usleep(10000);
+		snprintf(pids, sizeof(pids), "%d", (int)again);
+		r = run(dir, NULL, NULL, oargv);
+		kill(again, SIGKILL);
+		waitpid(again, NULL, 0);
+		cr_assert_eq(r.status, 0, "offcpu -p: %s", r.err);
+		run_free(&r);
+		r = run(dir, NULL, NULL, check);
+		cr_assert_eq(r.status, 0, "offcpu -p: %s", r.out);
+		run_free(&r);
+		free(off2);
+	}
+	{
+		const char *a[] = { "/usr/bin/python3",	    need_env("PYSTACKS"), "has", on,
+				    "compute (sleeper.py)", "loop (sleeper.py)",  NULL };
+		const char *b[] = { "/usr/bin/python3",
+				    need_env("PYSTACKS"),
+				    "has",
+				    off,
+				    "nap (sleeper.py)",
+				    NULL };
 		struct run_result r = run(dir, NULL, NULL, a);
 
 		cr_assert_eq(r.status, 0, "on-CPU: %s", r.out);
