@@ -84,6 +84,11 @@ struct py_snapshot {
 	uint64_t cframe; /* 3.11/3.12: tstate->cframe when read (a C stack address), else 0 */
 	uint32_t n;
 	bool cut; /* the chain went on past PY_MAX_FRAMES */
+	/*
+	 * Only the outer frames two walks read alike: the thread moved during
+	 * each. Its innermost group may be cut anywhere and is never shown.
+	 */
+	bool partial;
 	struct py_frame frames[PY_MAX_FRAMES];
 };
 
@@ -162,6 +167,7 @@ struct pyreader_stats {
 	uint64_t probes, processes; /* processes probed, and found running supported Python */
 	uint64_t snapshots, snapshot_failures;
 	uint64_t snapshot_retries; /* walks done again: the chain moved while it was read */
+	uint64_t snapshot_partial; /* of the snapshots, those that kept only the outer frames */
 	uint64_t reads, bytes_read; /* process_vm_readv calls and bytes */
 	uint64_t code_cache_hits, code_reads;
 	uint64_t leaf_checks, leaf_mismatches; /* newest frames checked against the registers */

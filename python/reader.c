@@ -79,16 +79,22 @@ struct pyreader {
 	uint64_t win_lo;
 	size_t win_len;
 	uint8_t win[WINDOW];
+	struct py_snapshot *prev; /* the walk before, while a snapshot is retried */
 };
 
 struct pyreader *pyreader__new(void)
 {
 	struct pyreader *r = calloc(1, sizeof(*r));
 
-	if (r) {
-		u64map_init(&r->pids);
-		u64map_init(&r->file_idx);
+	if (!r)
+		return NULL;
+	r->prev = malloc(sizeof(*r->prev));
+	if (!r->prev) {
+		free(r);
+		return NULL;
 	}
+	u64map_init(&r->pids);
+	u64map_init(&r->file_idx);
 	return r;
 }
 
@@ -117,6 +123,7 @@ void pyreader__free(struct pyreader *r)
 	free(r->files);
 	u64map_free(&r->pids);
 	u64map_free(&r->file_idx);
+	free(r->prev);
 	free(r);
 }
 
@@ -419,16 +426,44 @@ static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct p
 static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot *snap);
 
 /*
+ * How many frames, counted from the outermost, two walks of one thread
+ * read alike (address, code, instruction, kind). Neither may have been cut.
+ */
+static uint32_t common_outer(const struct py_snapshot *a, const struct py_snapshot *b)
+{
+	uint32_t n = 0;
+
+	if (a->cut || b->cut || a->tstate != b->tstate)
+		return 0;
+	while (n < a->n && n < b->n) {
+		const struct py_frame *x = &a->frames[a->n - 1 - n], *y = &b->frames[b->n - 1 - n];
+
+		if (x->addr != y->addr || x->code != y->code || x->instr != y->instr ||
+		    x->entry != y->entry || x->stub != y->stub)
+			break;
+		n++;
+	}
+	return n;
+}
+
+/*
  * The chain is read frame by frame while the thread runs: a read that
  * began in one state of the chain and ended in another could join frames
  * that never were on one stack (a frame popped, its slot taken by a
  * sibling). The thread's innermost frame is read again after the walk: if
  * it moved, the walk is done again, a few times at most.
+ *
+ * A thread deep in fast-changing code (imports) may move during every
+ * walk. Its older frames wait, unchanged, for the calls they made: the
+ * outer frames two walks read alike are kept as a partial snapshot, whose
+ * innermost group (cut anywhere) pyreader__match never shows.
  */
 int pyreader__snapshot(struct pyreader *r, pid_t pid, pid_t tid, struct py_snapshot *out)
 {
 	struct proc *p = proc_get(r, pid);
 	uint64_t cframe, frame;
+	uint32_t keep = 0;
+	bool walked = false;
 	int err = -EFAULT;
 
 	if (!r || !out)
@@ -455,6 +490,26 @@ int pyreader__snapshot(struct pyreader *r, pid_t pid, pid_t tid, struct py_snaps
 			continue;
 		}
 		err = -EFAULT;
+		if (walked)
+			keep = common_outer(r->prev, out);
+		memcpy(r->prev, out,
+		       offsetof(struct py_snapshot, frames) + out->n * sizeof(out->frames[0]));
+		walked = true;
+	}
+	if (err == -EFAULT && keep) {
+		/* r->prev holds the last walk; its outer `keep` frames are the ones to show */
+		memmove(out->frames, r->prev->frames + (r->prev->n - keep),
+			keep * sizeof(out->frames[0]));
+		out->tstate = r->prev->tstate;
+		out->cframe = 0;
+		out->n = keep;
+		out->cut = false;
+		out->partial = true;
+		err = resolve_codes(r, p, out);
+		if (!err) {
+			r->st.snapshot_partial++;
+			return 0;
+		}
 	}
 	if (err != -ENOENT)
 		r->st.snapshot_failures++;
@@ -470,7 +525,7 @@ static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct p
 	int err;
 
 	out->n = 0;
-	out->cut = false;
+	out->cut = out->partial = false;
 	out->tstate = out->cframe = 0;
 	r->win_pid = 0; /* what the window holds is from an earlier read */
 	th = find_tstate(r, p, tid, ts);
@@ -682,7 +737,7 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 			    bool *is_eval)
 {
 	struct proc *p = proc_get(r, pid);
-	uint64_t older = 0, prev;
+	uint64_t older = 0, prev = 0;
 	size_t n = 0;
 
 	if (!p || p->state != 1 || !pcs || !cfas || !is_eval) {
@@ -722,6 +777,29 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 		older = cfas[i];
 		n++;
 		r->st.cold_evals++;
+	}
+	if (p->L.ts_cframe == PY_NO_FIELD)
+		return n;
+	/*
+	 * A frame that is no eval call can hold, at the same depth, what a
+	 * returned eval call left there: a stale _PyCFrame that still links to
+	 * the older call. A real one is also linked to from the next newer
+	 * call's: newest first, each call's record must be the one its newer
+	 * call points to.
+	 */
+	for (size_t i = 0, have = 0; i < k; i++) {
+		uint64_t expect = prev;
+
+		if (!is_eval[i] || !cfas[i] || cfas[i] < p->slot)
+			continue;
+		if (have && !(pcs[i] >= p->eval_lo && pcs[i] < p->eval_hi) &&
+		    expect != cfas[i] - p->slot) {
+			is_eval[i] = false;
+			n--;
+			r->st.cold_evals--;
+			continue;
+		}
+		have = copy_word(copy, cfas[i] - p->slot + p->L.cf_previous, &prev);
 	}
 	return n;
 }
@@ -790,7 +868,7 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 	if (p->slot && p->L.ts_cframe != PY_NO_FIELD && n >= 2 &&
 	    !cframe_slot_fits(p, copy, snap, cfas, n, p->slot))
 		p->slot = 0;
-	if (!p->slot)
+	if (!p->slot && !snap->partial)
 		learn_slot(p, snap, copy, cfas, n);
 	if (!p->slot)
 		return 0;
@@ -809,7 +887,7 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 
 		if (j == ANCHOR_UNREADABLE)
 			continue;
-		if (j < 0 || !trusted || (j == 0 && k != 0) ||
+		if (j < 0 || !trusted || (j == 0 && (k != 0 || snap->partial)) ||
 		    (last_j >= 0 && j != last_j - (long)(last_k - k))) {
 			groups[k].state = PY_GROUP_CHANGED;
 			trusted = false;

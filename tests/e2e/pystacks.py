@@ -106,18 +106,24 @@ KERNEL = re.compile(r"sgemm|gemm_kernel|^_?jit_|brgemm|_kernel_f32")
 def cnn(folded):
     """Compute-kernel samples under the training step; convolution forward
     (at::native::mkldnn_convolution) under a module's forward, convolution
-    backward (convolution_backward) under backward; JIT names kept.
+    backward (convolution_backward) under backward, the linear layers'
+    forward (at::_ops::linear::call) under Linear.forward; JIT names kept.
     Where a kernel's own Python frames are a placeholder (they changed before
     they were read: see the README), they are not judged, but most must be
     shown."""
     stacks = read_folded(folded)
     kern = step = fwd = fwd_under = bwd = bwd_under = jit_named = 0
-    fwd_all = bwd_all = 0
+    fwd_all = bwd_all = lin_all = lin = lin_under = 0
     for frames, n in stacks:
         if not any(KERNEL.search(fr) for fr in frames):
             continue
         kern += n
         py = py_frames(frames)
+        if any(fr.startswith("at::_ops::linear::call(") for fr in frames):
+            lin_all += n
+            if not any(fr in PLACEHOLDERS for fr in frames):
+                lin += n
+                lin_under += n if "Linear.forward" in py else 0
         step += n if "train_step" in py else 0
         if any(fr.endswith("_[j]") for fr in frames):
             jit_named += n
@@ -138,19 +144,21 @@ def cnn(folded):
             bwd_under += n if any(p.endswith("backward") for p in py) else 0
     print(f"kernel samples {kern}: under train_step {100.0 * step / max(kern, 1):.1f}%; "
           f"JIT-named {jit_named}; conv forward {fwd_all}, shown {fwd} ({fwd_under} under a "
-          f"forward); conv backward {bwd_all}, shown {bwd} ({bwd_under} under backward)")
+          f"forward); conv backward {bwd_all}, shown {bwd} ({bwd_under} under backward); "
+          f"linear forward {lin_all}, shown {lin} ({lin_under} under Linear.forward)")
     if kern < 100:
         fail(f"only {kern} samples in compute kernels")
     if step < 0.95 * kern:
         fail(f"only {100.0 * step / kern:.1f}% of kernel samples show train_step")
     if not jit_named:
         fail("no oneDNN JIT kernel names")
-    for what, total, shown, under in (("forward", fwd_all, fwd, fwd_under),
-                                      ("backward", bwd_all, bwd, bwd_under)):
+    for what, total, shown, under in (("convolution forward", fwd_all, fwd, fwd_under),
+                                      ("convolution backward", bwd_all, bwd, bwd_under),
+                                      ("linear forward", lin_all, lin, lin_under)):
         if total < 20 or shown < 0.75 * total:
-            fail(f"convolution {what}: Python frames shown for {shown} of {total} samples")
+            fail(f"{what}: Python frames shown for {shown} of {total} samples")
         if under < 0.99 * shown:
-            fail(f"convolution {what}: {under} of {shown} samples under {what}")
+            fail(f"{what}: {under} of {shown} samples under its Python code")
 
 
 def has(folded, names):

@@ -6,11 +6,13 @@
  * exist (skipped with the reason where they do not).
  */
 #include <criterion/criterion.h>
+#include <sched.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,7 +34,10 @@ struct child {
 	pid_t pid, tid;
 };
 
-static struct child start(const char *python)
+/* The CPU the next child runs on, -1 for any. */
+static int child_cpu = -1;
+
+static struct child start_script(const char *python, const char *code)
 {
 	int fds[2];
 	struct child c = { 0 };
@@ -46,9 +51,17 @@ static struct child start(const char *python)
 	c.pid = fork();
 	cr_assert_geq(c.pid, 0);
 	if (c.pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* no spinning child left by a failed test */
+		if (child_cpu >= 0) {
+			cpu_set_t set;
+
+			CPU_ZERO(&set);
+			CPU_SET(child_cpu, &set);
+			sched_setaffinity(0, sizeof(set), &set);
+		}
 		dup2(fds[1], 1);
 		close(fds[0]);
-		execl(python, python, "-c", script, (char *)NULL);
+		execl(python, python, "-c", code, (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -59,6 +72,11 @@ static struct child start(const char *python)
 	cr_assert_gt(c.tid, 0);
 	usleep(100000); /* from print to sleep */
 	return c;
+}
+
+static struct child start(const char *python)
+{
+	return start_script(python, script);
 }
 
 static void stop(struct child *c)
@@ -119,6 +137,91 @@ Test(python, chain_312)
 Test(python, chain_313)
 {
 	chain_case("/root/.pyenv/versions/3.13.0/bin/python3.13", 13);
+}
+
+/*
+ * A thread whose innermost frames change all the time, under a deep chain
+ * that does not: walks that never see the same head twice keep the outer
+ * frames both read alike (a partial snapshot). Every snapshot, whole or
+ * partial, must be a chain the program has, read from the outermost frame.
+ */
+static const char churn_script[] = "import threading\n"
+				   "def rec(n):\n"
+				   "    return rec(n - 1) + 1 if n else 0\n"
+				   "def churn():\n"
+				   "    print(threading.get_native_id(), flush=True)\n"
+				   "    x = 0\n"
+				   "    while True:\n"
+				   "        x += rec(x % 31) + 1\n"
+				   "def level(n):\n"
+				   "    level(n - 1) if n else churn()\n"
+				   "level(100)\n";
+
+static void churn_case(const char *python)
+{
+	struct child c;
+	struct pyreader *r = pyreader__new();
+	struct py_snapshot *snap = calloc(1, sizeof(*snap));
+	struct py_frame_info info;
+	uint32_t partial = 0, whole = 0;
+	cpu_set_t set;
+
+	/* the child runs while it is read: each on a CPU of its own */
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		cr_skip_test("needs 2 CPUs: the child must run while it is read");
+	child_cpu = 1;
+	c = start_script(python, churn_script);
+	child_cpu = -1;
+	CPU_ZERO(&set);
+	CPU_SET(0, &set);
+	cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+	cr_assert_eq(pyreader__probe(r, c.pid), 1);
+	/* 300 snapshots, more while none was partial (a busy machine may hold the child still) */
+	for (int t = 0; t < 300 || (!partial && t < 30000); t++) {
+		uint32_t depth = 0; /* frames named, from the outermost */
+
+		cr_assert_eq(pyreader__snapshot(r, c.pid, c.tid, snap), 0);
+		partial += snap->partial;
+		whole += !snap->partial;
+		for (uint32_t i = snap->n; i-- > 0;) {
+			const char *want = depth == 0	  ? "<module>"
+					   : depth <= 101 ? "level"
+					   : depth == 102 ? "churn"
+							  : "rec";
+
+			if (snap->frames[i].stub)
+				continue;
+			cr_assert_eq(pyreader__describe(r, c.pid, &snap->frames[i], &info), 0);
+			cr_assert_str_eq(info.qualname, want, "frame %u from the outermost: %s",
+					 depth, info.qualname);
+			depth++;
+		}
+		cr_assert_leq(depth, 103 + 31);
+		/* a whole one reaches the loop; a partial one may end anywhere above <module> */
+		cr_assert_geq(depth, snap->partial ? 1 : 103, "%u frames", depth);
+		if (t % 100 == 99)
+			usleep(1000);
+	}
+	cr_assert_eq(pyreader__stats(r)->snapshot_partial, partial);
+	cr_assert_gt(partial, 0, "no partial snapshot in %u", whole);
+	stop(&c);
+	free(snap);
+	pyreader__free(r);
+}
+
+Test(python, churn_311)
+{
+	churn_case("/usr/bin/python3.11");
+}
+
+Test(python, churn_312)
+{
+	churn_case("/root/.pyenv/versions/3.12.1/bin/python3.12");
+}
+
+Test(python, churn_313)
+{
+	churn_case("/root/.pyenv/versions/3.13.0/bin/python3.13");
 }
 
 /* Not Python, gone, not a thread of it, not a code object: errors, no crash. */
