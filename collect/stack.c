@@ -81,6 +81,11 @@ int64_t build_stack(struct stack_builder *b, const struct rec_sample *s, enum st
 	 */
 	if (!err && src == &stack_source_fp && addrs >= b->max_stack)
 		end = STACK_END_DEPTH;
+	/* no deeper than a profile holds: the root-most frames go, [truncated] stands there */
+	if (!err && b->fr->n >= PROFILE_MAX_DEPTH) {
+		b->fr->n = PROFILE_MAX_DEPTH - 1;
+		end = STACK_END_DEPTH;
+	}
 	if (!err)
 		err = push_cut(b, end);
 	if (err)

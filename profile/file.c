@@ -36,8 +36,12 @@
 
 #define HEADER_SIZE 40
 #define FLAG_FINALIZED 1u
-/* zlib cannot expand data by more than ~1032:1; anything claiming more is a bomb */
-#define MAX_RATIO 1100
+/*
+ * dlflame's profiles compress 3-5:1 (recordings of the MLP, the CNN
+ * trainer, off-CPU runs); a payload that claims more than this is a bomb.
+ * The writer stores its payload uncompressed rather than exceed it.
+ */
+#define MAX_RATIO 100
 #define MAX_PAYLOAD (8ULL << 30)
 
 #define TAG(a, b, c, d) \
@@ -303,8 +307,9 @@ static int emit_samples(const struct profile *p, struct zsink *z)
 	return err;
 }
 
-/* Compresses the payload into fd (or only measures it, fd -1). */
-static int emit_payload(const struct profile *p, const struct wbuf *tables, struct zsink *z, int fd)
+/* Compresses the payload into fd (or only measures it, fd -1), at zlib level `level`. */
+static int emit_payload(const struct profile *p, const struct wbuf *tables, struct zsink *z, int fd,
+			int level)
 {
 	int err;
 
@@ -312,7 +317,7 @@ static int emit_payload(const struct profile *p, const struct wbuf *tables, stru
 	z->fd = fd;
 	z->plen = z->zlen = 0;
 	z->crc = (uint32_t)crc32(0, NULL, 0);
-	if (deflateInit(&z->zs, 6) != Z_OK)
+	if (deflateInit(&z->zs, level) != Z_OK)
 		return -ENOMEM;
 	err = zs_feed(z, tables->data, tables->len);
 	if (!err)
@@ -321,6 +326,11 @@ static int emit_payload(const struct profile *p, const struct wbuf *tables, stru
 		err = zs_run(z, Z_FINISH);
 	deflateEnd(&z->zs);
 	return err;
+}
+
+static bool too_compressed(const struct zsink *z)
+{
+	return z->plen > z->zlen * MAX_RATIO;
 }
 
 static void make_header(uint8_t *hdr, const struct profile *p, const struct zsink *z)
@@ -361,8 +371,13 @@ int profile__write(const struct profile *p, const char *path)
 		 */
 		uint64_t zlen;
 		uint32_t crc;
+		int level = 6;
 
-		err = emit_payload(p, &b, z, -1);
+		err = emit_payload(p, &b, z, -1, level);
+		if (!err && too_compressed(z)) {
+			level = 0;
+			err = emit_payload(p, &b, z, -1, level);
+		}
 		if (err)
 			goto close_in_place;
 		make_header(hdr, p, z);
@@ -370,7 +385,7 @@ int profile__write(const struct profile *p, const char *path)
 		crc = z->crc;
 		err = write_all(fd, hdr, sizeof(hdr));
 		if (!err)
-			err = emit_payload(p, &b, z, fd);
+			err = emit_payload(p, &b, z, fd, level);
 		if (!err && (z->zlen != zlen || z->crc != crc))
 			err = -EIO;
 close_in_place:
@@ -394,7 +409,14 @@ close_in_place:
 	/* the header is written last, when the sizes and checksum are known */
 	err = write_all(fd, hdr, sizeof(hdr));
 	if (!err)
-		err = emit_payload(p, &b, z, fd);
+		err = emit_payload(p, &b, z, fd, 6);
+	if (!err && too_compressed(z)) {
+		/* the reader would take it for a bomb: stored instead */
+		if (ftruncate(fd, HEADER_SIZE) || lseek(fd, HEADER_SIZE, SEEK_SET) < 0)
+			err = -errno;
+		if (!err)
+			err = emit_payload(p, &b, z, fd, 0);
+	}
 	if (!err) {
 		make_header(hdr, p, z);
 		err = pwrite_all(fd, hdr, sizeof(hdr), 0);
@@ -626,6 +648,12 @@ static int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct
 			err = fail(e, "bad stack entry", stks.off + 24 + i * 8, true);
 			goto out;
 		}
+		if (profile__stack_depth(p, kmap[parent]) >= PROFILE_MAX_DEPTH) {
+			_Static_assert(PROFILE_MAX_DEPTH == 8192, "the message says 8192");
+			err = fail(e, "a stack deeper than dlflame records (8192 frames)",
+				   stks.off + 24 + i * 8, true);
+			goto out;
+		}
 		id = profile__stack(p, kmap[parent], fmap[frame]);
 		if (id < 0) {
 			err = (int)id;
@@ -763,8 +791,14 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 			    false);
 	if (crc32(0, buf + HEADER_SIZE, zlen) != get_le32(buf + 32))
 		return fail(e, "checksum mismatch (file corrupt)", 32, false);
-	if (plen > MAX_PAYLOAD || plen > zlen * MAX_RATIO + 64)
-		return fail(e, "implausible payload size", 16, false);
+	if (plen > MAX_PAYLOAD)
+		return fail(e, "payload larger than any profile dlflame writes (8 GiB)", 16, false);
+	_Static_assert(MAX_RATIO == 100, "the message says 100:1");
+	if (plen > zlen * MAX_RATIO + 64)
+		return fail(
+			e,
+			"payload would expand more than 100:1, which no profile dlflame writes does",
+			16, false);
 
 	err = -ENOMEM;
 	payload = malloc(plen ? plen : 1);

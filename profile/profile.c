@@ -556,11 +556,11 @@ static int64_t rl_frame(struct relabel *r, uint32_t id)
 		/* qualname (file.py), or qualname (file.py:line) */
 		const char *file = profile__str(r->src, f->file), *slash = strrchr(file, '/');
 		char *label = NULL;
-		int n = r->lines && f->line ? asprintf(&label, "%s (%s:%u)",
-						       profile__str(r->src, f->name),
-						       slash ? slash + 1 : file, f->line)
-					    : asprintf(&label, "%s (%s)", profile__str(r->src, f->name),
-						       slash ? slash + 1 : file);
+		int n = r->lines && f->line
+				? asprintf(&label, "%s (%s:%u)", profile__str(r->src, f->name),
+					   slash ? slash + 1 : file, f->line)
+				: asprintf(&label, "%s (%s)", profile__str(r->src, f->name),
+					   slash ? slash + 1 : file);
 		if (n < 0)
 			return -ENOMEM;
 		name = profile__string(r->dst, label, (size_t)n);
@@ -838,15 +838,21 @@ static int ex_build(struct profile *p, struct expand *x, const struct tables *ol
 	for (size_t i = 1; i < ns; i++) {
 		uint32_t f = old->stacks[i].frame;
 		int64_t at = x->smap[old->stacks[i].parent];
+		bool cut = false;
 
 		for (uint32_t k = 0; k < x->len[f]; k++) {
+			/* inline levels past the deepest a profile holds are left out */
+			if (p->depths[at] >= PROFILE_MAX_DEPTH) {
+				cut = true;
+				break;
+			}
 			at = profile__stack(p, (uint32_t)at,
 					    (uint32_t)x->newid[x->chain[x->off[f] + k]]);
 			if (at < 0)
 				return (int)at;
 		}
 		x->smap[i] = (uint32_t)at;
-		profile__set_stack_end(p, (uint32_t)at, old->ends[i]);
+		profile__set_stack_end(p, (uint32_t)at, cut ? STACK_END_DEPTH : old->ends[i]);
 	}
 	return 0;
 }

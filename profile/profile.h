@@ -141,6 +141,13 @@ const struct pf_stack *profile__get_stack(const struct profile *p, uint32_t id);
 const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id);
 /* Only for i >= profile__nr_spilled(p): spilled samples are not in memory. */
 const struct pf_sample *profile__get_sample(const struct profile *p, size_t i);
+/*
+ * The deepest stack a profile holds: the recorder cuts deeper ones (with a
+ * [truncated] root, or at an inline level after naming) and the reader
+ * refuses them, so no report's work grows with a hostile file's depth.
+ */
+#define PROFILE_MAX_DEPTH 8192
+
 /* Depth of a stack: number of frames from root to leaf (0 for stack 0). */
 uint32_t profile__stack_depth(const struct profile *p, uint32_t id);
 /*

@@ -359,7 +359,13 @@ struct unwind_proc;
 struct jit_proc;
 
 struct proc {
+	/*
+	 * Sorted, disjoint. After a fork the child shares its parent's array
+	 * (refs counts the processes that do, NULL while it is private) until
+	 * either changes it: a fork storm costs no copy per child.
+	 */
 	struct map *maps;
+	size_t *refs;
 	struct perfmap *perfmap; /* owned by perfmap.c: JIT symbols read for this pid */
 	struct unwind_proc *unw; /* owned by unwind.c: unwinding state of this pid */
 	struct jit_proc *jit; /* owned by jitcaller.c: what its JIT frames taught */
@@ -421,6 +427,8 @@ struct proc *proc_get(struct symbolizer *s, uint32_t pid);
 void proc_free(struct proc *p);
 /* A new image (exec): no mappings, misses counted afresh. */
 void proc_reset(struct proc *p);
+/* A fork: child (reset first) sees parent's mappings, shared until either changes them. */
+int proc_share(struct proc *child, struct proc *parent);
 /* The mapping containing addr, or NULL. */
 struct map *proc_lookup(struct proc *p, uint64_t addr);
 /* Insert m, cutting away the parts of older mappings it overlaps. */

@@ -57,16 +57,76 @@ struct proc *proc_get(struct symbolizer *s, uint32_t pid)
 	return p;
 }
 
+/* Let go of the mappings array: freed if no other process shares it. */
+static void maps_release(struct proc *p)
+{
+	if (p->refs && --*p->refs) {
+		p->maps = NULL; /* still another's */
+	} else {
+		free(p->refs);
+		free(p->maps);
+	}
+	p->refs = NULL;
+	p->maps = NULL;
+	p->n = p->cap = 0;
+}
+
+/* Before changing the mappings: a shared array is copied, or taken over by the last user. */
+static int maps_own(struct proc *p)
+{
+	struct map *copy;
+
+	if (!p->refs)
+		return 0;
+	if (*p->refs == 1) {
+		free(p->refs);
+		p->refs = NULL;
+		return 0;
+	}
+	copy = malloc((p->n ? p->n : 1) * sizeof(*copy));
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, p->maps, p->n * sizeof(*copy));
+	--*p->refs;
+	p->refs = NULL;
+	p->maps = copy;
+	p->cap = p->n ? p->n : 1;
+	return 0;
+}
+
+int proc_share(struct proc *child, struct proc *parent)
+{
+	if (child == parent)
+		return 0;
+	proc_reset(child);
+	if (!parent->n)
+		return 0;
+	if (!parent->refs) {
+		parent->refs = malloc(sizeof(*parent->refs));
+		if (!parent->refs)
+			return -ENOMEM;
+		*parent->refs = 1;
+	}
+	++*parent->refs;
+	child->refs = parent->refs;
+	child->maps = parent->maps;
+	child->n = parent->n;
+	child->cap = parent->n;
+	return 0;
+}
+
 void proc_free(struct proc *p)
 {
 	if (!p)
 		return;
-	free(p->maps);
+	maps_release(p);
 	free(p);
 }
 
 void proc_reset(struct proc *p)
 {
+	if (p->refs)
+		maps_release(p);
 	p->n = 0;
 	p->last = 0;
 	p->misses = 0;
@@ -110,6 +170,8 @@ int proc_insert(struct proc *p, const struct map *m)
 	struct map left, right;
 	bool has_left = false, has_right = false;
 
+	if (maps_own(p))
+		return -ENOMEM;
 	while (j < p->n && p->maps[j].start < m->end)
 		j++;
 	if (i < j && p->maps[i].start < m->start) {
@@ -190,6 +252,10 @@ static int proc_merge(struct proc *p, struct map *add, size_t nadd)
 	}
 	if (!npieces)
 		return 0;
+	if (maps_own(p)) {
+		free(pieces);
+		return -ENOMEM;
+	}
 	merged = malloc((p->n + npieces) * sizeof(*merged));
 	if (!merged) {
 		free(pieces);

@@ -226,16 +226,12 @@ int symbolizer__fork(struct symbolizer *s, uint32_t pid, uint32_t ppid)
 	child = proc_get(s, pid);
 	if (!child)
 		return -ENOMEM;
-	child->n = 0;
-	child->last = 0;
 	parent = proc_find(s, ppid);
-	if (!parent || !parent->n)
+	if (!parent) {
+		proc_reset(child);
 		return 0;
-	if (grow_array((void **)&child->maps, &child->cap, parent->n, sizeof(*child->maps)))
-		return -ENOMEM;
-	memcpy(child->maps, parent->maps, parent->n * sizeof(*parent->maps));
-	child->n = parent->n;
-	return 0;
+	}
+	return proc_share(child, parent);
 }
 
 int symbolizer__exit(struct symbolizer *s, uint32_t pid, uint32_t tid)

@@ -252,8 +252,123 @@ Test(profile, claimed_huge_payload_is_refused_before_allocating)
 	uint8_t *buf = slurp(path, &len);
 	buf[16 + 7] = 0x10; /* payload length: 2^60 */
 	cr_assert_eq(profile__read_mem(buf, len, &q, &e), -EINVAL);
-	cr_assert_not_null(strstr(e.what, "implausible"));
+	cr_assert_not_null(strstr(e.what, "8 GiB"), "%s", e.what);
 	free(buf);
+	profile__free(p);
+}
+
+/* A chain of `depth` frames with a sample at every level, written to path. */
+static void write_chain(const char *path, uint32_t depth)
+{
+	struct profile *p = profile__new();
+	int64_t name = profile__string(p, "f", 1), t = profile__thread(p, 1, 1, (uint32_t)name);
+	int64_t fr = profile__frame(p, (uint32_t)name, 0, FRAME_USER), st = 0;
+
+	cr_assert(name > 0 && t >= 0 && fr >= 0);
+	for (uint32_t d = 0; d < depth; d++) {
+		st = profile__stack(p, (uint32_t)st, (uint32_t)fr);
+		cr_assert_geq(st, 0);
+		cr_assert_eq(profile__add_sample(p, &(struct pf_sample){ .time = d,
+									 .weight = 1,
+									 .stack = (uint32_t)st,
+									 .thread = (uint32_t)t }),
+			     0);
+	}
+	cr_assert_eq(profile__write(p, path), 0);
+	profile__free(p);
+}
+
+/*
+ * Deeper than the recorder writes: refused at once, so that no output has
+ * to be built from depth x samples. As deep as it writes: read.
+ */
+Test(profile, stacks_deeper_than_recorded_are_refused)
+{
+	struct profile *q = NULL;
+	struct profile_read_error e = { 0 };
+	char path[128];
+
+	snprintf(path, sizeof(path), "%s/deep.data", tmpdir);
+	write_chain(path, PROFILE_MAX_DEPTH + 1);
+	cr_assert_eq(profile__read(path, &q, &e), -EINVAL);
+	cr_assert_not_null(strstr(e.what, "deeper than dlflame records"), "%s", e.what);
+	cr_assert(e.in_payload);
+	write_chain(path, PROFILE_MAX_DEPTH);
+	cr_assert_eq(profile__read(path, &q, &e), 0);
+	cr_assert_eq(profile__nr_samples(q), PROFILE_MAX_DEPTH);
+	profile__free(q);
+}
+
+/*
+ * Samples that compress better than any recording's (1,000,000 alike) are
+ * stored, so that the reader's ratio cap never refuses what was written;
+ * a header claiming more than that ratio is refused.
+ */
+Test(profile, compression_ratio_is_capped_both_ways)
+{
+	struct profile *p = make_profile(), *q = NULL;
+	struct profile_read_error e = { 0 };
+	struct pf_sample s0;
+	char path[128];
+	size_t len;
+	uint8_t *buf;
+
+	snprintf(path, sizeof(path), "%s/flat.data", tmpdir);
+	s0 = *profile__get_sample(p, 0);
+	for (int i = 0; i < 1000000; i++)
+		cr_assert_eq(profile__add_sample(p, &s0), 0);
+	cr_assert_eq(profile__write(p, path), 0);
+	buf = slurp(path, &len);
+	cr_assert_leq(get_le64_test(buf + 16), get_le64_test(buf + 24) * 100, "ratio %.0f:1",
+		      (double)get_le64_test(buf + 16) / (double)get_le64_test(buf + 24));
+	cr_assert_eq(profile__read_mem(buf, len, &q, &e), 0, "%s", e.what);
+	cr_assert_eq(profile__nr_samples(q), profile__nr_samples(p));
+	profile__free(q);
+	free(buf);
+
+	/* the payload length of a small file, claimed 200 times its compressed size */
+	snprintf(path, sizeof(path), "%s/b.data", tmpdir);
+	profile__free(p);
+	p = make_profile();
+	cr_assert_eq(profile__write(p, path), 0);
+	buf = slurp(path, &len);
+	uint64_t claim = get_le64_test(buf + 24) * 200;
+	memcpy(buf + 16, &claim, 8);
+	cr_assert_eq(profile__read_mem(buf, len, &q, &e), -EINVAL);
+	cr_assert_not_null(strstr(e.what, "100:1"), "%s", e.what);
+	free(buf);
+	profile__free(p);
+}
+
+static int expand_double(void *ctx, uint32_t frame, uint32_t *out, size_t max)
+{
+	(void)ctx;
+	cr_assert_geq(max, 2);
+	out[0] = frame;
+	out[1] = frame;
+	return 2;
+}
+
+/* Inline levels past the deepest stack a profile holds are left out, and said so. */
+Test(profile, expand_frames_stops_at_the_depth_cap)
+{
+	struct profile *p = profile__new();
+	int64_t name = profile__string(p, "f", 1), t = profile__thread(p, 1, 1, (uint32_t)name);
+	int64_t fr = profile__frame(p, (uint32_t)name, 0, FRAME_USER), st = 0;
+	const uint32_t depth = PROFILE_MAX_DEPTH / 2 + 100;
+	const struct pf_sample *s;
+
+	for (uint32_t d = 0; d < depth; d++)
+		st = profile__stack(p, (uint32_t)st, (uint32_t)fr);
+	profile__set_stack_end(p, (uint32_t)st, STACK_END_COMPLETE);
+	cr_assert_eq(profile__add_sample(p, &(struct pf_sample){ .weight = 1,
+								 .stack = (uint32_t)st,
+								 .thread = (uint32_t)t }),
+		     0);
+	cr_assert_eq(profile__expand_frames(p, expand_double, NULL), 0);
+	s = profile__get_sample(p, 0);
+	cr_assert_eq(profile__stack_depth(p, s->stack), PROFILE_MAX_DEPTH);
+	cr_assert_eq(profile__stack_end(p, s->stack), STACK_END_DEPTH);
 	profile__free(p);
 }
 

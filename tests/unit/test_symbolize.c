@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -636,6 +637,55 @@ Test(symbolize, fork_exec_exit)
 	expect(s, child, 0x10010, false, "[unknown]", "");
 	cr_assert_eq(symbolizer__exit(s, 12345678, 12345678), 0);
 	cr_assert_eq(symbolizer__comm(s, 12345678, 12345678, true), 0);
+	symbolizer__free(s);
+}
+
+/*
+ * A fork storm: thousands of live children of a process with thousands of
+ * mappings share its array until one changes, so memory does not grow with
+ * children x mappings (it used to: a copy per fork).
+ */
+Test(symbolize, fork_storm_shares_mappings)
+{
+	struct symbolizer *s = symbolizer__new();
+	const uint32_t parent = FAKE_PID, first = FAKE_PID + 1, nkids = 4000, nmaps = 3000;
+	struct rusage before, after;
+
+	for (uint32_t i = 0; i < nmaps; i++)
+		cr_assert_eq(symbolizer__mmap(s, parent, 0x100000 + i * 0x2000ull, 0x1000, 0,
+					      PROT_READ | PROT_EXEC, "/nonexistent/a.so"),
+			     0);
+	getrusage(RUSAGE_SELF, &before);
+	for (uint32_t k = 0; k < nkids; k++)
+		cr_assert_eq(symbolizer__fork(s, first + k, parent), 0);
+	getrusage(RUSAGE_SELF, &after);
+	/* a copy each would be 4000 x 3000 x 40 bytes, 480 MB */
+	cr_assert_lt(after.ru_maxrss - before.ru_maxrss, 40 * 1024, "%ld KiB more after the forks",
+		     after.ru_maxrss - before.ru_maxrss);
+	expect(s, first + 17, 0x100010, false, "[a.so+0x10]", "a.so");
+
+	/* a child's change is its own; the parent's is its own; grandchildren share too */
+	map(s, first, 0x100000, 0x101000, 0, "/nonexistent/b.so");
+	expect(s, first, 0x100010, false, "[b.so+0x10]", "b.so");
+	expect(s, parent, 0x100010, false, "[a.so+0x10]", "a.so");
+	expect(s, first + 1, 0x100010, false, "[a.so+0x10]", "a.so");
+	cr_assert_eq(symbolizer__fork(s, first + nkids, first), 0);
+	expect(s, first + nkids, 0x100010, false, "[b.so+0x10]", "b.so");
+	map(s, parent, 0x102000, 0x103000, 0, "/nonexistent/c.so");
+	expect(s, parent, 0x102010, false, "[c.so+0x10]", "c.so");
+	expect(s, first + 2, 0x102010, false, "[a.so+0x10]", "a.so");
+
+	/* the parent exits, an exec resets a child: the others keep the mappings */
+	cr_assert_eq(symbolizer__exit(s, parent, parent), 0);
+	cr_assert_eq(symbolizer__comm(s, first + 3, first + 3, true), 0);
+	expect(s, first + 3, 0x100010, false, "[unknown]", "");
+	expect(s, first + 4, 0x100010, false, "[a.so+0x10]", "a.so");
+	/* a child forked again under a reused pid starts from its new parent */
+	cr_assert_eq(symbolizer__fork(s, first + 5, first), 0);
+	expect(s, first + 5, 0x100010, false, "[b.so+0x10]", "b.so");
+	for (uint32_t k = 0; k < nkids; k += 2)
+		cr_assert_eq(symbolizer__exit(s, first + k, first + k), 0);
+	expect(s, first + 7, 0x100010, false, "[a.so+0x10]", "a.so");
 	symbolizer__free(s);
 }
 
