@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -88,6 +89,53 @@ out:
 	return ret;
 }
 
+/* Whether boot (a string id of p) is the boot id of the running kernel. */
+static bool same_boot(const struct profile *p, uint32_t boot)
+{
+	char id[64] = "";
+	FILE *f;
+
+	if (!boot || !(f = fopen("/proc/sys/kernel/random/boot_id", "re")))
+		return false;
+	if (!fgets(id, sizeof(id), f))
+		id[0] = '\0';
+	fclose(f);
+	id[strcspn(id, "\n")] = '\0';
+	return !strcmp(id, profile__str(p, boot));
+}
+
+/*
+ * A recorder killed before it named its frames left their locations: name
+ * them now from the module files still on disk (and kallsyms, if the
+ * kernel is the one that ran the recording).
+ */
+static int name_recovered(const char *path, struct profile *p)
+{
+	struct collect_recover_stats st;
+	struct symbolizer *sym;
+	bool boot;
+	int err;
+
+	if (!profile__nr_locs(p))
+		return 0;
+	sym = symbolizer__new();
+	if (!sym)
+		return error("out of memory");
+	boot = same_boot(p, profile__boot_id(p));
+	if (boot && symbolizer__load_kallsyms(sym, "/proc/kallsyms"))
+		boot = false;
+	err = collector__name_recovered(p, sym, boot, &st);
+	symbolizer__free(sym);
+	if (err)
+		return error("cannot name the frames of %s: %s", path, strerror(-err));
+	if (st.frames_unnamed)
+		warning("%llu frames of %s stay unnamed: %llu of the files it ran are gone or were "
+			"replaced since it was recorded",
+			(unsigned long long)st.frames_unnamed, path,
+			(unsigned long long)st.modules_missing);
+	return 0;
+}
+
 int load_input(const char *path, struct profile **out)
 {
 	struct profile_read_error e = { 0 };
@@ -105,5 +153,12 @@ int load_input(const char *path, struct profile **out)
 	if (n == (ssize_t)sizeof(magic) && perfdata__is_perf_file(magic, sizeof(magic)))
 		return import_perfdata(path, out);
 	err = profile__read(path, out, &e);
-	return err ? profile_error(path, err, &e) : 0;
+	if (err)
+		return profile_error(path, err, &e);
+	err = name_recovered(path, *out);
+	if (err) {
+		profile__free(*out);
+		*out = NULL;
+	}
+	return err;
 }

@@ -47,8 +47,7 @@ static void record_usage(FILE *f)
 		"                           BYTES of stack per sample and unwinds it with the\n"
 		"                           binaries' CFI (default dwarf,32768; BYTES a multiple\n"
 		"                           of 8 up to 65528); 'fp' follows frame pointers\n"
-		"      --no-offcpu          do not record context switches (no blocked time)\n"
-		NO_PYTHON_USAGE
+		"      --no-offcpu          do not record context switches (no blocked time)\n" NO_PYTHON_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"
@@ -287,6 +286,8 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 
+	command = cmd ? join_args(cmd) : NULL;
+	session__journal(&ss, o.output, o.freq, command);
 	err = session__run(&ss, child, o.target.duration_ns, &status, &child_done);
 	if (err) {
 		/* keep what was recorded: write it, then report the failure */
@@ -302,7 +303,6 @@ int cmd_record(int argc, char **argv)
 				child);
 	}
 
-	command = cmd ? join_args(cmd) : NULL;
 	session__fill_meta(&ss, o.freq, cmd ? command : ss.command);
 	int werr = profile__write(ss.prof, o.output);
 	if (werr) {

@@ -107,6 +107,8 @@ int session__open(struct session *ss, const struct sampler_opts *so, bool python
 
 void session__close(struct session *ss)
 {
+	/* the file stays: the profile replaced it, or it is what a failed write leaves */
+	profile__journal_close(ss->journal);
 	sampler__free(ss->s);
 	collector__free(ss->col);
 	symbolizer__free(ss->sym);
@@ -302,6 +304,39 @@ static void status_line(struct session *ss, uint64_t start)
  * duration runs out or a signal comes; then drain and charge the threads
  * still blocked. Returns 0 or the negative errno that stopped the recording.
  */
+void session__journal(struct session *ss, const char *path, uint64_t freq, const char *command)
+{
+	int err = profile__journal_open(ss->prof, path, &ss->journal);
+
+	ss->freq = freq;
+	ss->command_line = command;
+	if (err && err != -ENOTSUP)
+		warning("cannot keep the recording at %s while it runs (%s): a recorder killed now "
+			"would leave nothing",
+			path, strerror(-err));
+}
+
+/* Samples delivered up to about this long before a SIGKILL are kept. */
+#define JOURNAL_EVERY_NS 500000000ull
+
+/* What was recorded so far, to the journal; after an error, no more journal. */
+static void journal_sync(struct session *ss)
+{
+	int err;
+
+	if (!ss->journal)
+		return;
+	session__fill_meta(ss, ss->freq, ss->command_line ? ss->command_line : ss->command);
+	err = profile__journal_sync(ss->journal, collector__journal_loc, ss->col);
+	if (err) {
+		warning("cannot keep the recording on disk while it runs (%s); it is written when "
+			"it ends",
+			strerror(-err));
+		profile__journal_close(ss->journal);
+		ss->journal = NULL;
+	}
+}
+
 int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *status,
 		 bool *child_done)
 {
@@ -309,6 +344,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	uint64_t start = ss->start_time ? ss->start_time : monotonic_ns();
 	uint64_t deadline = 0, end_at = duration_ns ? start + duration_ns : 0;
 	uint64_t status_at = isatty(STDERR_FILENO) ? monotonic_ns() + STATUS_EVERY_NS : 0;
+	uint64_t journal_at = monotonic_ns() + JOURNAL_EVERY_NS;
 	int signalled = 0, err, ferr, kerr;
 
 	*child_done = false;
@@ -316,6 +352,10 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		if (status_at && monotonic_ns() >= status_at) {
 			status_line(ss, start);
 			status_at = monotonic_ns() + STATUS_EVERY_NS;
+		}
+		if (ss->journal && monotonic_ns() >= journal_at) {
+			journal_sync(ss);
+			journal_at = monotonic_ns() + JOURNAL_EVERY_NS;
 		}
 		if (stop_signal && !signalled) {
 			signalled = stop_signal;

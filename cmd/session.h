@@ -27,6 +27,10 @@ struct session {
 	uint64_t start_time; /* attach: when the events were opened; 0 at launch */
 	uint64_t end_time; /* CLOCK_MONOTONIC ns when the recording stopped */
 	char *command; /* attach: the first target's command line, or NULL */
+	/* the journal at the output path, synced about once a second; NULL: none */
+	struct pf_journal *journal;
+	uint64_t freq; /* for the metadata the journal carries */
+	const char *command_line;
 };
 
 /*
@@ -42,6 +46,13 @@ void session__handle_signals(void);
 int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *status,
 		 bool *child_done);
 void session__fill_meta(struct session *ss, uint64_t freq, const char *command);
+/*
+ * Keep what is recorded at path while the recording runs (see the journal
+ * in profile.h), so that a recorder killed with SIGKILL leaves a profile.
+ * Call before session__run; freq and command as for session__fill_meta.
+ * A path that is not a regular file's (a device, a FIFO) gets none.
+ */
+void session__journal(struct session *ss, const char *path, uint64_t freq, const char *command);
 /* Warnings every recording may end with, after its summary line. */
 void session__warnings(struct session *ss);
 /* perf_event_paranoid kept kernel frames out: what that costs, and the remedy. */

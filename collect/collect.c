@@ -218,3 +218,10 @@ int collector__finish(struct collector *c, uint64_t end_time)
 	e = frames_name_deferred(&c->fr);
 	return err ? err : e;
 }
+
+bool collector__journal_loc(void *c, uint32_t frame, struct pf_journal_loc *loc)
+{
+	struct collector *col = c;
+
+	return frames_journal_loc(&col->fr, frame, loc);
+}

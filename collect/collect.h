@@ -119,4 +119,26 @@ int collector__finish(struct collector *c, uint64_t end_time);
 
 const struct collect_stats *collector__stats(const struct collector *c);
 
+/*
+ * A profile_loc_fn for the journal (profile__journal_sync): the frames
+ * named only when the recording ends, as the module file and offset (or
+ * kernel address) they stand for. Between records, on the recording's
+ * thread.
+ */
+bool collector__journal_loc(void *c, uint32_t frame, struct pf_journal_loc *loc);
+
+struct collect_recover_stats {
+	uint64_t frames_named; /* from the module files still on disk */
+	uint64_t frames_unnamed; /* their file is gone or was replaced */
+	uint64_t modules_missing;
+};
+/*
+ * A journal read back (a recorder killed before it named its frames): each
+ * location named as the recorder would have, from the files still on disk
+ * (checked by build-id); kernel addresses by kallsyms only when same_boot
+ * (and sym has kallsyms loaded). 0 or a negative errno.
+ */
+int collector__name_recovered(struct profile *p, struct symbolizer *sym, bool same_boot,
+			      struct collect_recover_stats *st);
+
 #endif

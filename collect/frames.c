@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,5 +180,127 @@ int frames_name_deferred(struct frames *fr)
 	u64map_init(&fr->kernel_frames);
 	u64map_free(&fr->placeholders);
 	u64map_init(&fr->placeholders);
+	return err;
+}
+
+bool frames_journal_loc(struct frames *fr, uint32_t frame, struct pf_journal_loc *out)
+{
+	uint64_t i;
+	const struct sym_loc *l;
+
+	if (!u64map_get(&fr->placeholders, frame, &i) || i >= fr->nr_locs)
+		return false;
+	l = &fr->locs[i];
+	*out = (struct pf_journal_loc){ .offset = l->offset };
+	if (l->module == SYM_LOC_KERNEL) {
+		out->kernel = true;
+		out->path = "";
+		return true;
+	}
+	return symbolizer__module_identity(fr->sym, l->module, &out->path, &out->build_id);
+}
+
+/* ---- a journal read back: its unnamed frames named from the files on disk ---- */
+
+struct recover {
+	struct frames fr; /* for intern_frame */
+	struct u64map locs; /* frame id -> index in the profile's locs */
+	struct u64map mods; /* path string id -> module index + 1, or 0: not loadable */
+	bool kernel; /* kernel addresses of this boot: kallsyms names them */
+	struct collect_recover_stats *st;
+};
+
+static int recover_one(void *ctx, uint32_t frame, uint32_t *out, size_t max)
+{
+	struct recover *rc = ctx;
+	struct sym_frame sf[COLLECT_MAX_INLINE];
+	const struct pf_loc *l;
+	struct sym_loc loc;
+	uint64_t i, mod;
+	size_t k;
+
+	if (!u64map_get(&rc->locs, frame, &i)) {
+		out[0] = frame;
+		return 1;
+	}
+	l = profile__get_loc(rc->fr.prof, i);
+	if (l->kernel) {
+		loc = (struct sym_loc){ .module = SYM_LOC_KERNEL, .offset = l->offset };
+		if (!rc->kernel) {
+			struct sym_frame kf = { .name = "[kernel]",
+						.module = "[kernel.kallsyms]",
+						.kind = FRAME_KERNEL };
+			int64_t id = intern_frame(&rc->fr, &kf);
+
+			if (id < 0)
+				return (int)id;
+			out[0] = (uint32_t)id;
+			return 1;
+		}
+	} else {
+		if (!u64map_get(&rc->mods, l->path, &mod)) {
+			int idx = symbolizer__module_of_file(
+				rc->fr.sym, profile__str(rc->fr.prof, l->path),
+				l->build_id ? profile__str(rc->fr.prof, l->build_id) : NULL);
+
+			mod = idx >= 0 ? (uint64_t)idx + 1 : 0;
+			if (idx < 0)
+				rc->st->modules_missing++;
+			if (u64map_put(&rc->mods, l->path, mod))
+				return -ENOMEM;
+		}
+		if (!mod) {
+			/* the file is gone or was replaced: its name and the offset */
+			const char *path = profile__str(rc->fr.prof, l->path),
+				   *base = strrchr(path, '/');
+			char name[320];
+			struct sym_frame uf = { .name = name,
+						.module = base ? base + 1 : path,
+						.kind = FRAME_USER };
+			int64_t id;
+
+			snprintf(name, sizeof(name), "[%s+0x%llx]", uf.module,
+				 (unsigned long long)l->offset);
+			id = intern_frame(&rc->fr, &uf);
+			if (id < 0)
+				return (int)id;
+			rc->st->frames_unnamed++;
+			out[0] = (uint32_t)id;
+			return 1;
+		}
+		loc = (struct sym_loc){ .module = (uint32_t)(mod - 1), .offset = l->offset };
+	}
+	k = symbolizer__resolve_loc(rc->fr.sym, &loc, sf,
+				    max < COLLECT_MAX_INLINE ? max : COLLECT_MAX_INLINE);
+	for (size_t n = 0; n < k; n++) {
+		int64_t id = intern_frame(&rc->fr, &sf[n]);
+
+		if (id < 0)
+			return (int)id;
+		out[k - 1 - n] = (uint32_t)id;
+	}
+	rc->st->frames_named++;
+	return (int)k;
+}
+
+int collector__name_recovered(struct profile *p, struct symbolizer *sym, bool same_boot,
+			      struct collect_recover_stats *st)
+{
+	struct recover rc = { .kernel = same_boot, .st = st };
+	int err = 0;
+
+	memset(st, 0, sizeof(*st));
+	if (!profile__nr_locs(p))
+		return 0;
+	frames_init(&rc.fr, p, sym);
+	u64map_init(&rc.locs);
+	u64map_init(&rc.mods);
+	for (size_t i = 0; i < profile__nr_locs(p) && !err; i++)
+		err = u64map_put(&rc.locs, profile__get_loc(p, i)->frame, i) ? -ENOMEM : 0;
+	if (!err)
+		err = profile__expand_frames(p, recover_one, &rc);
+	u64map_free(&rc.locs);
+	u64map_free(&rc.mods);
+	frames_exit(&rc.fr);
 	return err;
 }

@@ -58,6 +58,8 @@ int frames_push_addr(struct frames *fr, uint32_t pid, uint64_t ip, bool kernel, 
 /* A placeholder such as [truncated]. */
 int frames_push_special(struct frames *fr, const char *name);
 int frames_push_named(struct frames *fr, const struct sym_frame *sf);
+/* For the journal: whether frame is a placeholder, and the location it stands for. */
+bool frames_journal_loc(struct frames *fr, uint32_t frame, struct pf_journal_loc *out);
 /* The frames pushed, root first, as a stack of the profile (0 for none). */
 int64_t frames_stack(struct frames *fr);
 /* Name every placeholder; 0 or a negative errno. */

@@ -54,18 +54,9 @@
 #define TAG_SMPS TAG('S', 'M', 'P', 'S')
 #define TAG_ENDS TAG('E', 'N', 'D', 'S')
 
-#define META_SIZE (4 * 8 + 4 * 4)
-#define FRAME_SIZE (6 * 4)
-
 /* ---- writing ------------------------------------------------------------- */
 
-struct wbuf {
-	uint8_t *data;
-	size_t len, cap;
-	int err;
-};
-
-static uint8_t *wb_reserve(struct wbuf *b, size_t n)
+uint8_t *wb_reserve(struct wbuf *b, size_t n)
 {
 	size_t need;
 
@@ -79,7 +70,7 @@ static uint8_t *wb_reserve(struct wbuf *b, size_t n)
 	return p;
 }
 
-static void wb_u32(struct wbuf *b, uint32_t v)
+void wb_u32(struct wbuf *b, uint32_t v)
 {
 	uint8_t *p = wb_reserve(b, 4);
 
@@ -87,7 +78,7 @@ static void wb_u32(struct wbuf *b, uint32_t v)
 		put_le32(p, v);
 }
 
-static void wb_u64(struct wbuf *b, uint64_t v)
+void wb_u64(struct wbuf *b, uint64_t v)
 {
 	uint8_t *p = wb_reserve(b, 8);
 
@@ -95,7 +86,7 @@ static void wb_u64(struct wbuf *b, uint64_t v)
 		put_le64(p, v);
 }
 
-static void wb_bytes(struct wbuf *b, const void *s, size_t n)
+void wb_bytes(struct wbuf *b, const void *s, size_t n)
 {
 	uint8_t *p = wb_reserve(b, n);
 
@@ -104,7 +95,7 @@ static void wb_bytes(struct wbuf *b, const void *s, size_t n)
 }
 
 /* Starts a section; returns the offset of its length field. */
-static size_t section_begin(struct wbuf *b, uint32_t tag)
+size_t section_begin(struct wbuf *b, uint32_t tag)
 {
 	wb_u32(b, tag);
 	wb_u32(b, 0);
@@ -113,7 +104,7 @@ static size_t section_begin(struct wbuf *b, uint32_t tag)
 	return at;
 }
 
-static void section_end(struct wbuf *b, size_t at)
+void section_end(struct wbuf *b, size_t at)
 {
 	if (!b->err)
 		put_le64(b->data + at, b->len - at - 8);
@@ -182,7 +173,7 @@ static int build_tables(const struct profile *p, struct wbuf *b)
 	return b->err;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
+int write_all(int fd, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
 
@@ -482,8 +473,8 @@ static int section_count(const struct section *s, size_t elem, const char *what,
 	return 0;
 }
 
-static int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profile *p,
-			  struct profile_read_error *e)
+int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profile *p,
+		   struct profile_read_error *e)
 {
 	struct section strs = { 0 }, frms = { 0 }, stks = { 0 }, ends = { 0 }, thrs = { 0 },
 		       meta = { 0 }, smps = { 0 };
@@ -767,6 +758,11 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 
 	if (len == 0)
 		return fail(e, "empty file", 0, false);
+	if (len >= 8 && !memcmp(buf, PROFILE_JOURNAL_MAGIC, 8)) {
+		uint64_t torn;
+
+		return journal_read(buf, len, out, e, &torn);
+	}
 	if (len < 8 || memcmp(buf, PROFILE_MAGIC, 7) != 0)
 		return fail(e, "not a dlflame profile (bad magic)", 0, false);
 	if (buf[7] != PROFILE_MAGIC[7] || len < HEADER_SIZE) {

@@ -38,7 +38,37 @@ struct profile {
 	struct u64map string_ids, frame_ids, stack_ids, thread_ids;
 
 	struct pf_meta meta;
+
+	/* read from a journal: frames the recorder had not named yet, and the boot they ran in */
+	struct pf_loc *locs;
+	size_t nr_locs;
+	uint32_t boot_id; /* string id, 0 unknown */
 };
+
+/* Growing byte buffers for the writers; err is set once and sticks. */
+struct wbuf {
+	uint8_t *data;
+	size_t len, cap;
+	int err;
+};
+uint8_t *wb_reserve(struct wbuf *b, size_t n);
+void wb_u32(struct wbuf *b, uint32_t v);
+void wb_u64(struct wbuf *b, uint64_t v);
+void wb_bytes(struct wbuf *b, const void *s, size_t n);
+/* Starts a payload section (u32 tag, u32 0, u64 length); returns where its length goes. */
+size_t section_begin(struct wbuf *b, uint32_t tag);
+void section_end(struct wbuf *b, size_t at);
+int write_all(int fd, const void *buf, size_t len);
+
+#define META_SIZE (4 * 8 + 4 * 4)
+#define FRAME_SIZE (6 * 4)
+
+/* A profile's payload (its sections, uncompressed) into p. */
+int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profile *p,
+		   struct profile_read_error *e);
+/* journal.c: a journal file (PROFILE_JOURNAL_MAGIC) as a profile; *torn: batches cut off. */
+int journal_read(const uint8_t *buf, size_t len, struct profile **out, struct profile_read_error *e,
+		 uint64_t *torn);
 
 /* A sample as stored in the file and in the spool: u64 time, weight; u32 stack, thread, kind. */
 #define SAMPLE_SIZE (2 * 8 + 3 * 4)

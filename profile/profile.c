@@ -46,6 +46,7 @@ void profile__free(struct profile *p)
 	free(p->ends);
 	free(p->threads);
 	free(p->samples);
+	free(p->locs);
 	free(p->spill_dir);
 	if (p->spool_fd >= 0)
 		close(p->spool_fd);
@@ -433,6 +434,21 @@ const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id
 const struct pf_sample *profile__get_sample(const struct profile *p, size_t i)
 {
 	return &p->samples[i - p->nr_spilled];
+}
+
+size_t profile__nr_locs(const struct profile *p)
+{
+	return p->nr_locs;
+}
+
+const struct pf_loc *profile__get_loc(const struct profile *p, size_t i)
+{
+	return i < p->nr_locs ? &p->locs[i] : NULL;
+}
+
+uint32_t profile__boot_id(const struct profile *p)
+{
+	return p->boot_id;
 }
 
 uint32_t profile__stack_depth(const struct profile *p, uint32_t id)

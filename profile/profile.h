@@ -234,6 +234,42 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 		      struct profile_read_error *err);
 
 #define PROFILE_MAGIC "DLFLAME\x01"
+#define PROFILE_JOURNAL_MAGIC "DLFJRNL\x01"
+
+/*
+ * The journal: while a recording runs, what it holds so far is appended
+ * at the output path about once a second, so that a recorder killed with
+ * SIGKILL leaves a file profile__read reads (not finalized). The profile
+ * written at the end replaces it (profile__write renames over it).
+ *
+ * Frames the recorder names only at the end are journaled as locations:
+ * loc_fn says, for a frame id, whether it is one and where it points.
+ */
+struct pf_journal_loc {
+	const char *path; /* the module file */
+	const char *build_id; /* hex, or NULL */
+	uint64_t offset; /* in the file; the address for a kernel frame */
+	bool kernel;
+};
+typedef bool (*profile_loc_fn)(void *ctx, uint32_t frame, struct pf_journal_loc *loc);
+struct pf_journal;
+/* -ENOTSUP when path is not a regular file's (a device, a FIFO): no journal. */
+int profile__journal_open(const struct profile *p, const char *path, struct pf_journal **out);
+int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx);
+void profile__journal_close(struct pf_journal *j);
+
+/* A frame of a journal read back that the recorder had not named yet. */
+struct pf_loc {
+	uint32_t frame;
+	uint32_t path; /* string ids */
+	uint32_t build_id; /* 0: none */
+	uint64_t offset;
+	bool kernel;
+};
+size_t profile__nr_locs(const struct profile *p);
+const struct pf_loc *profile__get_loc(const struct profile *p, size_t i);
+/* The boot id of the recording (a journal's; string id, 0 unknown). */
+uint32_t profile__boot_id(const struct profile *p);
 /* 2: stack ends (ENDS section). Version 1 files still read, their stacks' ends unknown. */
 #define PROFILE_VERSION 2
 

@@ -380,3 +380,53 @@ void module_free(struct module *m)
 	free(m->path);
 	free(m);
 }
+
+int symbolizer__module_of_file(struct symbolizer *s, const char *path, const char *build_id_hex)
+{
+	struct file_ident fi;
+	struct module *m;
+	int fd;
+
+	if (!s || !path || !*path)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ident_of_fd(fd, &fi);
+	if (build_id_hex && *build_id_hex) {
+		char hex[2 * BUILD_ID_MAX + 1];
+
+		for (size_t i = 0; i < fi.build_id_size; i++)
+			snprintf(hex + 2 * i, 3, "%02x", fi.build_id[i]);
+		hex[2 * fi.build_id_size] = '\0';
+		if (strcmp(hex, build_id_hex)) {
+			close(fd);
+			return -ESTALE; /* the file was replaced since the recording */
+		}
+	}
+	m = module_get(s, path);
+	if (!m) {
+		close(fd);
+		return -ENOMEM;
+	}
+	if (ident_match(m, &fi) == IDENT_DIFFERENT) {
+		m = module_replace(s, m);
+		if (!m) {
+			close(fd);
+			return -ENOMEM;
+		}
+	}
+	module_set_ident(s, m, &fi);
+	module_pin(s, m, fd);
+	return (int)m->index;
+}
+
+bool symbolizer__module_identity(const struct symbolizer *s, uint32_t index, const char **path,
+				 const char **build_id_hex)
+{
+	if (!s || index >= s->nmods)
+		return false;
+	*path = s->mods[index]->path;
+	*build_id_hex = s->mods[index]->build_id_hex;
+	return true;
+}

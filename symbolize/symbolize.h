@@ -171,6 +171,19 @@ size_t symbolizer__resolve_loc(struct symbolizer *s, const struct sym_loc *loc,
 			       struct sym_frame *out, size_t max);
 
 /*
+ * The file and build-id (hex, NULL if unknown) a sym_loc's module names, so
+ * that a location can be kept outside this symbolizer (the journal).
+ */
+bool symbolizer__module_identity(const struct symbolizer *s, uint32_t index, const char **path,
+				 const char **build_id_hex);
+/*
+ * A module for the file at path, for locations kept outside a recording's
+ * symbolizer: its index (the sym_loc's module), -ESTALE when the file's
+ * build-id is not build_id_hex (it was replaced), or a negative errno.
+ */
+int symbolizer__module_of_file(struct symbolizer *s, const char *path, const char *build_id_hex);
+
+/*
  * Read the current mappings of a live process from /proc/PID/maps (attach
  * mode: what existed before the recording started). 0 or negative errno.
  */
@@ -210,8 +223,8 @@ int symbolizer__unwind(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
  * an earlier stack of the thread carry that stack's values.
  */
 int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
-			   uint64_t regs_mask, const uint8_t *stack, size_t stack_size, uint64_t *ips,
-			   uint64_t *sps, size_t max, enum unwind_end *end);
+			   uint64_t regs_mask, const uint8_t *stack, size_t stack_size,
+			   uint64_t *ips, uint64_t *sps, size_t max, enum unwind_end *end);
 
 /*
  * Whether the return address ra is in the outermost frame of a thread: the
