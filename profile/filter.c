@@ -46,8 +46,8 @@ static void copier_free(struct copier *c)
 /* CPython's API names: the module that holds them is the interpreter. */
 static bool cpython_name(const char *name)
 {
-	return !strncmp(name, "_Py", 3) ||
-	       (!strncmp(name, "Py", 2) && name[2] >= 'A' && name[2] <= 'Z');
+	return !strncmp(name, "_Py", 3) || (!strncmp(name, "Py", 2) && name[2] >= 'A' &&
+					     name[2] <= 'Z');
 }
 
 /*
@@ -69,8 +69,8 @@ static int find_interpreter_frames(struct copier *c)
 		const struct pf_frame *fr = profile__get_frame(c->src, (uint32_t)i);
 
 		python |= fr->kind == FRAME_PYTHON;
-		if (fr->kind == FRAME_USER && fr->module && fr->module < nstr && fr->name < nstr &&
-		    cpython_name(profile__str(c->src, fr->name)))
+		if (fr->kind == FRAME_USER && fr->module && fr->module < nstr &&
+		    fr->name < nstr && cpython_name(profile__str(c->src, fr->name)))
 			interp[fr->module] = 1;
 	}
 	for (size_t i = 0; python && i < n; i++) {
