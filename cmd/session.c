@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <libgen.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +350,13 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	int signalled = 0, err, ferr, kerr;
 
 	*child_done = false;
+	/*
+	 * The kernel drops records when a ring fills: this thread frees them
+	 * only once it has handled them, so it must not wait long for a CPU
+	 * behind the target's threads. As root, a higher share (nice -10); it
+	 * sleeps whenever the rings are empty. (The target was started before.)
+	 */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
 	for (;;) {
 		if (status_at && monotonic_ns() >= status_at) {
 			status_line(ss, start);
@@ -510,8 +519,12 @@ void session__warnings(struct session *ss)
 	const struct sampler_stats *st = sampler__stats(ss->s);
 
 	if (st->lost)
-		warning("%llu records were lost (ring buffer overflow); lower -F%s to lose fewer",
-			(unsigned long long)st->lost,
+		warning("%llu records were lost (ring buffer overflow): %llu while on-CPU samples "
+			"were written, %llu while context-switch samples were, %llu other; lower "
+			"-F%s to lose fewer",
+			(unsigned long long)st->lost, (unsigned long long)st->lost_by_event[EV_ONCPU],
+			(unsigned long long)st->lost_by_event[EV_SWITCH],
+			(unsigned long long)st->lost_other,
 			cs->offcpu_samples ? " or use --call-graph fp" : "");
 	if (st->bad_records)
 		warning("%llu malformed kernel records were skipped",

@@ -142,6 +142,8 @@ int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, open_
 	       int ev);
 /* Close every event, then unmap and close the rings. */
 void rings_close(struct sampler *s);
+/* A PERF_RECORD_LOST, counted in the stats in all and by event. */
+void count_lost(struct sampler *s, const struct rec_lost *l);
 int ring_ingest(struct sampler *s, size_t ri);
 void rings_release(struct sampler *s, size_t from);
 bool rings_filling(const struct sampler *s);

@@ -161,6 +161,20 @@ static uint32_t min_pages(const struct sampler *s)
 	return pages;
 }
 
+void count_lost(struct sampler *s, const struct rec_lost *l)
+{
+	uint64_t v;
+
+	s->stats.lost += l->lost;
+	if (u64map_get(&s->ids, l->id, &v) && (v & 0xff) < 2)
+		s->stats.lost_by_event[v & 0xff] += l->lost;
+	else
+		s->stats.lost_other += l->lost;
+}
+
+/* Locked memory for the rings of all CPUs together, at most (see rings_open). */
+#define RINGS_BUDGET (256ull << 20)
+
 /*
  * Open the event that owns the ring of each CPU and map the rings.
  * Locked memory is limited per user for the unprivileged: on EPERM or
@@ -185,6 +199,9 @@ int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, open_
 	for (size_t i = 0; i < nr; i++)
 		s->rings[i].fd = -1;
 	s->nr_rings = nr;
+	/* many CPUs share a budget: rings of RINGS_BUDGET in all, but never under least */
+	while (pages > least && (uint64_t)pages * pgsz * nr > RINGS_BUDGET)
+		pages /= 2;
 	if (pages < least)
 		pages = least;
 
@@ -287,7 +304,7 @@ int ring_ingest(struct sampler *s, size_t ri)
 			if (dec.type == REC_SAMPLE)
 				s->stats.samples++;
 			else if (dec.type == REC_LOST)
-				s->stats.lost += dec.lost.lost;
+				count_lost(s, &dec.lost);
 		}
 		pos = next;
 	}

@@ -15,10 +15,12 @@
 #define DEFAULT_PAGES 128
 /*
  * A DWARF-mode sample carries its stack copy (32 KiB by default), so 128
- * pages would hold 16 of them: 4 MiB per CPU holds about 120, a quarter of
- * a second at 999 Hz between wakeups at a quarter full.
+ * pages would hold 16 of them: 16 MiB per CPU holds about 500, half a
+ * second of on-CPU samples and context switches together at 999 Hz each.
+ * (4 MiB lost thousands of records on a two-rank DDP job and on the CNN
+ * trainer while the machine was busy; rings of many CPUs share a budget.)
  */
-#define DEFAULT_PAGES_DWARF 1024
+#define DEFAULT_PAGES_DWARF 4096
 /*
  * poll() holds back records younger than this, so that a record another
  * CPU was still writing while we read the heads can be sorted before them

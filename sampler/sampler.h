@@ -188,6 +188,12 @@ struct sampler_stats {
 	uint64_t records;
 	uint64_t samples;
 	uint64_t lost; /* from PERF_RECORD_LOST */
+	/*
+	 * The same by the event the LOST record names (the one that wrote
+	 * next into the full ring: which stream was losing, roughly), and
+	 * those whose id is no event of ours.
+	 */
+	uint64_t lost_by_event[2], lost_other;
 	uint64_t bad_records; /* malformed records skipped */
 	bool kernel_excluded; /* kernel frames were not allowed and were dropped */
 	const char *event; /* "cpu-clock" or "cycles" */
