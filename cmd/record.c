@@ -6,6 +6,7 @@
 #include "cmd.h"
 #include "util/util.h"
 #include "options.h"
+#include "probes.h"
 #include "session.h"
 #include "quality.h"
 
@@ -31,6 +32,8 @@ struct record_opts {
 	bool forward_exit;
 	bool no_offcpu;
 	struct target_opts target;
+	const char *probe_specs[SAMPLER_MAX_PROBES];
+	size_t nr_probe_specs;
 };
 
 static void record_usage(FILE *f)
@@ -47,7 +50,11 @@ static void record_usage(FILE *f)
 		"                           BYTES of stack per sample and unwinds it with the\n"
 		"                           binaries' CFI (default dwarf,32768; BYTES a multiple\n"
 		"                           of 8 up to 65528); 'fp' follows frame pointers\n"
-		"      --no-offcpu          do not record context switches (no blocked time)\n" NO_PYTHON_USAGE
+		"      --no-offcpu          do not record context switches (no blocked time)\n"
+		"      --probe [MODULE:]FUNCTION\n"
+		"                           count and time every call of FUNCTION (uprobes; MODULE\n"
+		"                           a path or a library's name, else COMMAND and the\n"
+		"                           libraries it needs); see report --calls\n" NO_PYTHON_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"
@@ -83,12 +90,13 @@ static uint64_t max_sample_rate(void)
 
 static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_index)
 {
-	enum { OPT_FORWARD_EXIT = 256, OPT_NO_OFFCPU };
+	enum { OPT_FORWARD_EXIT = 256, OPT_NO_OFFCPU, OPT_PROBE };
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
 		{ "call-graph", required_argument, NULL, 'g' },
 		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "no-offcpu", no_argument, NULL, OPT_NO_OFFCPU },
+		{ "probe", required_argument, NULL, OPT_PROBE },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "tid", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -114,6 +122,12 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			break;
 		case OPT_NO_OFFCPU:
 			o->no_offcpu = true;
+			break;
+		case OPT_PROBE:
+			if (o->nr_probe_specs == SAMPLER_MAX_PROBES)
+				return usage_error("record", "at most %d --probe options",
+						   SAMPLER_MAX_PROBES);
+			o->probe_specs[o->nr_probe_specs++] = optarg;
 			break;
 		case 'g':
 		case 'p':
@@ -150,6 +164,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			"no command to record (put it after --) and no -p PID to attach to");
 	if (o->target.nr_pids && o->forward_exit)
 		return usage_error("record", "--forward-exit needs a launched command");
+	if (o->target.nr_pids && o->nr_probe_specs)
+		return usage_error("record", "--probe needs a launched command (attaching comes later)");
+	if (o->nr_probe_specs && o->target.callgraph != CALLGRAPH_DWARF)
+		return usage_error("record", "--probe needs --call-graph dwarf (the default)");
 	*cmd_index = optind;
 	return 0;
 }
@@ -174,6 +192,19 @@ static char *join_args(char **argv)
 }
 
 /* ---- record ------------------------------------------------------------- */
+
+/* The probes could not be opened: what is missing; the recording goes on without them. */
+static void warn_probes(int err)
+{
+	if (err == -ENODEV)
+		warning("no uprobe PMU (/sys/bus/event_source/devices/uprobe: a kernel with "
+			"CONFIG_UPROBE_EVENTS): recording without probes");
+	else if (err == -EACCES || err == -EPERM)
+		warning("uprobes need root (or CAP_PERFMON with kernel.perf_event_paranoid 1 or "
+			"lower): recording without probes");
+	else
+		warning("cannot open the probes (%s): recording without probes", strerror(-err));
+}
 
 static void describe_exit(int status, const char *cmd)
 {
@@ -224,6 +255,7 @@ int cmd_record(int argc, char **argv)
 				 .target = TARGET_OPTS_DEFAULT };
 	struct sampler_opts so = { 0 };
 	struct session ss = { 0 };
+	struct probe_set probes = { 0 };
 	const struct sampler_stats *st;
 	const struct collect_stats *cs;
 	char msg[512], offcpu[64] = "", ends[256], **env = NULL, **cmd = NULL;
@@ -253,6 +285,14 @@ int cmd_record(int argc, char **argv)
 	so.callgraph = o.target.callgraph;
 	so.stack_size = o.target.stack_size;
 	so.offcpu = !o.no_offcpu;
+	for (size_t i = 0; i < o.nr_probe_specs; i++) {
+		ret = probes_resolve(&probes, o.probe_specs[i], cmd ? cmd[0] : NULL);
+		if (ret != EXIT_OK)
+			goto out;
+	}
+	ret = EXIT_BAD;
+	so.probes = probes.probes;
+	so.nr_probes = probes.n;
 	if (session__open(&ss, &so, !o.target.no_python) || set_spill(ss.prof, o.output))
 		goto out;
 	ss.offcpu = so.offcpu;
@@ -276,6 +316,8 @@ int cmd_record(int argc, char **argv)
 		}
 		if (sampler__stats(ss.s)->kernel_excluded)
 			warn_kernel_excluded(ss.offcpu);
+		if (sampler__stats(ss.s)->probe_err)
+			warn_probes(sampler__stats(ss.s)->probe_err);
 		session__handle_signals();
 		t0 = monotonic_ns();
 		err = sampler__start(ss.s);
@@ -334,6 +376,7 @@ int cmd_record(int argc, char **argv)
 		ret = EXIT_OK;
 out:
 	session__close(&ss);
+	probes_free(&probes);
 	free(command);
 	free(env);
 	free(o.target.pids);

@@ -22,7 +22,7 @@
 #define DEFAULT_INPUT "dlflame.data"
 #define DEFAULT_TOP_ROWS 25
 
-enum report_format { FMT_NONE, FMT_FOLDED, FMT_SVG, FMT_TOP, FMT_PPROF, FMT_TRACE };
+enum report_format { FMT_NONE, FMT_FOLDED, FMT_SVG, FMT_TOP, FMT_PPROF, FMT_TRACE, FMT_CALLS };
 
 /* Where each format goes without -o; NULL: standard output. */
 static const char *const default_output[] = {
@@ -37,13 +37,15 @@ struct report_opts {
 	enum report_format format;
 	bool lines;
 	const char *top_only; /* a --top option given */
+	bool by_caller; /* --calls --by caller */
 	struct select_opts sel;
 	struct top_opts top;
 };
 
 static void report_usage(FILE *f)
 {
-	fputs("Usage: dlflame report [-i FILE] (--folded | --svg | --top | --pprof | --trace)\n"
+	fputs("Usage: dlflame report [-i FILE] (--folded | --svg | --top | --pprof | --trace |\n"
+	      "                      --calls)\n"
 	      "                      [-o OUT] [OPTIONS]\n\n"
 	      "Draw a recorded profile.\n\n"
 	      "Output (choose one):\n"
@@ -52,6 +54,8 @@ static void report_usage(FILE *f)
 	      "      --top             self and total per function, stdout unless -o\n"
 	      "      --pprof           gzip'ed pprof profile.proto, profile.pb.gz unless -o\n"
 	      "      --trace           Chrome Trace Event JSON timeline, trace.json unless -o\n"
+	      "      --calls           probed functions (record --probe): count, total, min,\n"
+	      "                        max, average ms; --by caller splits them by caller\n"
 	      "  -i, --input FILE      profile or perf.data to read ('-': a perf pipe on stdin;\n"
 	      "                        default dlflame.data)\n"
 	      "  -o, --output OUT      where to write ('-' for stdout)\n\n"
@@ -103,8 +107,8 @@ static void report_usage(FILE *f)
 static int set_format(struct report_opts *o, enum report_format f)
 {
 	if (o->format != FMT_NONE && o->format != f)
-		return usage_error("report", "choose one of --folded, --svg, --top, --pprof and "
-					     "--trace");
+		return usage_error("report", "choose one of --folded, --svg, --top, --pprof, "
+					     "--trace and --calls");
 	o->format = f;
 	return 0;
 }
@@ -117,6 +121,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_TOP,
 		OPT_PPROF,
 		OPT_TRACE,
+		OPT_CALLS,
 		OPT_BY,
 		OPT_SORT,
 		OPT_LINES,
@@ -129,6 +134,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "top", no_argument, NULL, OPT_TOP },
 		{ "pprof", no_argument, NULL, OPT_PPROF },
 		{ "trace", no_argument, NULL, OPT_TRACE },
+		{ "calls", no_argument, NULL, OPT_CALLS },
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "subtitle", required_argument, NULL, OPT_SUBTITLE },
 		{ "width", required_argument, NULL, OPT_WIDTH },
@@ -177,6 +183,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_TOP:
 		case OPT_PPROF:
 		case OPT_TRACE:
+		case OPT_CALLS:
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
@@ -195,11 +202,14 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 				o->top.by = TOP_BY_MODULE;
 			else if (!strcmp(optarg, "kind"))
 				o->top.by = TOP_BY_KIND;
+			else if (!strcmp(optarg, "caller"))
+				o->by_caller = true;
 			else
 				return usage_error("report",
-						   "--by takes function, module or kind, got '%s'",
+						   "--by takes function, module, kind or caller, got '%s'",
 						   optarg);
-			o->top_only = "--by";
+			if (!o->by_caller)
+				o->top_only = "--by";
 			break;
 		case OPT_SORT:
 			if (strcmp(optarg, "self") && strcmp(optarg, "total"))
@@ -229,8 +239,10 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	if (optind < argc)
 		return usage_error("report", "unexpected argument '%s'", argv[optind]);
 	if (o->format == FMT_NONE)
-		return usage_error("report",
-				   "choose an output: --folded, --svg, --top, --pprof or --trace");
+		return usage_error("report", "choose an output: --folded, --svg, --top, --pprof, --trace "
+					     "or --calls");
+	if (o->by_caller && o->format != FMT_CALLS)
+		return usage_error("report", "--by caller applies to --calls only");
 	err = select_opts__check(&o->sel, "report", o->format == FMT_SVG);
 	if (err)
 		return err;
@@ -313,6 +325,11 @@ static struct render_select selection(const struct report_opts *o, const struct 
 	bool present[SAMPLE_KIND_MAX];
 
 	kinds_present(p, present);
+	if (o->format == FMT_CALLS) {
+		if (!present[SAMPLE_CALL])
+			warning("%s holds no calls: record with --probe FUNCTION", o->input);
+		return (struct render_select){ .kinds = { [SAMPLE_CALL] = true } };
+	}
 	if (o->format == FMT_PPROF && !so->offcpu && !so->wall && !so->runqueue) {
 		/* pprof keeps each kind in its own sample type: export them all */
 		sel.kinds[SAMPLE_OFFCPU] = present[SAMPLE_OFFCPU];
@@ -339,6 +356,8 @@ static int render(const struct report_opts *o, const struct profile *p,
 		return render_top(p, sel, &o->top, f);
 	case FMT_PPROF:
 		return render_pprof(p, sel, f);
+	case FMT_CALLS:
+		return render_calls(p, sel, o->by_caller, f);
 	default:
 		return render_trace(p, sel, f);
 	}
@@ -425,7 +444,7 @@ int cmd_report(int argc, char **argv)
 	if (o.output && strcmp(o.output, "-"))
 		info("wrote %s (%zu samples)", o.output, drawn_samples(view ? view : p, &sel));
 	/* --top has it in its header */
-	if (*ends && o.format != FMT_TOP)
+	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS)
 		info("%s", ends);
 	quality_symbol_hints(view ? view : p, &sel);
 	ret = EXIT_OK;

@@ -526,6 +526,11 @@ void session__warnings(struct session *ss)
 			(unsigned long long)st->lost_by_event[EV_SWITCH],
 			(unsigned long long)st->lost_other,
 			cs->offcpu_samples ? " or use --call-graph fp" : "");
+	if (cs->call_entries)
+		info("%llu probed calls; %llu never returned (thread exit, longjmp, still running "
+		     "at the end), %llu probe records paired nothing; see report --calls",
+		     (unsigned long long)cs->calls, (unsigned long long)cs->calls_unfinished,
+		     (unsigned long long)cs->calls_unpaired);
 	if (st->bad_records)
 		warning("%llu malformed kernel records were skipped",
 			(unsigned long long)st->bad_records);

@@ -35,6 +35,8 @@ struct collector *collector__new(struct profile *prof, struct symbolizer *sym)
 		.prof = prof, .fr = &c->fr, .th = &c->th, .sb = &c->sb, .st = &c->st
 	};
 	offcpu_init(&c->off);
+	c->calls = (struct calls){ .prof = prof, .sb = &c->sb, .th = &c->th, .st = &c->st };
+	calls_init(&c->calls);
 	return c;
 }
 
@@ -46,6 +48,7 @@ void collector__free(struct collector *c)
 	frames_exit(&c->fr);
 	threads_exit(&c->th);
 	offcpu_exit(&c->off);
+	calls_exit(&c->calls);
 	free(c);
 }
 
@@ -90,6 +93,10 @@ static int on_sample(struct collector *c, const struct rec_sample *s)
 
 	if (s->event == EV_SWITCH)
 		return offcpu_switch_sample(&c->off, s);
+	if (EV_IS_PROBE(s->event))
+		return EV_PROBE_IS_RETURN(s->event)
+			       ? calls_return(&c->calls, s, EV_PROBE_INDEX(s->event))
+			       : calls_entry(&c->calls, s, EV_PROBE_INDEX(s->event));
 	/* attach: a thread seen running was not blocked before the start */
 	err = offcpu_running(&c->off, s->tid);
 	if (err)
@@ -183,6 +190,7 @@ int collector__record(void *ctx, const struct rec *r)
 		err = symbolizer__exit(c->sym, r->fork.pid, r->fork.tid);
 		if (!err)
 			err = offcpu_task(&c->off, r->fork.tid, true);
+		calls_thread_exit(&c->calls, r->fork.tid);
 		break;
 	case REC_SWITCH:
 		err = offcpu_switch(&c->off, &r->sw);
@@ -215,6 +223,7 @@ int collector__finish(struct collector *c, uint64_t end_time)
 	if (!err && end_time > c->st.last_time)
 		c->st.last_time = end_time;
 	c->st.truncated = c->sb.truncated;
+	calls_finish(&c->calls);
 	e = frames_name_deferred(&c->fr);
 	return err ? err : e;
 }

@@ -65,6 +65,8 @@ struct collect_stats {
 	uint64_t dropped[COLLECT_DROP_MAX];
 	int drop_err[COLLECT_DROP_MAX]; /* the first error of each kind (negative errno) */
 	struct collect_python_stats py;
+	/* probed calls: stored, entries seen, never returned, records that paired nothing */
+	uint64_t calls, call_entries, calls_unfinished, calls_unpaired;
 };
 
 struct collector;

@@ -206,6 +206,21 @@ int offcpu_finish(struct offcpu *o, uint64_t end_time);
 
 /* ---- collect.c ---- */
 
+/* calls.c: probed calls, paired entry to return. */
+struct calls {
+	struct profile *prof;
+	struct stack_builder *sb;
+	struct threads *th;
+	struct collect_stats *st;
+	struct u64map threads; /* tid -> struct call_stack * */
+};
+void calls_init(struct calls *cl);
+void calls_exit(struct calls *cl);
+int calls_entry(struct calls *cl, const struct rec_sample *s, uint32_t probe);
+int calls_return(struct calls *cl, const struct rec_sample *s, uint32_t probe);
+void calls_thread_exit(struct calls *cl, uint32_t tid);
+void calls_finish(struct calls *cl);
+
 struct collector {
 	struct profile *prof;
 	struct symbolizer *sym;
@@ -213,6 +228,7 @@ struct collector {
 	struct threads th;
 	struct stack_builder sb;
 	struct offcpu off;
+	struct calls calls;
 	struct collect_stats st;
 };
 

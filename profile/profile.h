@@ -38,6 +38,8 @@ enum sample_kind {
 	SAMPLE_ONCPU = 0,
 	SAMPLE_OFFCPU = 1, /* voluntary blocking, weight in ns */
 	SAMPLE_RUNQUEUE = 2, /* preempted, waiting for a CPU, weight in ns */
+	SAMPLE_CALL = 3, /* a probed function's call: time its entry, weight its duration in ns,
+			    stack the one it was called with (the function its leaf) */
 	SAMPLE_KIND_MAX,
 };
 
@@ -270,7 +272,10 @@ size_t profile__nr_locs(const struct profile *p);
 const struct pf_loc *profile__get_loc(const struct profile *p, size_t i);
 /* The boot id of the recording (a journal's; string id, 0 unknown). */
 uint32_t profile__boot_id(const struct profile *p);
-/* 2: stack ends (ENDS section). Version 1 files still read, their stacks' ends unknown. */
-#define PROFILE_VERSION 2
+/*
+ * 2: stack ends (ENDS section). Version 1 files still read, their stacks' ends unknown.
+ * 3: call samples (SAMPLE_CALL).
+ */
+#define PROFILE_VERSION 3
 
 #endif

@@ -99,6 +99,13 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
  * "oncpu", "offcpu", "runqueue" or a comma list of those.
  */
 int render_trace(const struct profile *p, const struct render_select *sel, FILE *out);
+/*
+ * The probed functions' calls (SAMPLE_CALL samples): COUNT, TOTAL, MIN,
+ * MAX, AVG in ms and the share of the recording's wall time, by function
+ * or (by_caller) by function and calling frame, largest total first.
+ */
+int render_calls(const struct profile *p, const struct render_select *sel, bool by_caller,
+		 FILE *out);
 
 /*
  * Differential outputs of two profiles. Folded: FlameGraph's difffolded

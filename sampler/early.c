@@ -21,6 +21,15 @@
 
 #include "sampler/internal.h"
 
+/* A probe's sample: maybe another process's (system-wide uprobes), not read early. */
+static bool is_probe(const struct sampler *s, uint64_t id)
+{
+	for (size_t i = 0; i < s->nr_probe_ids; i++)
+		if (s->probe_ids[i] == id)
+			return true;
+	return false;
+}
+
 static void *early_main(void *arg)
 {
 	struct sampler *s = arg;
@@ -73,7 +82,7 @@ static void *early_main(void *arg)
 					      SCRATCH_SIZE, &data, &len) <= 0)
 					break;
 				if (rec_decode(&s->layout, data, len, &dec) == 0 &&
-				    dec.type == REC_SAMPLE)
+				    dec.type == REC_SAMPLE && !is_probe(s, dec.id))
 					fast = s->early(s->early_ctx, &dec);
 				pos = next;
 			}

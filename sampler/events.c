@@ -147,6 +147,56 @@ void event_attr_switch(const struct sampler *s, struct perf_event_attr *attr)
 	attr->context_switch = 1;
 }
 
+/* A number from a sysfs file of the uprobe PMU ("type", or "format/retprobe": "config:N"). */
+static int uprobe_sysfs(const char *name, long *out)
+{
+	char path[128], buf[64] = "";
+	const char *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/bus/event_source/devices/uprobe/%s", name);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	p = strchr(buf, ':') ? strchr(buf, ':') + 1 : buf;
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	*out = strtol(p, NULL, 10);
+	return 0;
+}
+
+/*
+ * A uprobe (ret: a uretprobe) on probe p through the uprobe PMU. Entries
+ * carry registers and a small stack copy (the stack at the call, unwound
+ * like any sample's); returns carry no stack, only the stack pointer that
+ * pairs them with their entry.
+ */
+int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
+		     const struct sampler_probe *p, bool ret)
+{
+	long type, bit = 0;
+	int err = uprobe_sysfs("type", &type);
+
+	if (err)
+		return err == -ENOENT ? -ENODEV : err;
+	if (ret && (err = uprobe_sysfs("format/retprobe", &bit)))
+		return err == -ENOENT ? -ENODEV : err;
+	base_attr(s, attr);
+	attr->type = (uint32_t)type;
+	attr->config = ret ? 1ull << bit : 0;
+	attr->config1 = (uint64_t)(uintptr_t)p->path; /* uprobe_path */
+	attr->config2 = p->offset; /* probe_offset */
+	attr->sample_period = 1;
+	if (s->opts.callgraph == CALLGRAPH_DWARF)
+		attr->sample_stack_user = ret ? 8 : PROBE_STACK_SIZE;
+	/* where the function was called from is the user stack's business */
+	attr->exclude_callchain_kernel = 1;
+	return 0;
+}
+
 /* The side-band records (maps, names, threads): one event per ring asks for them. */
 void event_attr_sideband(struct perf_event_attr *attr)
 {

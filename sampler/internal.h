@@ -74,6 +74,18 @@ struct sampler {
 	struct rec_layout layout;
 	bool mono_clock;
 
+	/*
+	 * Probes are system-wide uprobes (inherited ones would make the
+	 * kernel read their path from each new thread's memory: clone fails
+	 * with EFAULT). Their samples are kept for the launched process tree
+	 * only (tree: its pids, from FORK records); probe_ids (fixed once
+	 * opened) lets the early reader skip them.
+	 */
+	uint64_t *probe_ids;
+	size_t nr_probe_ids, probe_ids_cap;
+	struct u64map tree;
+	bool tree_filter;
+
 	struct ring *rings;
 	size_t nr_rings;
 	struct pollfd *pfds;
@@ -127,6 +139,10 @@ int event_errno(int err);
 int event_open_or_user_only(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
 int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
 void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
+/* A probe entry's stack copy: the stack at the call, for its callers. */
+#define PROBE_STACK_SIZE 8192
+int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
+		     const struct sampler_probe *p, bool ret);
 void event_attr_switch(const struct sampler *s, struct perf_event_attr *attr);
 void event_attr_sideband(struct perf_event_attr *attr);
 int event_note_id(struct sampler *s, int fd, enum rec_event ev, uint32_t tid);

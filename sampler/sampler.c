@@ -61,6 +61,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	u64map_init(&s->ids);
 	u64map_init(&s->tids);
 	u64map_init(&s->origin);
+	u64map_init(&s->tree);
 	s->go_fd = -1;
 	s->err_fd = -1;
 	s->scratch = malloc(SCRATCH_SIZE);
@@ -85,6 +86,8 @@ void sampler__free(struct sampler *s)
 	u64map_free(&s->ids);
 	u64map_free(&s->tids);
 	u64map_free(&s->origin);
+	u64map_free(&s->tree);
+	free(s->probe_ids);
 	free(s->scratch);
 	free(s->threads);
 	order_free(&s->q);
@@ -131,6 +134,16 @@ static bool deliverable(struct sampler *s, struct rec *r)
 		u64map_get(&s->ids, r->id, &v);
 	if (r->type == REC_SAMPLE)
 		r->sample.event = ID_EVENT(v);
+	if (s->tree_filter) {
+		uint64_t one;
+
+		if (r->type == REC_FORK)
+			u64map_put(&s->tree, r->fork.pid, 1);
+		/* system-wide probes: another process's calls are not ours */
+		if (r->type == REC_SAMPLE && EV_IS_PROBE(r->sample.event) &&
+		    !u64map_get(&s->tree, r->sample.pid, &one))
+			return false;
+	}
 	if (!s->attached || s->threads_only || !ID_TID(v) || !r->tid || r->type == REC_LOST ||
 	    r->type == REC_THROTTLE)
 		return true;

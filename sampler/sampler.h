@@ -36,7 +36,14 @@ enum rec_type {
 enum rec_event {
 	EV_ONCPU = 0, /* cpu-clock or cycles */
 	EV_SWITCH = 1, /* context-switches, period 1: the stack where a thread blocks */
+	EV_PROBE = 2, /* probe i's entry is EV_PROBE + 2i, its return EV_PROBE + 2i + 1 */
 };
+#define SAMPLER_MAX_PROBES 32
+#define EV_PROBE_ENTRY(i) ((enum rec_event)(EV_PROBE + 2 * (i)))
+#define EV_PROBE_RETURN(i) ((enum rec_event)(EV_PROBE + 2 * (i) + 1))
+#define EV_IS_PROBE(ev) ((ev) >= EV_PROBE)
+#define EV_PROBE_INDEX(ev) (((ev)-EV_PROBE) / 2)
+#define EV_PROBE_IS_RETURN(ev) (((ev)-EV_PROBE) & 1)
 
 /*
  * User registers of a DWARF-mode sample, indexed by enum perf_event_x86_regs
@@ -182,6 +189,18 @@ struct sampler_opts {
 	bool exclude_kernel; /* set by the sampler itself if paranoid forbids kernel */
 	bool offcpu; /* also open context-switches (period 1, callchains) + context_switch */
 	bool offcpu_only; /* with offcpu: no on-CPU sampling event at all */
+	/*
+	 * Entry and return uprobes (the uprobe PMU) on a function of a file:
+	 * its path and the file offset where it starts. Launch mode; each
+	 * entry sample has registers and a small stack copy (DWARF mode).
+	 */
+	const struct sampler_probe *probes;
+	size_t nr_probes;
+};
+
+struct sampler_probe {
+	const char *path;
+	uint64_t offset;
 };
 
 struct sampler_stats {
@@ -194,6 +213,7 @@ struct sampler_stats {
 	 * those whose id is no event of ours.
 	 */
 	uint64_t lost_by_event[2], lost_other;
+	int probe_err; /* probes were asked for and could not be opened: why (negative errno) */
 	uint64_t bad_records; /* malformed records skipped */
 	bool kernel_excluded; /* kernel frames were not allowed and were dropped */
 	const char *event; /* "cpu-clock" or "cycles" */

@@ -183,6 +183,25 @@ bool symbolizer__module_identity(const struct symbolizer *s, uint32_t index, con
  */
 int symbolizer__module_of_file(struct symbolizer *s, const char *path, const char *build_id_hex);
 
+/* ---- functions of a file, for probes ---------------------------------------- */
+
+#define SYM_NEAR_MAX 4
+/* Names like the one asked for, when it is not there. */
+struct sym_near {
+	size_t n;
+	char names[SYM_NEAR_MAX][128];
+};
+/*
+ * Where function `name` starts in the ELF file at path, as a file offset
+ * (.symtab, else .dynsym). -ENOENT when it has none (near, if not NULL:
+ * names like it), -ENOEXEC when it is no ELF file, or a negative errno.
+ */
+int symbolizer__function_offset(const char *path, const char *name, uint64_t *offset,
+				struct sym_near *near);
+/* Each DT_NEEDED library name of the ELF file at path; fn's non-zero return stops it. */
+typedef int (*symbolizer_needed_fn)(void *ctx, const char *lib);
+int symbolizer__needed(const char *path, symbolizer_needed_fn fn, void *ctx);
+
 /*
  * Read the current mappings of a live process from /proc/PID/maps (attach
  * mode: what existed before the recording started). 0 or negative errno.

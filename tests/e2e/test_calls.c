@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * record --probe and report --calls: exact call counts and durations from
+ * entry and return uprobes. The oracle for counts is perf's own uprobe
+ * (perf probe -x LIB FUNC, then perf stat -e probe_...); the fixture knows
+ * its own calls (tests/fixtures/calls.c).
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "run.h"
+
+static char *dir;
+
+static void setup(void)
+{
+	dir = make_dir();
+}
+
+static void teardown(void)
+{
+	rm_dir(dir);
+}
+
+TestSuite(calls, .init = setup, .fini = teardown, .timeout = 300);
+
+struct row {
+	unsigned long count;
+	double total, min, max, avg;
+};
+
+/* The --calls row of function name; false if there is none. */
+static bool calls_row(const char *table, const char *name, struct row *r)
+{
+	char line[512];
+	const char *p = table;
+
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+		char fn[256];
+
+		snprintf(line, sizeof(line), "%.*s",
+			 (int)(n < sizeof(line) - 1 ? n : sizeof(line) - 1), p);
+		if (sscanf(line, "%lu %lf %lf %lf %lf %*f%% %255s", &r->count, &r->total, &r->min,
+			   &r->max, &r->avg, fn) == 6 &&
+		    !strcmp(fn, name))
+			return true;
+		p += n + (p[n] == '\n');
+	}
+	return false;
+}
+
+static char *record_calls(char *const env[], const char *const *probes, const char *const *cmd,
+			  char **err_out)
+{
+	char *data = path_in(dir, "c.data");
+	const char *argv[40] = { need_env("DLFLAME"), "record", "-o", data };
+	size_t n = 4;
+	struct run_result r;
+
+	for (size_t i = 0; probes[i]; i++) {
+		argv[n++] = "--probe";
+		argv[n++] = probes[i];
+	}
+	argv[n++] = "--";
+	for (size_t i = 0; cmd[i]; i++)
+		argv[n++] = cmd[i];
+	argv[n] = NULL;
+	r = run(dir, env, NULL, argv);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	*err_out = strdup(r.err);
+	run_free(&r);
+	const char *rep[] = { need_env("DLFLAME"), "report", "-i", data, "--calls", NULL };
+	r = run(dir, NULL, NULL, rep);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	char *table = strdup(r.out);
+	run_free(&r);
+	free(data);
+	return table;
+}
+
+Test(calls, fixture_counts_durations_recursion_and_calls_that_never_return)
+{
+	const char *probes[] = { "sleepy", "recurse", "dies", "jumps", "quick", NULL };
+	const char *cmd[] = { need_env("FIXTURE_CALLS"), NULL };
+	char *err, *table = record_calls(NULL, probes, cmd, &err);
+	struct row r;
+	unsigned long calls, unfinished, unpaired;
+	const char *line = strstr(err, "probed calls");
+
+	cr_log_info("%s", table);
+	cr_assert(calls_row(table, "sleepy", &r), "%s", table);
+	cr_assert_eq(r.count, 50);
+	cr_assert(r.avg >= 9.0 && r.avg <= 11.0, "sleepy: %.3f ms on average", r.avg);
+	cr_assert(r.min <= r.avg && r.avg <= r.max && r.min >= 9.9, "%.3f %.3f %.3f", r.min, r.avg,
+		  r.max);
+	cr_assert(calls_row(table, "recurse", &r), "%s", table);
+	cr_assert_eq(r.count, 120, "recurse: %lu calls", r.count);
+	cr_assert(r.min >= 0 && r.max < 1000, "no absurd durations: %.3f..%.3f", r.min, r.max);
+	cr_assert(calls_row(table, "quick", &r), "%s", table);
+	cr_assert_eq(r.count, 1000);
+	cr_assert_not(calls_row(table, "dies", &r), "a call that exits its thread never returns");
+	cr_assert_not(calls_row(table, "jumps", &r), "a call left by longjmp never returns");
+	cr_assert_not_null(line, "%s", err);
+	while (line > err && line[-1] != '\n')
+		line--;
+	cr_assert_eq(
+		sscanf(line, "dlflame: %lu probed calls; %lu never returned", &calls, &unfinished),
+		2, "%s", line);
+	cr_assert_eq(calls, 1170);
+	cr_assert_eq(unfinished, 7, "3 thread exits and 4 longjmps: %s", line);
+	cr_assert_not_null(strstr(line, "0 probe records paired nothing"), "%s", line);
+	(void)unpaired;
+	free(err);
+	free(table);
+}
+
+/* perf's uprobe count of FUNC in LIB while running cmd with env. */
+static unsigned long perf_count(const char *lib, const char *func, char *const env[],
+				const char *const *cmd)
+{
+	const char *add[] = { "/usr/bin/perf", "probe", "-q", "-x", lib, func, NULL };
+	const char *del[] = { "/usr/bin/perf", "probe", "-q", "-d", "probe_libdnnl:*", NULL };
+	char ev[128];
+	const char *argv[16] = { "/usr/bin/perf", "stat", "-x,", "-e", ev, "--" };
+	struct run_result r;
+	unsigned long n = 0;
+	size_t k = 6;
+
+	snprintf(ev, sizeof(ev), "probe_libdnnl:%s", func);
+	r = run(dir, NULL, NULL, del);
+	run_free(&r);
+	r = run(dir, NULL, NULL, add);
+	cr_assert_eq(r.status, 0, "perf probe: %s", r.err);
+	run_free(&r);
+	for (size_t i = 0; cmd[i]; i++)
+		argv[k++] = cmd[i];
+	argv[k] = NULL;
+	r = run(dir, env, NULL, argv);
+	cr_assert_eq(r.status, 0, "perf stat: %s", r.err);
+	cr_assert_eq(sscanf(strstr(r.err, ev) ? strrchr(r.err, '\n') ? r.err : r.err : r.err,
+			    "%lu,", &n),
+		     1, "%s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, del);
+	run_free(&r);
+	return n;
+}
+
+static void mlp_case(const char *threads)
+{
+	char omp[32];
+	char *env[] = { omp, NULL };
+	const char *mlp = getenv("MLP");
+	const char *probes[] = { "dnnl_primitive_execute", NULL };
+	const char *cmd[] = { mlp, "60", NULL };
+	char lib[4096], *err, *table;
+	unsigned long want;
+	struct row r;
+
+	if (!mlp)
+		cr_skip_test("the MLP needs libdnnl-dev");
+	if (access("/usr/bin/perf", X_OK))
+		cr_skip_test("perf (linux-perf) is the oracle and is not installed");
+	cr_assert_not_null(realpath("/usr/lib/x86_64-linux-gnu/libdnnl.so.2", lib));
+	snprintf(omp, sizeof(omp), "OMP_NUM_THREADS=%s", threads);
+	want = perf_count(lib, "dnnl_primitive_execute", env, cmd);
+	table = record_calls(env, probes, cmd, &err);
+	cr_log_info("perf: %lu\n%s", want, table);
+	cr_assert(calls_row(table, "dnnl_primitive_execute", &r), "%s", table);
+	cr_assert_gt(want, 100);
+	cr_assert_eq(r.count, want, "dlflame %lu, perf %lu", r.count, want);
+	free(err);
+	free(table);
+}
+
+Test(calls, mlp_count_equals_perfs_one_thread)
+{
+	mlp_case("1");
+}
+
+Test(calls, mlp_count_equals_perfs_two_threads)
+{
+	mlp_case("2");
+}
+
+Test(calls, a_function_found_nowhere_is_one_line_and_exit_2)
+{
+	const char *argv[] = { need_env("DLFLAME"),	  "record", "--probe", "recurze", "--",
+			       need_env("FIXTURE_CALLS"), NULL };
+	const char *argv2[] = {
+		need_env("DLFLAME"),	   "record", "--probe", "libnosuchthing:f", "--",
+		need_env("FIXTURE_CALLS"), NULL
+	};
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 2, "%d: %s", r.status, r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "recurse"), "names like it: %s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, argv2);
+	cr_assert_eq(r.status, 2, "%d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "libnosuchthing"), "%s", r.err);
+	run_free(&r);
+}
