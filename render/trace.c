@@ -165,6 +165,33 @@ static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_
 	return err ? err : put_event(t);
 }
 
+/* A probed call's span. */
+static int put_call(struct trace *t, const struct span *s, uint32_t pid, uint32_t tid)
+{
+	const char *name;
+	char ids[48];
+	size_t len;
+	int err;
+
+	err = frame_json(t, s->frame, &name, &len);
+	if (!err)
+		err = add_str(&t->line, "{\"name\":");
+	if (!err)
+		err = sb_add(&t->line, name, len);
+	if (!err)
+		err = add_str(&t->line, ",\"cat\":\"call\",\"ph\":\"X\",\"ts\":");
+	if (!err)
+		err = add_us(&t->line, s->start);
+	if (!err)
+		err = add_str(&t->line, ",\"dur\":");
+	if (!err)
+		err = add_us(&t->line, s->end - s->start);
+	snprintf(ids, sizeof(ids), ",\"pid\":%u,\"tid\":%u}", pid, tid);
+	if (!err)
+		err = add_str(&t->line, ids);
+	return err ? err : put_event(t);
+}
+
 static int put_name(struct trace *t, const char *what, uint32_t pid, uint32_t tid, uint32_t comm)
 {
 	char head[96];
@@ -257,30 +284,114 @@ static int thread_spans(struct trace *t, const struct tsample *v, size_t first, 
 	return err;
 }
 
+/* Calls: by thread, then start, the longer (the caller) first when they start together. */
+static const struct profile *call_order_p;
+
+static int call_cmp(const void *a, const void *b)
+{
+	const struct tsample *x = a, *y = b;
+	uint64_t dx = profile__get_sample(call_order_p, x->idx)->weight;
+	uint64_t dy = profile__get_sample(call_order_p, y->idx)->weight;
+
+	if (x->pid != y->pid || x->tid != y->tid || x->time != y->time)
+		return ts_cmp(a, b);
+	return dx != dy ? (dx < dy ? 1 : -1) : (x->idx < y->idx ? -1 : x->idx > y->idx);
+}
+
+/* A thread's calls go on a track of their own beside its samples': tid + this. */
+#define CALL_TRACK 0x40000000u
+
+/*
+ * Every probed call (SAMPLE_CALL) as one span named after the function, on
+ * its thread's calls track: calls nest by time as they nested on the stack.
+ */
+static int call_spans(struct trace *t, struct tsample *v, size_t nr)
+{
+	int err = 0;
+
+	call_order_p = t->p;
+	qsort(v, nr, sizeof(*v), call_cmp);
+	for (size_t i = 0; i < nr && !err; i++) {
+		const struct pf_sample *s = profile__get_sample(t->p, v[i].idx);
+		const struct pf_thread *th = profile__get_thread(t->p, s->thread);
+		const struct pf_stack *st = profile__get_stack(t->p, s->stack);
+		struct span sp = { .frame = st->frame, .kinds = 0 };
+		uint64_t at = s->time > t->base ? s->time - t->base : 0;
+		char what[32];
+
+		if (!i || v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid) {
+			t->line.len = 0;
+			snprintf(what, sizeof(what), "{\"name\":\"thread_name\",\"ph\":\"M\",");
+			err = add_str(&t->line, what);
+			snprintf(what, sizeof(what), "\"pid\":%u,", th->pid);
+			if (!err)
+				err = add_str(&t->line, what);
+			snprintf(what, sizeof(what), "\"tid\":%u,", th->tid + CALL_TRACK);
+			if (!err)
+				err = add_str(&t->line, what);
+			if (!err)
+				err = add_str(&t->line, "\"args\":{\"name\":");
+			if (!err) {
+				struct strbuf name = { 0 };
+
+				err = sb_add(&name, profile__str(t->p, th->comm),
+					     profile__str_len(t->p, th->comm));
+				if (!err)
+					err = sb_add(&name, " calls", 6);
+				if (!err)
+					err = sb_add_json(&t->line, name.buf, name.len);
+				sb_free(&name);
+			}
+			if (!err)
+				err = add_str(&t->line, "}}");
+			if (!err)
+				err = put_event(t);
+		}
+		sp.start = at;
+		sp.end = sat_add(at, s->weight);
+		if (!err)
+			err = put_call(t, &sp, th->pid, th->tid + CALL_TRACK);
+	}
+	return err;
+}
+
 int render_trace(const struct profile *p, const struct render_select *sel, FILE *out)
 {
 	const struct pf_meta *m = profile__cmeta(p);
 	size_t n = profile__nr_samples(p), nr = 0, nr_frames = profile__nr_frames(p);
 	struct trace t = { .p = p, .out = out, .base = profile_time_base(p), .first = true };
 	bool kinds[SAMPLE_KIND_MAX];
-	struct tsample *v = NULL;
+	struct tsample *v = NULL, *calls = NULL;
+	size_t ncalls = 0;
 	uint32_t *frames = NULL;
 	size_t frames_cap = 0;
 	char tail[160];
 	int err = -ENOMEM;
 
 	select_kinds(sel, kinds);
+	kinds[SAMPLE_CALL] = false;
 	v = malloc((n ? n : 1) * sizeof(*v));
+	calls = malloc((n ? n : 1) * sizeof(*calls));
 	t.name_off = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_off));
 	t.name_len = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_len));
-	if (!v || !t.name_off || !t.name_len)
+	if (!v || !calls || !t.name_off || !t.name_len)
 		goto out;
 	memset(t.name_off, 0xff, nr_frames * sizeof(*t.name_off));
 	err = -EINVAL;
+	/* probed calls are drawn whatever kinds are selected: they are spans of their own */
 	for (size_t i = 0; i < n; i++) {
 		const struct pf_sample *s = profile__get_sample(p, i);
 		const struct pf_thread *th;
 
+		if (s->kind == SAMPLE_CALL) {
+			if (s->thread >= profile__nr_threads(p) || !s->stack ||
+			    s->stack >= profile__nr_stacks(p) || i >= UINT32_MAX)
+				goto out;
+			th = profile__get_thread(p, s->thread);
+			calls[ncalls++] =
+				(struct tsample){ th->pid, th->tid, s->time, (uint32_t)i };
+			continue;
+		}
 		if (s->kind >= SAMPLE_KIND_MAX || !kinds[s->kind])
 			continue;
 		if (s->thread >= profile__nr_threads(p) || s->stack >= profile__nr_stacks(p) ||
@@ -310,6 +421,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		for (size_t k = 0; !err && k < t.nr_done; k++)
 			err = put_span(&t, &t.done[k], v[i].pid, v[i].tid);
 	}
+	if (!err)
+		err = call_spans(&t, calls, ncalls);
 	snprintf(tail, sizeof(tail),
 		 "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"dlflame\","
 		 "\"lost_samples\":%llu,\"command\":",
@@ -331,6 +444,7 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		err = render_write_error();
 out:
 	free(v);
+	free(calls);
 	free(frames);
 	free(t.open);
 	free(t.done);

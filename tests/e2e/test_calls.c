@@ -83,6 +83,46 @@ static char *record_calls(char *const env[], const char *const *probes, const ch
 	return table;
 }
 
+/*
+ * report --trace of the last recording: the number of call spans, and that
+ * the spans of each calls track nest (any two are disjoint or one holds
+ * the other), as calls on one thread do.
+ */
+static const char nest_check[] =
+	"import json, sys\n"
+	"ev = [e for e in json.load(open(sys.argv[1]))['traceEvents'] if e.get('cat') == 'call']\n"
+	"by = {}\n"
+	"for e in ev: by.setdefault((e['pid'], e['tid']), []).append((e['ts'], e['ts'] + e['dur']))\n"
+	"for spans in by.values():\n"
+	"    spans.sort(key=lambda s: (s[0], -s[1]))\n"
+	"    open_ = []\n"
+	"    for a, b in spans:\n"
+	"        while open_ and open_[-1] <= a: open_.pop()\n"
+	"        if open_ and b > open_[-1] + 1e-3: sys.exit('overlap %r %r' % ((a, b), open_[-1]))\n"
+	"        open_.append(b)\n"
+	"print(len(ev))\n";
+
+static unsigned long trace_calls(void)
+{
+	char *data = path_in(dir, "c.data"), *json = path_in(dir, "c.json");
+	const char *rep[] = {
+		need_env("DLFLAME"), "report", "-i", data, "--trace", "-o", json, NULL
+	};
+	const char *py[] = { "/usr/bin/python3", "-c", nest_check, json, NULL };
+	struct run_result r = run(dir, NULL, NULL, rep);
+	unsigned long n = 0;
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, py);
+	cr_assert_eq(r.status, 0, "calls do not nest in the trace: %s", r.err);
+	cr_assert_eq(sscanf(r.out, "%lu", &n), 1, "%s", r.out);
+	run_free(&r);
+	free(data);
+	free(json);
+	return n;
+}
+
 Test(calls, fixture_counts_durations_recursion_and_calls_that_never_return)
 {
 	const char *probes[] = { "sleepy", "recurse", "dies", "jumps", "quick", NULL };
@@ -114,6 +154,7 @@ Test(calls, fixture_counts_durations_recursion_and_calls_that_never_return)
 	cr_assert_eq(calls, 1170);
 	cr_assert_eq(unfinished, 7, "3 thread exits and 4 longjmps: %s", line);
 	cr_assert_not_null(strstr(line, "0 probe records paired nothing"), "%s", line);
+	cr_assert_eq(trace_calls(), 1170, "every call a span in the trace");
 	(void)unpaired;
 	free(err);
 	free(table);
@@ -174,6 +215,7 @@ static void mlp_case(const char *threads)
 	cr_assert(calls_row(table, "dnnl_primitive_execute", &r), "%s", table);
 	cr_assert_gt(want, 100);
 	cr_assert_eq(r.count, want, "dlflame %lu, perf %lu", r.count, want);
+	cr_assert_eq(trace_calls(), want, "as many spans in the trace as calls");
 	free(err);
 	free(table);
 }
