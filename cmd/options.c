@@ -98,6 +98,21 @@ int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char
 	case OPT_PYTHON:
 		f->python = true;
 		break;
+	case OPT_FROM_CALL: {
+		const char *colon = strrchr(arg, ':');
+
+		if (!colon || colon == arg || parse_u64(colon + 1, 10, 1, UINT64_MAX, &f->from_call_n))
+			return usage_error(cmd,
+					   "--from-call takes FUNCTION:N (N from 1: the N-th call's "
+					   "start), got '%s'",
+					   arg);
+		free(o->from_call);
+		o->from_call = strndup(arg, (size_t)(colon - arg));
+		if (!o->from_call)
+			return error("out of memory");
+		f->from_call = o->from_call;
+		break;
+	}
 	case OPT_TITLE:
 		o->svg.title = arg;
 		o->svg_only = "--title";
@@ -165,6 +180,7 @@ void select_opts__free(struct select_opts *o)
 	free(o->pids);
 	free(o->tids);
 	free(o->comms);
+	free(o->from_call);
 }
 
 /* "fp", "dwarf" or "dwarf,BYTES". */

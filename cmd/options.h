@@ -35,6 +35,7 @@ enum {
 	OPT_COMPLETE,
 	OPT_CUT,
 	OPT_PYTHON,
+	OPT_FROM_CALL,
 	OPT_TITLE,
 	OPT_SUBTITLE,
 	OPT_WIDTH,
@@ -55,6 +56,7 @@ struct select_opts {
 	size_t nr_pids, nr_tids;
 	const char **comms;
 	size_t nr_comms;
+	char *from_call; /* --from-call's FUNCTION */
 };
 
 /* c is one of the codes above; getopt_long returns only those in the command's table. */

@@ -71,6 +71,9 @@ static void report_usage(FILE *f)
 	      "      --comm NAME       only threads named NAME (repeat for more)\n"
 	      "      --time START,END  only seconds START to END from the start (either may be\n"
 	      "                        empty), e.g. --time 5, to leave out warm-up\n"
+	      "      --from-call FUNCTION:N\n"
+	      "                        only what each process did from the start of its N-th\n"
+	      "                        call of probed FUNCTION on (record --probe FUNCTION)\n"
 	      "      --per-thread      root each thread's stacks under a comm-PID/TID frame\n"
 	      "      --reverse         leaf first: who calls the hot leaves (--svg, --folded)\n"
 	      "      --complete        only samples whose stack was unwound whole\n"
@@ -157,6 +160,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
 		{ "complete", no_argument, NULL, OPT_COMPLETE },
 		{ "python", no_argument, NULL, OPT_PYTHON },
+		{ "from-call", required_argument, NULL, OPT_FROM_CALL },
 		{ "cut", no_argument, NULL, OPT_CUT },
 		{ "lines", no_argument, NULL, OPT_LINES },
 		{ "help", no_argument, NULL, 'h' },
@@ -395,6 +399,12 @@ int cmd_report(int argc, char **argv)
 	}
 	sel = selection(&o, p);
 	err = profile__filter(p, sel.kinds, &o.sel.filter, &view);
+	if (err == -ENOENT) {
+		error("--from-call: %s has no calls of %s (record it with --probe %s)", o.input,
+		      o.sel.filter.from_call, o.sel.filter.from_call);
+		ret = EXIT_USAGE;
+		goto out;
+	}
 	if (err) {
 		error("cannot filter %s: %s", o.input, strerror(-err));
 		goto out;

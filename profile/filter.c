@@ -30,10 +30,12 @@ struct copier {
 	size_t path_cap;
 	int64_t rq_frame; /* dst id of RUNQUEUE_FRAME, -1 until needed */
 	uint8_t *hide_frame; /* f->python: src frame id -> 1 when the view leaves it out */
+	uint64_t *cut; /* f->from_call: per src thread, the time its process starts, or UINT64_MAX */
 };
 
 static void copier_free(struct copier *c)
 {
+	free(c->cut);
 	free(c->strings);
 	free(c->frames);
 	free(c->threads);
@@ -92,6 +94,87 @@ static uint32_t *unset_array(size_t n)
 	return a;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * --from-call: per thread, the start of its process's n-th call of the
+ * function (calls are SAMPLE_CALL samples whose leaf is the function).
+ */
+static int find_cuts(struct copier *c)
+{
+	const struct profile *p = c->src;
+	size_t ns = profile__nr_samples(p), nt = profile__nr_threads(p), n = 0;
+	uint64_t *times = NULL, pid_cut;
+	struct u64map cuts; /* pid -> cut */
+	struct u64map seen; /* pid -> number of calls */
+	int err = -ENOMEM;
+
+	u64map_init(&cuts);
+	u64map_init(&seen);
+	c->cut = malloc((nt ? nt : 1) * sizeof(*c->cut));
+	times = malloc((ns ? ns : 1) * sizeof(*times));
+	if (!c->cut || !times)
+		goto out;
+	/* the calls' processes, then each one's call times */
+	for (size_t i = 0; i < ns; i++) {
+		const struct pf_sample *s = profile__get_sample(p, i);
+		const struct pf_stack *st;
+		const struct pf_frame *fr;
+		uint64_t cnt = 0;
+		uint32_t pid;
+
+		if (s->kind != SAMPLE_CALL || !s->stack || s->stack >= profile__nr_stacks(p) ||
+		    s->thread >= nt)
+			continue;
+		st = profile__get_stack(p, s->stack);
+		fr = profile__get_frame(p, st->frame);
+		if (strcmp(profile__str(p, fr->name), c->f->from_call))
+			continue;
+		pid = profile__get_thread(p, s->thread)->pid;
+		u64map_get(&seen, pid, &cnt);
+		if (u64map_put(&seen, pid, cnt + 1))
+			goto out;
+		n++;
+	}
+	err = n ? 0 : -ENOENT;
+	if (err)
+		goto out;
+	for (size_t k = 0; k < seen.cap && !err; k++) {
+		uint64_t pid = seen.keys[k], m = 0;
+
+		if (pid == UINT64_MAX)
+			continue;
+		for (size_t i = 0; i < ns; i++) {
+			const struct pf_sample *s = profile__get_sample(p, i);
+			const struct pf_frame *fr;
+
+			if (s->kind != SAMPLE_CALL || !s->stack || s->stack >= profile__nr_stacks(p) ||
+			    s->thread >= nt || profile__get_thread(p, s->thread)->pid != pid)
+				continue;
+			fr = profile__get_frame(p, profile__get_stack(p, s->stack)->frame);
+			if (!strcmp(profile__str(p, fr->name), c->f->from_call))
+				times[m++] = s->time;
+		}
+		qsort(times, m, sizeof(*times), cmp_u64);
+		pid_cut = m >= c->f->from_call_n ? times[c->f->from_call_n - 1] : UINT64_MAX;
+		if (u64map_put(&cuts, pid, pid_cut))
+			err = -ENOMEM;
+	}
+	for (size_t t = 0; t < nt && !err; t++)
+		if (!u64map_get(&cuts, profile__get_thread(p, t)->pid, &c->cut[t]))
+			c->cut[t] = UINT64_MAX;
+out:
+	u64map_free(&cuts);
+	u64map_free(&seen);
+	free(times);
+	return err;
+}
+
 static int copier_init(struct copier *c, struct profile *dst, const struct profile *src,
 		       const bool kinds[SAMPLE_KIND_MAX], const struct profile_filter *f)
 {
@@ -110,6 +193,14 @@ static int copier_init(struct copier *c, struct profile *dst, const struct profi
 	    (f && f->python && find_interpreter_frames(c))) {
 		copier_free(c);
 		return -ENOMEM;
+	}
+	if (f && f->from_call) {
+		int err = f->from_call_n ? find_cuts(c) : -EINVAL;
+
+		if (err) {
+			copier_free(c);
+			return err;
+		}
 	}
 	return 0;
 }
@@ -304,6 +395,26 @@ static uint64_t clip(const struct copier *c, const struct pf_sample *s, uint64_t
 	return end > t ? end - t : 0;
 }
 
+/* --from-call: whether sample s (its copy o) is at or after its process's cut; o clipped. */
+static bool from_cut(const struct copier *c, const struct pf_sample *s, struct pf_sample *o)
+{
+	uint64_t cut = c->cut[s->thread], end;
+
+	if (cut == UINT64_MAX)
+		return false;
+	if (s->time >= cut)
+		return true;
+	/* a block that began before the cut: its part after it */
+	if (s->kind != SAMPLE_OFFCPU && s->kind != SAMPLE_RUNQUEUE)
+		return false;
+	end = sat_add(s->time, o->weight);
+	if (end <= cut)
+		return false;
+	o->weight = end - cut;
+	o->time = cut;
+	return true;
+}
+
 int profile__copy(struct profile *dst, const struct profile *src, const bool kinds[SAMPLE_KIND_MAX],
 		  const struct profile_filter *f, bool rq_frames)
 {
@@ -335,6 +446,8 @@ int profile__copy(struct profile *dst, const struct profile *src, const bool kin
 			continue;
 		o.weight = clip(&c, s, base);
 		if (!o.weight && s->weight)
+			continue;
+		if (c.cut && !from_cut(&c, s, &o))
 			continue;
 		thr = copy_thread(&c, s->thread);
 		if (thr == UNSET)
@@ -377,7 +490,8 @@ static bool needs_copy(const bool kinds[SAMPLE_KIND_MAX], const struct profile_f
 	if (kinds[SAMPLE_RUNQUEUE])
 		return true;
 	return f && (f->nr_pids || f->nr_tids || f->nr_comms || f->has_time || f->min_block ||
-		     f->per_thread || f->reverse || f->complete_only || f->cut_only || f->python);
+		     f->per_thread || f->reverse || f->complete_only || f->cut_only || f->python ||
+		     f->from_call);
 }
 
 static int copy_meta(struct profile *dst, const struct profile *src)

@@ -46,6 +46,13 @@ struct profile_filter {
 	 * stacks of profiles that have Python frames, as py-spy shows them.
 	 */
 	bool python;
+	/*
+	 * Warm-up skipped: in each process, only what happened from the start
+	 * of its from_call_n-th call (1: the first) of probed function
+	 * from_call on (a process with fewer calls: nothing).
+	 */
+	const char *from_call;
+	uint64_t from_call_n;
 };
 
 /*
@@ -56,7 +63,8 @@ struct profile_filter {
  * NULL when nothing needs to change: then use p as it is (a reader still
  * skips the kinds not chosen). Frees nothing of p; the caller frees *out
  * with profile__free(). 0, -EINVAL (an empty time range, a broken
- * profile) or -ENOMEM.
+ * profile), -ENOENT (f->from_call names no function with calls in p) or
+ * -ENOMEM.
  */
 int profile__filter(const struct profile *p, const bool kinds[SAMPLE_KIND_MAX],
 		    const struct profile_filter *f, struct profile **out);

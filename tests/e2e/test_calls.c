@@ -249,3 +249,40 @@ Test(calls, a_function_found_nowhere_is_one_line_and_exit_2)
 	cr_assert_not_null(strstr(r.err, "libnosuchthing"), "%s", r.err);
 	run_free(&r);
 }
+
+/* --from-call step:2: the first step's samples (its warm-up) are gone, the rest kept. */
+Test(calls, from_call_leaves_out_the_warm_up)
+{
+	const char *probes[] = { "step", NULL };
+	const char *cmd[] = { need_env("FIXTURE_CALLS"), "warmup", NULL };
+	char *err, *table = record_calls(NULL, probes, cmd, &err), *data = path_in(dir, "c.data");
+	const char *all[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+	const char *from[] = { need_env("DLFLAME"), "report",	   "-i",     data,
+			       "--folded",	    "--from-call", "step:2", NULL };
+	const char *none[] = { need_env("DLFLAME"), "report",	   "-i",       data,
+			       "--folded",	    "--from-call", "nosuch:1", NULL };
+	struct run_result a = run(dir, NULL, NULL, all), f = run(dir, NULL, NULL, from);
+	struct row r;
+	unsigned long warm_all = count_frame(a.out, "warm", NULL),
+		      work_all = count_frame(a.out, "work", NULL);
+	unsigned long warm_from = count_frame(f.out, "warm", NULL),
+		      work_from = count_frame(f.out, "work", NULL);
+
+	cr_assert(calls_row(table, "step", &r), "%s", table);
+	cr_assert_eq(r.count, 10);
+	cr_assert_eq(a.status, 0, "%s", a.err);
+	cr_assert_eq(f.status, 0, "%s", f.err);
+	cr_log_info("warm %lu -> %lu, work %lu -> %lu", warm_all, warm_from, work_all, work_from);
+	cr_assert_gt(warm_all, 100, "the warm-up is in the whole recording");
+	cr_assert_eq(warm_from, 0, "the first call's samples are gone");
+	cr_assert_geq(work_from, work_all * 95 / 100, "the later calls' samples are kept");
+	run_free(&a);
+	run_free(&f);
+	a = run(dir, NULL, NULL, none);
+	cr_assert_eq(a.status, 2, "%s", a.err);
+	cr_assert_eq(count_str(a.err, "\n"), 1, "%s", a.err);
+	run_free(&a);
+	free(data);
+	free(err);
+	free(table);
+}
