@@ -164,8 +164,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			"no command to record (put it after --) and no -p PID to attach to");
 	if (o->target.nr_pids && o->forward_exit)
 		return usage_error("record", "--forward-exit needs a launched command");
-	if (o->target.nr_pids && o->nr_probe_specs)
-		return usage_error("record", "--probe needs a launched command (attaching comes later)");
+	if (o->target.threads_only && o->nr_probe_specs)
+		return usage_error("record", "--probe follows whole processes: use -p, not -t");
 	if (o->nr_probe_specs && o->target.callgraph != CALLGRAPH_DWARF)
 		return usage_error("record", "--probe needs --call-graph dwarf (the default)");
 	*cmd_index = optind;
@@ -286,7 +286,12 @@ int cmd_record(int argc, char **argv)
 	so.stack_size = o.target.stack_size;
 	so.offcpu = !o.no_offcpu;
 	for (size_t i = 0; i < o.nr_probe_specs; i++) {
-		ret = probes_resolve(&probes, o.probe_specs[i], cmd ? cmd[0] : NULL);
+		char exe[64];
+
+		/* without a MODULE: the command, or the first attached process's executable */
+		if (!cmd)
+			snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)o.target.pids[0]);
+		ret = probes_resolve(&probes, o.probe_specs[i], cmd ? cmd[0] : exe);
 		if (ret != EXIT_OK)
 			goto out;
 	}
@@ -301,6 +306,8 @@ int cmd_record(int argc, char **argv)
 	if (o.target.nr_pids) {
 		if (session__attach(&ss, o.target.pids, o.target.nr_pids, o.target.threads_only))
 			goto out;
+		if (sampler__stats(ss.s)->probe_err)
+			warn_probes(sampler__stats(ss.s)->probe_err);
 		session__handle_signals();
 	} else {
 		env = session__child_env();

@@ -335,6 +335,8 @@ int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads
 		}
 	}
 	read_threads(s);
+	if (!threads_only)
+		probes_open(s, pids, n);
 	return 0;
 
 fail:

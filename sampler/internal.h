@@ -61,7 +61,8 @@ struct ring {
 struct event {
 	int fd;
 	uint32_t tid; /* attach mode: the thread it was opened on; 0 in launch mode */
-	bool hup; /* attach mode: its thread and every thread it begat have exited */
+	bool hup; /* attach mode: its thread and every thread it begat have exited (or it is a
+		     system-wide probe, which tells nothing of that) */
 };
 
 /* What a sample id stands for: enum rec_event | tid << 8 (the tid an attach event was opened on). */
@@ -143,6 +144,11 @@ void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
 #define PROBE_STACK_SIZE 8192
 int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
 		     const struct sampler_probe *p, bool ret);
+/*
+ * The probes' entry and return uprobes, per CPU, system-wide; their samples
+ * kept for pids and their descendants only. On failure, none (stats.probe_err).
+ */
+void probes_open(struct sampler *s, const pid_t *pids, size_t n);
 void event_attr_switch(const struct sampler *s, struct perf_event_attr *attr);
 void event_attr_sideband(struct perf_event_attr *attr);
 int event_note_id(struct sampler *s, int fd, enum rec_event ev, uint32_t tid);

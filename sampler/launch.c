@@ -121,52 +121,6 @@ static int launch_owner(struct sampler *s, struct perf_event_attr *attr, pid_t p
 }
 
 /*
- * Entry and return uprobes of each probe, per CPU, system-wide (see
- * struct sampler's tree). One that cannot be opened (no uprobe PMU, no
- * permission) leaves the recording without probes: stats.probe_err says why.
- */
-static void open_probes(struct sampler *s, pid_t pid)
-{
-	struct perf_event_attr attr;
-	size_t first = s->nr_events;
-	int err = 0, fd;
-	uint64_t id;
-
-	for (size_t k = 0; k < s->opts.nr_probes && k < SAMPLER_MAX_PROBES && !err; k++) {
-		for (int ret = 0; ret < 2 && !err; ret++) {
-			err = event_attr_probe(s, &attr, &s->opts.probes[k], ret);
-			for (size_t i = 0; i < s->nr_rings && !err; i++) {
-				fd = event_open(&attr, -1, s->cpus[i]);
-				err = fd < 0 ? fd
-					     : event_add(s, fd, s->rings[i].fd,
-							 ret ? EV_PROBE_RETURN(k) : EV_PROBE_ENTRY(k),
-							 0);
-				if (!err && ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
-					err = -errno;
-				if (!err && grow_array((void **)&s->probe_ids, &s->probe_ids_cap,
-						       s->nr_probe_ids + 1, sizeof(*s->probe_ids)))
-					err = -ENOMEM;
-				if (!err)
-					s->probe_ids[s->nr_probe_ids++] = id;
-			}
-		}
-	}
-	if (!err && s->opts.nr_probes) {
-		s->tree_filter = true;
-		if (u64map_put(&s->tree, (uint64_t)pid, 1))
-			err = -ENOMEM;
-	}
-	if (!err)
-		return;
-	s->nr_probe_ids = 0;
-	/* all or none: a probe without its return (or entry) pairs nothing */
-	for (size_t i = first; i < s->nr_events; i++)
-		close(s->events[i].fd);
-	s->nr_events = first;
-	s->stats.probe_err = err;
-}
-
-/*
  * Launch mode: per CPU, one inherited event on the child owns the ring (the
  * on-CPU sampler, or the context-switch event with offcpu_only) and the
  * context-switch event writes into it. All start at exec.
@@ -199,7 +153,7 @@ static int open_events(struct sampler *s, pid_t pid)
 		}
 	}
 	if (!err)
-		open_probes(s, pid);
+		probes_open(s, &pid, 1);
 	if (err)
 		rings_close(s);
 	return err;
