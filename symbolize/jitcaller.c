@@ -32,8 +32,14 @@
 /* rbx, rbp, r12, r13, r14, r15: what oneDNN's jit_generator::preamble() pushes */
 #define PREAMBLE_PUSHES 6
 #define JIT_MAX_TRIALS 64
-/* oneDNN's GEMM kernel on its heap workspace keeps the original rsp here */
-#define GEMM_ORIG_SP_OFF 120
+/*
+ * oneDNN's f32 GEMM kernels keep the rsp they had after the preamble in a
+ * slot of their workspace frame: [rsp + 120] in the AVX-512 one,
+ * [rsp + 152] in the AVX/AVX2 one (which always moves rsp: down by up to
+ * 512 KiB for its buffer, or onto the heap). Both are tried.
+ */
+static const uint64_t gemm_orig_sp_off[] = { 120, 152 };
+#define GEMM_OFFS (sizeof(gemm_orig_sp_off) / sizeof(gemm_orig_sp_off[0]))
 #define JIT_RET_SLOTS 256 /* power of two */
 #define JIT_RET_WAYS 4
 #define EDGE_SLOTS 4096 /* power of two */
@@ -348,11 +354,17 @@ static enum walk_end graft_at(struct uw_ctx *ctx, struct frames *f, uint64_t sp,
 
 static enum walk_end graft_gemm(struct uw_ctx *ctx, struct frames *f, const struct jit_ret *jr)
 {
-	uint64_t orig;
+	uint64_t sp = f->sps[f->n - 1], orig;
 
-	if (!stack_word(ctx, f->sps[f->n - 1] + GEMM_ORIG_SP_OFF, &orig))
-		return WALK_FAIL;
-	return graft_at(ctx, f, orig + 8 * (PREAMBLE_PUSHES + 1), jr);
+	for (size_t i = 0; i < GEMM_OFFS; i++) {
+		/* the saved rsp lies above the kernel's own frame, or on the heap */
+		if (!stack_word(ctx, sp + gemm_orig_sp_off[i], &orig) || !orig || orig % 8 ||
+		    orig == sp)
+			continue;
+		if (graft_at(ctx, f, orig + 8 * (PREAMBLE_PUSHES + 1), jr) == WALK_ROOT)
+			return WALK_ROOT;
+	}
+	return WALK_FAIL;
 }
 
 /*
@@ -369,9 +381,13 @@ static bool graft_first(const struct uw_ctx *ctx, const struct frames *f, const 
 {
 	uint64_t orig;
 
-	if (!jr || !jr->grafted || !stack_word(ctx, f->sps[f->n - 1] + GEMM_ORIG_SP_OFF, &orig))
+	if (!jr || !jr->grafted)
 		return false;
-	return orig < ctx->sp0 || orig - ctx->sp0 >= ctx->size;
+	for (size_t i = 0; i < GEMM_OFFS; i++)
+		if (stack_word(ctx, f->sps[f->n - 1] + gemm_orig_sp_off[i], &orig) && orig &&
+		    !(orig % 8) && (orig < ctx->sp0 || orig - ctx->sp0 >= ctx->size))
+			return true;
+	return false;
 }
 
 /* What identifies a piece of JIT code: its perf-map name, else its mapping. */
@@ -440,6 +456,20 @@ static void jit_ret_note(struct jit_ret *jr, uint64_t ra, uint64_t ra_off)
 		;
 	memmove(jr->ra_off + 1, jr->ra_off, i * sizeof(*jr->ra_off));
 	jr->ra_off[0] = off;
+}
+
+enum walk_end jitcaller__graft_outer(struct uw_ctx *ctx, struct frames *f)
+{
+	unsigned probes = CLIMB_PROBES;
+	size_t base = f->n;
+
+	ctx->jit = jit_proc_get(ctx->p);
+	if (f->n < 2 || !ctx->up->chains || !ctx->jit)
+		return WALK_OOB;
+	if (climb(ctx, f, 0, &probes))
+		return WALK_ROOT;
+	f->n = base;
+	return WALK_OOB;
 }
 
 /* ---- one JIT frame ---- */

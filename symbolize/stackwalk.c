@@ -32,8 +32,8 @@ static enum unwind_end end_of(enum walk_end how)
 }
 
 int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
-			   uint64_t regs_mask, const uint8_t *stack, size_t stack_size, uint64_t *ips,
-			   uint64_t *sps, size_t max, enum unwind_end *end)
+			   uint64_t regs_mask, const uint8_t *stack, size_t stack_size,
+			   uint64_t *ips, uint64_t *sps, size_t max, enum unwind_end *end)
 {
 	const uint64_t need = 1ull << PERF_REG_X86_IP | 1ull << PERF_REG_X86_SP;
 	struct uw_ctx ctx = { .s = s, .stack = stack, .size = stack_size };
@@ -94,6 +94,12 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 		}
 		*end = r == JIT_CALLER_GRAFTED ? end_of(how) : UNWIND_END_JIT_NO_CALLER;
 		goto out;
+	}
+	/* off the end of the copy: the rest of the stack, if a known one goes on from there */
+	if (how == WALK_OOB) {
+		how = jitcaller__graft_outer(&ctx, &f);
+		if (how == WALK_ROOT)
+			s->stats.outer_grafts++;
 	}
 	*end = end_of(how);
 	if (how == WALK_ROOT) {

@@ -280,6 +280,7 @@ struct symbolizer_stats {
 	struct perfmap_stats perfmap;
 	uint64_t unwinds, unwind_errors;
 	uint64_t jit_callers_recovered, jit_callers_missed;
+	uint64_t outer_grafts; /* walks past the copy's end completed from known stacks */
 };
 const struct symbolizer_stats *symbolizer__stats(const struct symbolizer *s);
 

@@ -161,5 +161,12 @@ enum jit_caller jitcaller__find(struct uw_ctx *ctx, struct walker *cur, struct w
 				struct frames *f, enum walk_end *how);
 /* Learn from a complete stack: call sites and frame sizes, for later grafts. */
 void jitcaller__note_stack(struct uw_ctx *ctx, const struct frames *f);
+/*
+ * A walk that ran off the end of the copy: climb from its last frame, as
+ * from a JIT graft, until a frame lands where a known stack has a frame of
+ * the same function; WALK_ROOT with the rest of that stack in f, else
+ * WALK_OOB and f unchanged.
+ */
+enum walk_end jitcaller__graft_outer(struct uw_ctx *ctx, struct frames *f);
 
 #endif
