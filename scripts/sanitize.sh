@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The whole test suite (or the suites named) built with ASan + UBSan (gcc)
+# into ./build-asan: any sanitizer report fails the test that hit it. Same
+# closing line as scripts/test.sh: 'tests: N passed, N failed, N skipped'.
+#   scripts/sanitize.sh [SUITE...]
+# Run scripts/setup.sh first (packages, node modules, build/tools/pprof).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -d build-asan ]; then
+  meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null || exit 1
+fi
+nice -n 10 ninja -C build-asan >build-asan/sanitize-build.log 2>&1 ||
+  { cat build-asan/sanitize-build.log; echo "sanitize: build failed" >&2; exit 1; }
+# abort_on_error: a report is a crash that Criterion and meson both count
+asan=halt_on_error=1:abort_on_error=1:detect_leaks=1:print_summary=1
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1:print_summary=1
+# leaks inside libraries (Criterion, elfutils) that dlflame cannot free
+export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp"
+suites=()
+for s in "$@"; do suites+=(--suite "$s"); done
+# e2e/memory measures that peak RSS stays flat over a longer recording;
+# ASan's quarantine of freed memory (256 MB) grows it by design, so that
+# test runs on its own with the quarantine off, every other check kept.
+mapfile -t names < <(meson test -C build-asan --list "${suites[@]}" 2>/dev/null |
+  sed -n 's/^[^:]*:[^/]* \/ //p' | sort -u | grep -vx memory)
+status=0
+# ASan makes everything 2-3x slower: three times each test's timeout
+ASAN_OPTIONS=$asan nice -n 10 meson test -C build-asan --print-errorlogs --num-processes 1 \
+  --timeout-multiplier 3 "${suites[@]}" "${names[@]}" || status=$?
+logs=(build-asan/meson-logs/testlog.json)
+if [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx e2e; then
+  ASAN_OPTIONS=$asan:quarantine_size_mb=0:thread_local_quarantine_size_kb=0 nice -n 10 \
+    meson test -C build-asan --print-errorlogs --num-processes 1 --timeout-multiplier 3 \
+    --logbase testlog-memory memory || status=$?
+  logs+=(build-asan/meson-logs/testlog-memory.json)
+fi
+python3 - "${logs[@]}" <<'PY' || true
+import json, sys
+ok = bad = skip = 0
+for log in sys.argv[1:]:
+    for line in open(log):
+        r = json.loads(line)
+        for l in (r.get('stdout', '') + '\n' + (r.get('stderr') or '')).splitlines():
+            if 'Synthesis: Tested:' in l:
+                f = {k.strip(): int(v) for k, v in
+                     (p.split(':') for p in l.split('Synthesis:')[1].split('|'))}
+                ok += f.get('Passing', 0)
+                bad += f.get('Failing', 0) + f.get('Crashing', 0)
+                skip += f.get('Skipped', 0)
+                # a sanitizer report after every test passed fails the binary, not a test
+                if r['result'] not in ('OK', 'EXPECTEDFAIL', 'SKIP') and not (
+                        f.get('Failing', 0) + f.get('Crashing', 0)):
+                    bad += 1
+                break
+        else:
+            if r['result'] in ('OK', 'EXPECTEDFAIL'):
+                ok += 1
+            elif r['result'] == 'SKIP':
+                skip += 1
+            else:
+                bad += 1
+print("sanitize: tests: %d passed, %d failed, %d skipped" % (ok, bad, skip))
+PY
+exit $status

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The live path's record handling (sampler/ring.c, sampler/decode.c): the
+ * input is a record layout (17 bytes: sample_type, sample_regs_user,
+ * sample_id_all) and then a ring buffer's bytes with its head and tail (16
+ * bytes); each record ring_next() takes out is decoded and read to its last
+ * byte. The data area is the rest of the input, cut to a power of two.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler/sampler.h"
+#include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/rec_touch.h"
+
+#define HDR 33
+#define MAX_RECS 256
+
+static volatile uint64_t sink;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct fuzz_in in = { .p = data, .size = size };
+	struct rec_layout layout;
+	uint64_t head, tail, sum = 0;
+	uint8_t *ring, *scratch;
+	size_t rsize = 1;
+	const void *rec;
+	size_t len;
+	struct rec r;
+
+	if (size <= HDR)
+		return 0;
+	layout.sample_type = fuzz_u64(&in, 8);
+	layout.sample_regs_user = fuzz_u64(&in, 8);
+	layout.sample_id_all = fuzz_u64(&in, 1) & 1;
+	head = fuzz_u64(&in, 8);
+	tail = fuzz_u64(&in, 8);
+	while (rsize * 2 <= size - HDR)
+		rsize *= 2;
+	/* copies of their exact size: a read past either end is a sanitizer report */
+	ring = malloc(rsize);
+	scratch = malloc(rsize);
+	if (!ring || !scratch)
+		goto out;
+	memcpy(ring, data + HDR, rsize);
+	/* the record as a whole, as perf.data hands it over */
+	if (!rec_decode(&layout, ring, rsize, &r))
+		sum += rec_touch(&r);
+	for (int i = 0;
+	     i < MAX_RECS && ring_next(ring, rsize, head, &tail, scratch, rsize, &rec, &len) == 1;
+	     i++)
+		if (!rec_decode(&layout, rec, len, &r))
+			sum += rec_touch(&r);
+out:
+	free(ring);
+	free(scratch);
+	sink = sum;
+	return 0;
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The report pipeline: a dlflame.data file read (profile/file.c) and drawn
+ * in every output (render/): folded, SVG (flame graph, icicle, flame chart),
+ * top by function, module and kind, pprof, trace, the differential outputs,
+ * stack ends and symbol hints. Output goes to /dev/null.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "profile/profile.h"
+#include "render/render.h"
+#include "tests/fuzz/fuzz.h"
+
+static FILE *null_out(void)
+{
+	static FILE *out;
+
+	if (!out)
+		out = fopen("/dev/null", "w");
+	return out;
+}
+
+static void render_all(const struct profile *p, const struct render_select *sel, FILE *out)
+{
+	struct svg_opts svg = { .max_frames = 2000 };
+	struct svg_opts chart = { .inverted = true, .flamechart = true, .max_frames = 2000 };
+	struct render_symbol_hint hints[4];
+	uint64_t ends[STACK_END_MAX];
+	char line[256];
+	size_t n;
+
+	render_folded(p, sel, out);
+	render_svg(p, sel, &svg, out);
+	render_svg(p, sel, &chart, out);
+	for (int by = TOP_BY_FUNCTION; by <= TOP_BY_KIND; by++) {
+		struct top_opts top = { .by = (enum top_by)by, .by_total = by == TOP_BY_MODULE };
+
+		render_top(p, sel, &top, out);
+	}
+	render_pprof(p, sel, out);
+	render_trace(p, sel, out);
+	if (!render_stack_ends(p, sel, ends))
+		render_ends_line(ends, line, sizeof(line));
+	render_symbol_hints(p, sel, 0.01, hints, 4, &n);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct render_select oncpu = { .kinds = { [SAMPLE_ONCPU] = true } };
+	struct render_select all = {
+		.kinds = { [SAMPLE_ONCPU] = true,
+			   [SAMPLE_OFFCPU] = true,
+			   [SAMPLE_RUNQUEUE] = true },
+		.weight_ns = true,
+	};
+	struct profile_read_error err;
+	uint8_t *file = NULL;
+	size_t len;
+	struct profile *p = NULL, *named;
+	FILE *out = null_out();
+
+	if (!out)
+		return 0;
+	file = fuzz_profile_file(data, size, &len);
+	if (!file || profile__read_mem(file, len, &p, &err) < 0) {
+		free(file);
+		return 0;
+	}
+	/* as `dlflame report` draws: one frame per function */
+	named = profile__relabel(p, false);
+	if (named) {
+		render_all(named, &oncpu, out);
+		render_all(named, &all, out);
+		render_diff_folded(named, p, &all, true, out);
+		render_diff_svg(p, named, &oncpu, false, NULL, out);
+		profile__free(named);
+	}
+	profile__free(p);
+	free(file);
+	fflush(out);
+	return 0;
+}
