@@ -4,7 +4,8 @@
  *
  *   header   magic[8] "DLFLAME\x01", u32 version, u32 flags (bit 0: finalized),
  *            u64 payload length, u64 compressed length, u32 crc32 of the
- *            compressed bytes, u32 reserved (0). All little-endian.
+ *            compressed bytes (version 3 on: of header bytes 8-31, then
+ *            them), u32 reserved (0). All little-endian.
  *   payload  sections: u32 tag, u32 reserved, u64 length, then `length` bytes.
  *            STRS u64 n, n x (u32 len, bytes)        string 0 is ""
  *            FRMS u64 n, n x (u32 name, module, kind, file, line, build_id)
@@ -319,6 +320,18 @@ static int emit_payload(const struct profile *p, const struct wbuf *tables, stru
 	return err;
 }
 
+/*
+ * Version 3 on: the checksum covers the header's version, flags and sizes
+ * too (bytes 8-31), so that a flipped version or flag is caught like a
+ * flipped payload byte. data_crc: the compressed bytes' CRC-32.
+ */
+static uint32_t header_crc(const uint8_t *hdr, uint32_t data_crc, uint64_t zlen)
+{
+	uint32_t h = (uint32_t)crc32(0, hdr + 8, 24);
+
+	return (uint32_t)crc32_combine(h, data_crc, (z_off_t)zlen);
+}
+
 static bool too_compressed(const struct zsink *z)
 {
 	return z->plen > z->zlen * MAX_RATIO;
@@ -332,7 +345,7 @@ static void make_header(uint8_t *hdr, const struct profile *p, const struct zsin
 	put_le32(hdr + 12, p->meta.finalized ? FLAG_FINALIZED : 0);
 	put_le64(hdr + 16, z->plen);
 	put_le64(hdr + 24, z->zlen);
-	put_le32(hdr + 32, z->crc);
+	put_le32(hdr + 32, header_crc(hdr, z->crc, z->zlen));
 }
 
 int profile__write(const struct profile *p, const char *path)
@@ -785,8 +798,6 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 	if (zlen < len - HEADER_SIZE)
 		return fail(e, "trailing bytes after the compressed data", HEADER_SIZE + zlen,
 			    false);
-	if (crc32(0, buf + HEADER_SIZE, zlen) != get_le32(buf + 32))
-		return fail(e, "checksum mismatch (file corrupt)", 32, false);
 	if (plen > MAX_PAYLOAD)
 		return fail(e, "payload larger than any profile dlflame writes (8 GiB)", 16, false);
 	_Static_assert(MAX_RATIO == 100, "the message says 100:1");
@@ -795,6 +806,10 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 			e,
 			"payload would expand more than 100:1, which no profile dlflame writes does",
 			16, false);
+	/* after the sizes: a size no profile has is said as such, not as a bad checksum */
+	if ((version >= 3 ? header_crc(buf, (uint32_t)crc32(0, buf + HEADER_SIZE, zlen), zlen)
+			  : (uint32_t)crc32(0, buf + HEADER_SIZE, zlen)) != get_le32(buf + 32))
+		return fail(e, "checksum mismatch (file corrupt)", 32, false);
 
 	err = -ENOMEM;
 	payload = malloc(plen ? plen : 1);
