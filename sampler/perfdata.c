@@ -90,6 +90,7 @@ enum {
 	PD_AUXTRACE_INFO = 70,
 	PD_AUXTRACE = 71,
 	PD_COMPRESSED = 81,
+	PD_COMPRESSED2 = 83, /* a later perf's -z: { header, u64 data_size, data, padding } */
 };
 
 struct pd_attr {
@@ -233,6 +234,7 @@ static const struct kind {
 	K(PD_FINISHED_ROUND, "FINISHED_ROUND"),
 	K(PD_AUXTRACE, "AUXTRACE"),
 	K(PD_COMPRESSED, "COMPRESSED"),
+	K(PD_COMPRESSED2, "COMPRESSED2"),
 	K(KIND_USER, "perf user record"),
 	K(KIND_KERNEL, "kernel record"),
 #undef K
@@ -787,6 +789,10 @@ static int handle_record(struct reader *r, const uint8_t *rec, uint16_t size, ui
 			return fail(r, "a record that cannot be inside compressed data", off,
 				    kind_name(type));
 		break;
+	case PD_COMPRESSED2:
+		/* skipping it would drop the samples in it without a word */
+		return fail(r, "COMPRESSED2 records (a later perf's -z) are not read", off,
+			    kind_name(type));
 	default:
 		if (type < 64)
 			return enqueue(r, rec, size, off, in_map);

@@ -523,6 +523,15 @@ Test(perfdata, compressed_file_matches_perf_script)
 		cr_assert_str_eq(ek.what, "corrupt zstd data");
 		cr_assert_eq(ek.offset, offs[k], "the offset of the corrupt COMPRESSED record");
 	}
+	/* a later perf's COMPRESSED2 (type 83) is said, not skipped with its samples */
+	memcpy(x, b, len);
+	x[offs[0]] = 83;
+	spit(bad, x, len);
+	expect_einval(bad, "COMPRESSED2");
+	struct perfdata_error e2 = { 0 };
+	perfdata__read(bad, count_cb, &(struct counts){ 0 }, NULL, &e2);
+	cr_assert_str_eq(e2.record, "COMPRESSED2");
+	cr_assert_eq(e2.offset, offs[0]);
 	/* a COMPRESSED record cut short, its size field smaller: the stream goes wrong after it */
 	memcpy(x, b, len);
 	for (size_t k = 0; k < n; k++) {
