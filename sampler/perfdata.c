@@ -12,7 +12,14 @@
  *
  * Records are the kernel's (perf_event_header + body) plus perf's own kinds
  * (type >= 64). Two of those are followed by payload not counted in their
- * size (TRACING_DATA, AUXTRACE), which a reader must skip.
+ * size (TRACING_DATA, AUXTRACE), which a reader must skip. perf record -z
+ * writes what it reads from its rings as COMPRESSED records: their payloads
+ * are one zstd stream whose output is ordinary records, one of which may
+ * begin in one COMPRESSED record and end in the next (unzstd.h). Those are
+ * read as if they lay where their COMPRESSED record lies: errors name that
+ * offset and the kind as "compressed SAMPLE". The feature section
+ * HEADER_COMPRESSED says the method (zstd) and perf's buffer for one record's
+ * output, which bounds what one may expand to.
  *
  * Nothing in the file is trusted: every section must lie inside the file,
  * every count fits the bytes that hold it, every record is decoded with the
@@ -51,6 +58,7 @@
 #include <unistd.h>
 
 #include "sampler/order.h"
+#include "sampler/unzstd.h"
 #include "util/util.h"
 
 #define PERF_MAGIC2 0x32454c4946524550ULL /* "PERFILE2" little-endian */
@@ -63,6 +71,13 @@
 #define WINDOW_DEFAULT (sizeof(void *) >= 8 ? (size_t)256 << 20 : (size_t)64 << 20)
 #define RELEASE_STEP ((uint64_t)2 << 20) /* give back pages behind in steps of this */
 #define PIN_SPAN ((uint64_t)16 << 20) /* queued records further behind are copied out */
+/* perf record -z: what one COMPRESSED record may expand to when the header does not say */
+#define COMP_REC_CAP ((uint64_t)64 << 20)
+#define COMP_MMAP_MAX ((uint64_t)1 << 30) /* a larger mmap_len in HEADER_COMPRESSED is corrupt */
+/* decompressed records waiting for their round: more is no perf output */
+#define COMP_HELD_MAX ((size_t)1 << 30)
+#define HEADER_COMPRESSED 27 /* the feature bit of the compression header */
+#define ZSTD_COMPRESSION 1 /* HEADER_COMPRESSED's type for zstd */
 
 /* perf's own record kinds (Linux: tools/lib/perf/include/perf/event.h) */
 enum {
@@ -75,6 +90,7 @@ enum {
 	PD_AUXTRACE_INFO = 70,
 	PD_AUXTRACE = 71,
 	PD_COMPRESSED = 81,
+	PD_COMPRESSED2 = 83, /* a later perf's -z: { header, u64 data_size, data, padding } */
 };
 
 struct pd_attr {
@@ -112,6 +128,12 @@ struct reader {
 	 */
 	struct order q;
 	uint64_t round_max, seen_max;
+
+	/* perf record -z: the compressed stream, read while inner is set */
+	struct unzstd z;
+	bool inner;
+	uint64_t comp_off; /* the COMPRESSED record being read */
+	uint64_t comp_cap; /* what one may expand to: perf's buffer for it */
 };
 
 /* ---- the SIGBUS guard over the mapped window ------------------------------ */
@@ -181,6 +203,60 @@ void perfdata__set_window(size_t bytes)
 	window_bytes = bytes;
 }
 
+#define KIND_USER 0xfffffffeu /* kind_name's fallbacks */
+#define KIND_KERNEL 0xffffffffu
+
+/* Record kinds by name, and as named when they came out of a COMPRESSED record. */
+/* clang-format off */
+#define K(type, name) { type, name, "compressed " name }
+/* clang-format on */
+static const struct kind {
+	uint32_t type;
+	const char *name, *compressed;
+} kinds[] = {
+	K(PERF_RECORD_MMAP, "MMAP"),
+	K(PERF_RECORD_LOST, "LOST"),
+	K(PERF_RECORD_COMM, "COMM"),
+	K(PERF_RECORD_EXIT, "EXIT"),
+	K(PERF_RECORD_THROTTLE, "THROTTLE"),
+	K(PERF_RECORD_UNTHROTTLE, "UNTHROTTLE"),
+	K(PERF_RECORD_FORK, "FORK"),
+	K(PERF_RECORD_READ, "READ"),
+	K(PERF_RECORD_SAMPLE, "SAMPLE"),
+	K(PERF_RECORD_MMAP2, "MMAP2"),
+	K(PERF_RECORD_AUX, "AUX"),
+	K(PERF_RECORD_ITRACE_START, "ITRACE_START"),
+	K(PERF_RECORD_LOST_SAMPLES, "LOST_SAMPLES"),
+	K(PERF_RECORD_SWITCH, "SWITCH"),
+	K(PERF_RECORD_SWITCH_CPU_WIDE, "SWITCH_CPU_WIDE"),
+	K(PD_HEADER_ATTR, "HEADER_ATTR"),
+	K(PD_HEADER_TRACING_DATA, "HEADER_TRACING_DATA"),
+	K(PD_FINISHED_ROUND, "FINISHED_ROUND"),
+	K(PD_AUXTRACE, "AUXTRACE"),
+	K(PD_COMPRESSED, "COMPRESSED"),
+	K(PD_COMPRESSED2, "COMPRESSED2"),
+	K(KIND_USER, "perf user record"),
+	K(KIND_KERNEL, "kernel record"),
+#undef K
+};
+
+static const char *kind_name(uint32_t type)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
+		if (kinds[i].type == type)
+			return kinds[i].name;
+	return kind_name(type >= 64 ? KIND_USER : KIND_KERNEL);
+}
+
+/* The name of a record read out of a COMPRESSED record: "compressed SAMPLE". */
+static const char *compressed_name(const char *record)
+{
+	for (size_t i = 0; record && i < ARRAY_SIZE(kinds); i++)
+		if (strcmp(kinds[i].name, record) == 0)
+			return kinds[i].compressed;
+	return record;
+}
+
 static int fail(struct reader *r, const char *what, uint64_t off, const char *record)
 {
 	/* whatever went wrong after the file shrank under the window, that is the cause */
@@ -189,7 +265,7 @@ static int fail(struct reader *r, const char *what, uint64_t off, const char *re
 	if (r->err) {
 		r->err->what = what;
 		r->err->offset = off;
-		r->err->record = record;
+		r->err->record = r->inner ? compressed_name(record) : record;
 	}
 	return -EINVAL;
 }
@@ -197,44 +273,6 @@ static int fail(struct reader *r, const char *what, uint64_t off, const char *re
 bool perfdata__is_perf_file(const void *buf, size_t len)
 {
 	return len >= 8 && get_le64(buf) == PERF_MAGIC2;
-}
-
-static const char *kind_name(uint32_t type)
-{
-	static const char *const kernel[] = {
-		[PERF_RECORD_MMAP] = "MMAP",
-		[PERF_RECORD_LOST] = "LOST",
-		[PERF_RECORD_COMM] = "COMM",
-		[PERF_RECORD_EXIT] = "EXIT",
-		[PERF_RECORD_THROTTLE] = "THROTTLE",
-		[PERF_RECORD_UNTHROTTLE] = "UNTHROTTLE",
-		[PERF_RECORD_FORK] = "FORK",
-		[PERF_RECORD_READ] = "READ",
-		[PERF_RECORD_SAMPLE] = "SAMPLE",
-		[PERF_RECORD_MMAP2] = "MMAP2",
-		[PERF_RECORD_AUX] = "AUX",
-		[PERF_RECORD_ITRACE_START] = "ITRACE_START",
-		[PERF_RECORD_LOST_SAMPLES] = "LOST_SAMPLES",
-		[PERF_RECORD_SWITCH] = "SWITCH",
-		[PERF_RECORD_SWITCH_CPU_WIDE] = "SWITCH_CPU_WIDE",
-	};
-
-	if (type < ARRAY_SIZE(kernel) && kernel[type])
-		return kernel[type];
-	switch (type) {
-	case PD_HEADER_ATTR:
-		return "HEADER_ATTR";
-	case PD_HEADER_TRACING_DATA:
-		return "HEADER_TRACING_DATA";
-	case PD_FINISHED_ROUND:
-		return "FINISHED_ROUND";
-	case PD_AUXTRACE:
-		return "AUXTRACE";
-	case PD_COMPRESSED:
-		return "COMPRESSED";
-	default:
-		return type >= 64 ? "perf user record" : "kernel record";
-	}
 }
 
 /* ---- reading bytes --------------------------------------------------------- */
@@ -632,7 +670,7 @@ static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off,
 {
 	uint32_t type = get_le32(d);
 	struct rec rec;
-	size_t attr;
+	size_t attr = 0;
 	int e;
 
 	e = attr_of(r, type, d, len, off, &attr);
@@ -641,6 +679,11 @@ static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off,
 	/* decode now so that a corrupt record is reported where it is, and to learn its time */
 	if (decode(&r->attrs[attr], d, len, &rec))
 		return fail(r, "malformed record", off, kind_name(type));
+	if (r->inner && order_held(&r->q) > COMP_HELD_MAX)
+		return fail(r,
+			    "more than 1 GiB of decompressed records between two rounds "
+			    "(a zstd bomb?)",
+			    off, kind_name(type));
 	if (in_map)
 		e = order_push(&r->q, rec.time, off, (uint32_t)len, (uint32_t)attr, type);
 	else
@@ -670,6 +713,110 @@ static int handle_header_attr(struct reader *r, const uint8_t *d, size_t len, ui
 	for (size_t i = asize; !e && i < blen; i += 8)
 		e = add_id(r, get_le64(body + i), r->nattrs - 1);
 	return e;
+}
+
+static int handle_record(struct reader *r, const uint8_t *rec, uint16_t size, uint64_t off,
+			 bool in_map);
+
+/* The decoder's error: in the COMPRESSED record, or in a record out of it. */
+static int zstd_fail(struct reader *r)
+{
+	bool whole = r->z.kind == UINT32_MAX;
+	int e;
+
+	r->inner = !whole;
+	e = fail(r, r->z.what, r->z.at, whole ? "COMPRESSED" : kind_name(r->z.kind));
+	r->inner = false;
+	r->z.what = NULL;
+	return e;
+}
+
+/*
+ * A COMPRESSED record (perf record -z): its payload continues the zstd
+ * stream, and the whole records it completes are handled as if they lay
+ * here, copied (their bytes are in the decoder's buffer). A record begun
+ * here may end in the next one.
+ */
+static int read_compressed(struct reader *r, const uint8_t *d, uint16_t size, uint64_t off)
+{
+	const uint8_t *rec;
+	size_t len;
+	uint64_t at;
+	int e;
+
+	if (!r->z.buf) {
+		e = unzstd_init(&r->z, r->comp_cap ? r->comp_cap : COMP_REC_CAP);
+		if (e)
+			return e;
+	}
+	unzstd_feed(&r->z, d + 8, size - 8u, off);
+	r->inner = true;
+	r->comp_off = off;
+	while ((e = unzstd_next(&r->z, &rec, &len, &at)) == 1) {
+		e = handle_record(r, rec, (uint16_t)len, at, false);
+		if (e)
+			break;
+	}
+	r->inner = false;
+	return e == -EINVAL && r->z.what ? zstd_fail(r) : e;
+}
+
+/*
+ * One record (in the window when in_map), at file offset off; a record out
+ * of a COMPRESSED record when r->inner, at the offset of the one it began in.
+ */
+static int handle_record(struct reader *r, const uint8_t *rec, uint16_t size, uint64_t off,
+			 bool in_map)
+{
+	uint32_t type = get_le32(rec);
+	int e = 0;
+
+	switch (type) {
+	case PD_HEADER_ATTR:
+		return handle_header_attr(r, rec, size, off);
+	case PD_FINISHED_ROUND:
+		/* everything up to the previous round's latest time is now complete */
+		e = flush(r, r->round_max, false);
+		r->round_max = r->seen_max;
+		if (!e)
+			e = release_behind(r, r->inner ? r->comp_off : r->pos);
+		return e;
+	case PD_HEADER_TRACING_DATA:
+	case PD_AUXTRACE:
+	case PD_COMPRESSED:
+		/* these are followed by bytes of the file, or are the compressed stream */
+		if (r->inner)
+			return fail(r, "a record that cannot be inside compressed data", off,
+				    kind_name(type));
+		break;
+	case PD_COMPRESSED2:
+		/* skipping it would drop the samples in it without a word */
+		return fail(r, "COMPRESSED2 records (a later perf's -z) are not read", off,
+			    kind_name(type));
+	default:
+		if (type < 64)
+			return enqueue(r, rec, size, off, in_map);
+		return 0; /* perf's other bookkeeping records carry nothing we draw */
+	}
+	switch (type) {
+	case PD_HEADER_TRACING_DATA:
+		if (size < 12)
+			return fail(r, "record too short", off, kind_name(type));
+		/* followed by that many bytes, padded to 8 */
+		e = skip_bytes(r, ((uint64_t)get_le32(rec + 8) + 7) & ~7ULL);
+		if (e == -ENODATA)
+			return fail(r, "truncated tracing data", off, kind_name(type));
+		return e;
+	case PD_AUXTRACE:
+		if (size < 16)
+			return fail(r, "record too short", off, kind_name(type));
+		e = skip_bytes(r, get_le64(rec + 8));
+		if (e == -ENODATA)
+			return fail(r, "truncated aux data", off, kind_name(type));
+		return e;
+	default:
+		return read_compressed(r, rec, size, off);
+	}
 }
 
 static int read_records(struct reader *r)
@@ -728,45 +875,12 @@ static int read_records(struct reader *r)
 				return e;
 		}
 
-		switch (type) {
-		case PD_HEADER_ATTR:
-			e = handle_header_attr(r, rec, size, off);
-			break;
-		case PD_FINISHED_ROUND:
-			/* everything up to the previous round's latest time is now complete */
-			e = flush(r, r->round_max, false);
-			r->round_max = r->seen_max;
-			if (!e)
-				e = release_behind(r, r->pos);
-			break;
-		case PD_HEADER_TRACING_DATA:
-			if (size < 12)
-				return fail(r, "record too short", off, kind_name(type));
-			/* followed by that many bytes, padded to 8 */
-			e = skip_bytes(r, ((uint64_t)get_le32(rec + 8) + 7) & ~7ULL);
-			if (e == -ENODATA)
-				return fail(r, "truncated tracing data", off, kind_name(type));
-			break;
-		case PD_AUXTRACE:
-			if (size < 16)
-				return fail(r, "record too short", off, kind_name(type));
-			e = skip_bytes(r, get_le64(rec + 8));
-			if (e == -ENODATA)
-				return fail(r, "truncated aux data", off, kind_name(type));
-			break;
-		case PD_COMPRESSED:
-			return fail(r,
-				    "compressed records (perf record -z) are not supported; "
-				    "record without -z",
-				    off, kind_name(type));
-		default:
-			if (type < 64)
-				e = enqueue(r, rec, size, off, in_map);
-			break; /* perf's other bookkeeping records carry nothing we draw */
-		}
+		e = handle_record(r, rec, size, off, in_map);
 		if (e)
 			return e;
 	}
+	if (r->z.buf && unzstd_end(&r->z))
+		return zstd_fail(r);
 	return flush(r, 0, true);
 }
 
@@ -789,6 +903,42 @@ static int read_file_records(struct reader *r)
 }
 
 /* ---- file and pipe headers ------------------------------------------------- */
+
+/*
+ * perf record -z's feature section HEADER_COMPRESSED { u32 version, type,
+ * level, ratio, mmap_len }: the method must be zstd, and mmap_len (the
+ * buffer perf decompresses each COMPRESSED record into) bounds what one
+ * may expand to. Feature sections follow the data, one { u64 offset, size }
+ * per feature bit set, in bit order.
+ */
+static int read_compression_header(struct reader *r, const uint8_t *h, uint64_t table,
+				   uint64_t file_size)
+{
+	const uint8_t *bits = h + 72;
+	uint8_t sec[16], feat[20];
+	uint64_t off, size, at, mmap_len;
+	unsigned int nth = 0;
+
+	if (!(bits[HEADER_COMPRESSED / 8] & (1u << (HEADER_COMPRESSED % 8))))
+		return 0;
+	for (unsigned int b = 0; b < HEADER_COMPRESSED; b++)
+		nth += (bits[b / 8] >> (b % 8)) & 1;
+	at = table + nth * 16;
+	if (at > file_size || file_size - at < 16 || pread_exact(r->fd, sec, 16, at))
+		return fail(r, "feature sections outside the file (truncated file?)", at, "header");
+	off = get_le64(sec);
+	size = get_le64(sec + 8);
+	if (size < 20 || off > file_size || size > file_size - off ||
+	    pread_exact(r->fd, feat, 20, off))
+		return fail(r, "compression header outside the file", at, "header");
+	if (get_le32(feat + 4) != ZSTD_COMPRESSION)
+		return fail(r, "compressed with a method other than zstd", off + 4, "header");
+	mmap_len = get_le32(feat + 16);
+	if (mmap_len < 4096 || mmap_len > COMP_MMAP_MAX)
+		return fail(r, "bad buffer size in the compression header", off + 16, "header");
+	r->comp_cap = mmap_len;
+	return 0;
+}
 
 static int read_file_header(struct reader *r, const uint8_t *h, uint64_t file_size)
 {
@@ -838,6 +988,11 @@ static int read_file_header(struct reader *r, const uint8_t *h, uint64_t file_si
 		return e;
 	if (r->nattrs == 0)
 		return fail(r, "no events described", 24, "header");
+	if (data_size) {
+		e = read_compression_header(r, h, data_off + data_size, file_size);
+		if (e)
+			return e;
+	}
 	if (lseek(r->fd, (off_t)data_off, SEEK_SET) < 0)
 		return -errno;
 	r->pos = data_off;
@@ -931,6 +1086,7 @@ out:
 	free(r.attrs);
 	order_free(&r.q);
 	free(r.scratch);
+	unzstd_free(&r.z);
 	u64map_free(&r.ids);
 	return e;
 }

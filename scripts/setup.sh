@@ -8,6 +8,7 @@ packages=(
   gcc pkg-config meson ninja-build python3     # build
   libelf-dev libdw-dev libunwind-dev zlib1g-dev # dlflame
   libiberty-dev                                 # dlflame: C++ demangling
+  libzstd-dev                                   # dlflame: perf.data of perf record -z
   libdnnl-dev                                   # examples/mlp, the oneDNN trainer
   libcriterion-dev libxml2-utils linux-perf     # tests: unit framework, XML check, the peer
   g++ binutils                                  # tests: C++ fixtures, objcopy/strip/readelf

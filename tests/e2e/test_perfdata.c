@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `dlflame report -i perf.data` against the real perf (Debian's linux-perf):
- * the same samples and the same stacks as `perf script` on the same file.
+ * the same samples and the same stacks as `perf script` on the same file,
+ * also for files written with perf record -z (compressed records).
  */
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -202,5 +203,141 @@ Test(perfdata, truncated_file_is_an_error_not_a_crash)
 	cr_assert_not_null(strstr(r.err, "truncated"), "%s", r.err);
 	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
 	run_free(&r);
+	free(data);
+}
+
+/* ---- perf record -z ------------------------------------------------------- */
+
+/* The file offset of the middle COMPRESSED record of a file-mode perf.data (python3). */
+static unsigned long middle_compressed(const char *data)
+{
+	char cmd[1024];
+	unsigned long off = 0;
+
+	snprintf(
+		cmd, sizeof(cmd),
+		"python3 -c \"import struct,sys; b=open(sys.argv[1],'rb').read(); "
+		"o,n=struct.unpack_from('<QQ',b,40); p=o; c=[]\n"
+		"while p<o+n:\n t,s=struct.unpack_from('<I2xH',b,p); c+=[p] if t==81 else []; p+=s\n"
+		"print(c[len(c)//2])\" '%s'",
+		data);
+	FILE *f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%lu", &off), 1, "%s has COMPRESSED records", data);
+	pclose(f);
+	return off;
+}
+
+/* perf's oracle is perf script on the same -z file: it decompresses as it reads. */
+Test(perfdata, compressed_fp_file_gives_perf_scripts_stacks)
+{
+	char *data = path_in(dir, "zfp.data");
+
+	sh("perf record -q -z -g -F 999 -o '%s' -- '%s' 60 >/dev/null 2>&1", data,
+	   need_env("FIXTURE_SPLIT"));
+	cr_assert_neq(middle_compressed(data), 0);
+	compare_with_perf(data, "/split", "main,alpha,bravo,charlie");
+	free(data);
+}
+
+Test(perfdata, compressed_dwarf_file_gives_perf_scripts_stacks)
+{
+	const char *chain = getenv("FIXTURE_CHAIN");
+	if (!chain)
+		cr_skip_test("the no-frame-pointer chain fixture is not built");
+	char *data = path_in(dir, "zdw.data");
+	char *all = path_in(dir, "dl.all");
+
+	sh("perf record -q -z --call-graph dwarf -F 999 -o '%s' -- '%s' >/dev/null 2>&1", data,
+	   chain);
+	cr_assert_neq(middle_compressed(data), 0);
+	/* DWARF copies compress hundreds of times: records span COMPRESSED records */
+	compare_with_perf(data, "/chain", "_start,main,a,b,c,hot");
+	unsigned long hot = 0, whole = 0;
+	FILE *f = fopen(all, "r");
+	char line[8192];
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long n = strtoul(strrchr(line, ' ') + 1, NULL, 10);
+		if (!strstr(line, ";hot"))
+			continue;
+		hot += n;
+		if (strstr(line, ";main;a;b;c;hot"))
+			whole += n;
+	}
+	fclose(f);
+	cr_assert_gt(hot, 100, "samples in hot: %lu", hot);
+	cr_assert_eq(whole, hot, "every hot sample has main;a;b;c;hot (%lu of %lu)", whole, hot);
+	free(all);
+	free(data);
+}
+
+Test(perfdata, compressed_pipe_mode_on_stdin)
+{
+	char *data = path_in(dir, "zpipe.data");
+	char *out = path_in(dir, "zpipe.folded");
+
+	sh("perf record -q -z -g -F 999 -o - -- '%s' 40 2>/dev/null > '%s'",
+	   need_env("FIXTURE_SPLIT"), data);
+	sh("'%s' report -i - --folded < '%s' > '%s'", need_env("DLFLAME"), data, out);
+	cr_assert_gt(sum_counts(out), 0);
+	cr_assert_eq(sum_counts(out), perf_samples(data));
+	free(data);
+	free(out);
+}
+
+/* Inverted bytes at the start of a payload (the zstd block header): one line naming it. */
+Test(perfdata, compressed_corrupt_frame_is_one_line_naming_the_offset)
+{
+	char *data = path_in(dir, "zc.data");
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+	char where[128];
+
+	sh("perf record -q -z --call-graph dwarf -F 999 -o '%s' -- '%s' 20 >/dev/null 2>&1", data,
+	   need_env("FIXTURE_SPLIT"));
+	unsigned long off = middle_compressed(data);
+	sh("python3 -c \"import sys; p=sys.argv[1]; o=int(sys.argv[2]); b=bytearray(open(p,'rb').read()); "
+	   "b[o+8:o+40]=bytes(x^0xff for x in b[o+8:o+40]); open(p,'wb').write(b)\" '%s' %lu",
+	   data, off);
+	struct run_result r = run(dir, NULL, NULL, argv);
+	cr_assert_eq(r.status, 1, "exit 1, not a crash: %d, %s", r.status, r.err);
+	snprintf(where, sizeof(where), "COMPRESSED record at byte offset %lu", off);
+	cr_assert_not_null(strstr(r.err, where), "%s: %s", where, r.err);
+	cr_assert_not_null(strstr(r.err, "corrupt zstd data"), "%s", r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
+	run_free(&r);
+	free(data);
+}
+
+Test(perfdata, compressed_truncated_file_is_an_error_not_a_crash)
+{
+	char *data = path_in(dir, "zt.data");
+	char *pipe = path_in(dir, "ztp.data");
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+	const char *pargv[] = { need_env("DLFLAME"), "report", "-i", pipe, "--folded", NULL };
+
+	sh("perf record -q -z --call-graph dwarf -F 999 -o '%s' -- '%s' 20 >/dev/null 2>&1", data,
+	   need_env("FIXTURE_SPLIT"));
+	/* cut inside the middle COMPRESSED record; the header still claims the whole data */
+	unsigned long off = middle_compressed(data);
+	sh("truncate -s %lu '%s'", off + 100, data);
+	struct run_result r = run(dir, NULL, NULL, argv);
+	cr_assert_eq(r.status, 1, "exit 1, not a crash: %d, %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "truncated"), "%s", r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
+	run_free(&r);
+	/* a pipe-mode stream cut there: the COMPRESSED record is short */
+	sh("perf record -q -z --call-graph dwarf -F 999 -o - -- '%s' 20 2>/dev/null > '%s'",
+	   need_env("FIXTURE_SPLIT"), pipe);
+	sh("python3 -c \"import struct,sys; p=sys.argv[1]; b=open(p,'rb').read(); q=16; c=[]\n"
+	   "while q<len(b):\n t,s=struct.unpack_from('<I2xH',b,q); c+=[q] if t==81 else []; "
+	   "q+=s+((struct.unpack_from('<I',b,q+8)[0]+7)&~7 if t==66 else 0)\n"
+	   "open(p,'wb').write(b[:c[len(c)//2]+100])\" '%s'",
+	   pipe);
+	r = run(dir, NULL, NULL, pargv);
+	cr_assert_eq(r.status, 1, "exit 1, not a crash: %d, %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "truncated record (COMPRESSED"), "%s", r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
+	run_free(&r);
+	free(pipe);
 	free(data);
 }

@@ -2,7 +2,9 @@
 /*
  * The perf.data reader against files written by the real `perf record`
  * (Debian's linux-perf is the oracle): same sample counts as `perf script`,
- * every truncation and corruption reported, never a crash.
+ * every truncation and corruption reported, never a crash. perf record -z's
+ * compressed stream is also decoded on its own (unzstd), from streams that
+ * libzstd makes the way perf does.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -13,8 +15,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "sampler/perfdata.h"
+#include "sampler/unzstd.h"
 
 static char dir[64];
 
@@ -455,4 +459,345 @@ Test(perfdata, file_that_shrinks_while_read_is_an_error)
 	struct digest d = digest_of(path, 0);
 	cr_assert_gt(d.records, 50);
 	free(b);
+}
+
+/* ---- perf record -z ------------------------------------------------------- */
+
+/* The COMPRESSED records' (type 81) offsets and sizes in a file-mode perf.data. */
+static size_t compressed_records(const uint8_t *b, uint64_t *offs, uint16_t *sizes, size_t max)
+{
+	uint64_t data_off = *(uint64_t *)(b + 40), data_size = *(uint64_t *)(b + 48);
+	size_t n = 0;
+
+	for (uint64_t p = data_off; p < data_off + data_size;) {
+		uint16_t size = *(uint16_t *)(b + p + 6);
+		cr_assert_geq(size, 8);
+		if (*(uint32_t *)(b + p) == 81 && n < max) {
+			offs[n] = p;
+			sizes[n++] = size;
+		}
+		p += size;
+	}
+	return n;
+}
+
+Test(perfdata, compressed_file_matches_perf_script)
+{
+	char path[128], bad[128];
+	struct counts c = { 0 };
+	struct perfdata_info info;
+	struct perfdata_error e = { 0 };
+	uint64_t offs[4096];
+	uint16_t sizes[4096];
+	size_t len, n;
+
+	snprintf(path, sizeof(path), "%s/z.data", dir);
+	snprintf(bad, sizeof(bad), "%s/zbad.data", dir);
+	perf_record("-z --call-graph dwarf,8192", path);
+	cr_assert_eq(perfdata__read(path, count_cb, &c, &info, &e), 0, "%s (%s) at %lu", e.what,
+		     e.record, (unsigned long)e.offset);
+	cr_assert_gt(c.samples, 50);
+	cr_assert_eq(c.samples, perf_script_samples(path), "same samples as perf script");
+	cr_assert_eq(c.out_of_order, 0, "records come in time order");
+	cr_assert(info.dwarf);
+	/* mapped, read() and the smallest window: the same records in the same order */
+	struct digest base = digest_of(path, SIZE_MAX);
+	for (size_t w = 1; w < NWINDOWS; w++)
+		cr_assert_eq(digest_of(path, windows[w]).h, base.h, "window %zu", windows[w]);
+
+	uint8_t *b = slurp(path, &len);
+	uint8_t *x = malloc(len);
+	n = compressed_records(b, offs, sizes, 4096);
+	cr_assert_gt(n, 3, "perf -z wrote COMPRESSED records");
+	/* a payload's first bytes (frame or block header) inverted: corrupt zstd data */
+	for (size_t k = 0; k < n; k += n / 3) {
+		struct perfdata_error ek = { 0 };
+
+		memcpy(x, b, len);
+		for (size_t i = 8; i < 72 && i < sizes[k]; i++)
+			x[offs[k] + i] ^= 0xff;
+		spit(bad, x, len);
+		expect_einval(bad, "corrupt payload");
+		perfdata__read(bad, count_cb, &(struct counts){ 0 }, NULL, &ek);
+		cr_assert_str_eq(ek.record, "COMPRESSED");
+		cr_assert_str_eq(ek.what, "corrupt zstd data");
+		cr_assert_eq(ek.offset, offs[k], "the offset of the corrupt COMPRESSED record");
+	}
+	/* a later perf's COMPRESSED2 (type 83) is said, not skipped with its samples */
+	memcpy(x, b, len);
+	x[offs[0]] = 83;
+	spit(bad, x, len);
+	expect_einval(bad, "COMPRESSED2");
+	struct perfdata_error e2 = { 0 };
+	perfdata__read(bad, count_cb, &(struct counts){ 0 }, NULL, &e2);
+	cr_assert_str_eq(e2.record, "COMPRESSED2");
+	cr_assert_eq(e2.offset, offs[0]);
+	/* a COMPRESSED record cut short, its size field smaller: the stream goes wrong after it */
+	memcpy(x, b, len);
+	for (size_t k = 0; k < n; k++) {
+		if (sizes[k] < 200)
+			continue;
+		uint16_t shorter = sizes[k] - 64;
+		memcpy(x + offs[k] + 6, &shorter, 2);
+		memset(x + offs[k] + shorter, 0, 64); /* padding: an empty record, size 0 */
+		spit(bad, x, len);
+		expect_einval(bad, "payload cut short");
+		break;
+	}
+	/* random bytes over the compressed records: an error or a read, never a crash */
+	srand(5);
+	for (int round = 0; round < 100; round++) {
+		struct perfdata_error er = { 0 };
+		size_t k = (size_t)rand() % n;
+
+		memcpy(x, b, len);
+		for (int j = 0; j < 4; j++)
+			x[offs[k] + 8 + (size_t)rand() % (sizes[k] - 8u)] = (uint8_t)rand();
+		spit(bad, x, len);
+		int r = perfdata__read(bad, count_cb, &(struct counts){ 0 }, NULL, &er);
+		cr_assert(r == 0 || r == -EINVAL, "round %d: %d", round, r);
+	}
+	/* cut at many points of the data section */
+	uint64_t data_off = *(uint64_t *)(b + 40), data_size = *(uint64_t *)(b + 48);
+	for (uint64_t at = data_off + 1; at < data_off + data_size; at += (data_size / 23) | 1) {
+		spit(bad, b, at);
+		expect_einval(bad, "cut in the compressed data");
+	}
+	free(x);
+	free(b);
+}
+
+/*
+ * A zstd bomb in a real file: a frame of 8 MiB of FINISHED_ROUND records
+ * (valid records, so only the caps stop them: perf's buffer for one
+ * COMPRESSED record, 516 KiB, or the ratio) written over the payloads of
+ * the first COMPRESSED records (the stream continues from one to the next,
+ * and the first is where perf's frame begins), then a zstd skippable frame
+ * to the end of the last one it reaches.
+ */
+Test(perfdata, compressed_bomb_stops_at_perfs_buffer_size)
+{
+	char path[128], bad[128];
+	uint64_t offs[4096];
+	uint16_t sizes[4096];
+	size_t len, big = (size_t)8 << 20, n, k, room = 0;
+
+	snprintf(path, sizeof(path), "%s/z.data", dir);
+	snprintf(bad, sizeof(bad), "%s/bomb.data", dir);
+	perf_record("-z -g", path);
+	uint8_t *b = slurp(path, &len);
+	n = compressed_records(b, offs, sizes, 4096);
+	uint8_t *plain = malloc(big), *frame = malloc(ZSTD_compressBound(big) + 65536);
+	for (size_t i = 0; i < big; i += 8) {
+		uint32_t hdr[2] = { 68, 8u << 16 };
+		memcpy(plain + i, hdr, 8);
+	}
+	size_t flen = ZSTD_compress(frame, ZSTD_compressBound(big), plain, big, 1);
+	cr_assert(!ZSTD_isError(flen));
+	/* as many payloads as the bomb and a skippable frame's header need */
+	for (k = 0; k < n && room < flen + 8; k++)
+		room += sizes[k] - 8u;
+	cr_assert_geq(room, flen + 8, "%zu COMPRESSED records hold %zu bytes", n, room);
+	uint32_t skip[2] = { 0x184D2A50, (uint32_t)(room - flen - 8) };
+	memcpy(frame + flen, skip, 8);
+	memset(frame + flen + 8, 0, room - flen - 8);
+	for (size_t i = 0, at = 0; i < k; at += sizes[i] - 8u, i++)
+		memcpy(b + offs[i] + 8, frame + at, sizes[i] - 8u);
+	spit(bad, b, len);
+	expect_einval(bad, "bomb");
+	struct perfdata_error e = { 0 };
+	perfdata__read(bad, count_cb, &(struct counts){ 0 }, NULL, &e);
+	cr_assert_not_null(strstr(e.what, "zstd bomb"), "%s", e.what);
+	cr_assert(e.offset >= offs[0] && e.offset <= offs[k - 1], "in the bomb's records: %lu",
+		  (unsigned long)e.offset);
+	cr_assert_str_eq(e.record, "COMPRESSED");
+	free(plain);
+	free(frame);
+	free(b);
+}
+
+/* ---- the compressed stream on its own -------------------------------------- */
+
+/*
+ * perf's way: each chunk read from a ring is compressed and flushed (never
+ * ended), and the output is cut into payloads of at most `most` bytes.
+ * Returns the number of payloads; payload k is pay[k], of plen[k] bytes.
+ */
+static size_t perf_like_stream(const uint8_t *src, size_t len, size_t most, uint8_t ***pay,
+			       size_t **plen)
+{
+	ZSTD_CStream *cs = ZSTD_createCStream();
+	size_t cap = ZSTD_compressBound(len) + 4096, out_len = 0, n = 0;
+	uint8_t *out = malloc(cap);
+
+	cr_assert(!ZSTD_isError(ZSTD_initCStream(cs, 1)));
+	for (size_t at = 0; at < len;) {
+		size_t chunk = 1 + (size_t)rand() % 300000;
+		if (chunk > len - at)
+			chunk = len - at;
+		ZSTD_inBuffer in = { src + at, chunk, 0 };
+		ZSTD_outBuffer o = { out, cap, out_len };
+		size_t left;
+		do {
+			left = ZSTD_compressStream2(cs, &o, &in, ZSTD_e_flush);
+			cr_assert(!ZSTD_isError(left));
+		} while (left);
+		out_len = o.pos;
+		at += chunk;
+	}
+	ZSTD_freeCStream(cs);
+	*pay = NULL;
+	*plen = NULL;
+	for (size_t at = 0; at < out_len; n++) {
+		size_t l = 1 + (size_t)rand() % most;
+		if (l > out_len - at)
+			l = out_len - at;
+		*pay = realloc(*pay, (n + 1) * sizeof(**pay));
+		*plen = realloc(*plen, (n + 1) * sizeof(**plen));
+		(*pay)[n] = malloc(l);
+		memcpy((*pay)[n], out + at, l);
+		(*plen)[n] = l;
+		at += l;
+	}
+	free(out);
+	return n;
+}
+
+Test(unzstd, records_split_across_payloads_come_back_whole)
+{
+	size_t cap = (size_t)4 << 20, len = 0, nrec = 0;
+	uint8_t *src = malloc(cap);
+	size_t *ends = malloc(cap / 8 * sizeof(*ends));
+
+	srand(11);
+	/* records of every size up to the largest, their bytes telling them apart */
+	while (len < cap - 65536) {
+		size_t size = rand() % 16 ? 8 + 8 * ((size_t)rand() % 64)
+					  : 8 * (1 + (size_t)rand() % 8191);
+		uint32_t hdr[2] = { 9, (uint32_t)size << 16 };
+		memcpy(src + len, hdr, 8);
+		for (size_t i = 8; i < size; i++)
+			src[len + i] = i % 2 ? (uint8_t)rand() : (uint8_t)nrec;
+		len += size;
+		ends[nrec++] = len;
+	}
+	for (size_t most = 64; most <= 65527; most = most * 8 + 7) {
+		uint8_t **pay;
+		size_t *plen, got = 0, at_src = 0;
+		size_t np = perf_like_stream(src, len, most, &pay, &plen);
+		struct unzstd z;
+		uint64_t last_at = 0;
+
+		cr_assert_eq(unzstd_init(&z, 64 << 20), 0);
+		for (size_t k = 0; k < np; k++) {
+			const uint8_t *rec;
+			size_t rlen;
+			uint64_t at;
+			int r;
+
+			unzstd_feed(&z, pay[k], plen[k], 1000 * (k + 1));
+			while ((r = unzstd_next(&z, &rec, &rlen, &at)) == 1) {
+				cr_assert_lt(got, nrec);
+				cr_assert_eq(rlen, ends[got] - at_src, "record %zu", got);
+				cr_assert_eq(memcmp(rec, src + at_src, rlen), 0, "record %zu", got);
+				cr_assert_eq((uintptr_t)rec % 8, 0, "aligned");
+				/* begun in this payload's output or an earlier one's */
+				cr_assert(at <= 1000 * (k + 1) && at >= last_at && at % 1000 == 0);
+				last_at = at;
+				at_src += rlen;
+				got++;
+			}
+			cr_assert_eq(r, 0, "payload %zu: %s", k, z.what);
+		}
+		cr_assert_eq(got, nrec, "payloads of at most %zu bytes", most);
+		cr_log_info("%zu records, %zu bytes, in %zu payloads of at most %zu", nrec, len, np,
+			    most);
+		cr_assert_eq(unzstd_end(&z), 0);
+		unzstd_free(&z);
+		for (size_t k = 0; k < np; k++)
+			free(pay[k]);
+		free(pay);
+		free(plen);
+	}
+	free(src);
+	free(ends);
+}
+
+/* A stream that stops inside a record, corrupt bytes, and bombs: errors, each where it is. */
+Test(unzstd, errors_name_the_payload)
+{
+	size_t big = (size_t)64 << 20;
+	uint8_t *plain = malloc(big), *frame = malloc(ZSTD_compressBound(big));
+	const uint8_t *rec;
+	size_t rlen, flen;
+	uint64_t at;
+	struct unzstd z;
+
+	/* FINISHED_ROUND records: valid, and a level-1 frame of 64 MiB of them is ~6 KB */
+	for (size_t i = 0; i < big; i += 8) {
+		uint32_t hdr[2] = { 68, 8u << 16 };
+		memcpy(plain + i, hdr, 8);
+	}
+	flen = ZSTD_compress(frame, ZSTD_compressBound(big), plain, big, 1);
+	cr_assert(!ZSTD_isError(flen));
+	cr_assert_lt(flen * UNZSTD_MAX_RATIO, big, "the frame is a bomb by the ratio too");
+
+	/* more than one payload may expand to */
+	cr_assert_eq(unzstd_init(&z, 1 << 20), 0);
+	unzstd_feed(&z, frame, flen, 4242);
+	while (unzstd_next(&z, &rec, &rlen, &at) == 1)
+		;
+	cr_assert_not_null(z.what);
+	cr_assert_not_null(strstr(z.what, "perf's buffer"), "%s", z.what);
+	cr_assert_eq(z.at, 4242);
+	cr_assert_lt(z.total_out, (2 << 20) + UNZSTD_BUF, "stopped at the cap");
+	unzstd_free(&z);
+
+	/* more than the ratio, however large a payload may be */
+	cr_assert_eq(unzstd_init(&z, (uint64_t)1 << 40), 0);
+	unzstd_feed(&z, frame, flen, 77);
+	int r;
+	while ((r = unzstd_next(&z, &rec, &rlen, &at)) == 1)
+		;
+	cr_assert_eq(r, -EINVAL);
+	cr_assert_not_null(strstr(z.what, "8192 times"), "%s", z.what);
+	cr_assert_eq(z.at, 77);
+	unzstd_free(&z);
+
+	/* the same frame, corrupt in its first block */
+	for (size_t i = 6; i < 40; i++)
+		frame[i] ^= 0x5a;
+	cr_assert_eq(unzstd_init(&z, 1 << 20), 0);
+	unzstd_feed(&z, frame, flen, 88);
+	while ((r = unzstd_next(&z, &rec, &rlen, &at)) == 1)
+		;
+	cr_assert_eq(r, -EINVAL);
+	cr_assert_str_eq(z.what, "corrupt zstd data");
+	cr_assert_eq(z.at, 88);
+	unzstd_free(&z);
+
+	/* a stream that ends inside a record: that record's kind and where it began */
+	uint8_t one[64] = { 0 };
+	uint32_t hdr[2] = { 9, 64u << 16 };
+	memcpy(one, hdr, 8);
+	flen = ZSTD_compress(frame, ZSTD_compressBound(sizeof(one)), one, 40, 1);
+	cr_assert_eq(unzstd_init(&z, 1 << 20), 0);
+	unzstd_feed(&z, frame, flen, 99);
+	cr_assert_eq(unzstd_next(&z, &rec, &rlen, &at), 0);
+	cr_assert_eq(unzstd_end(&z), -EINVAL);
+	cr_assert_str_eq(z.what, "compressed data ends inside a record");
+	cr_assert_eq(z.at, 99);
+	cr_assert_eq(z.kind, 9);
+	unzstd_free(&z);
+
+	/* zeros where a record should begin: a size smaller than its header */
+	memset(one, 0, sizeof(one));
+	flen = ZSTD_compress(frame, ZSTD_compressBound(sizeof(one)), one, sizeof(one), 1);
+	cr_assert_eq(unzstd_init(&z, 1 << 20), 0);
+	unzstd_feed(&z, frame, flen, 111);
+	cr_assert_eq(unzstd_next(&z, &rec, &rlen, &at), -EINVAL);
+	cr_assert_str_eq(z.what, "record size smaller than its header");
+	unzstd_free(&z);
+	free(plain);
+	free(frame);
 }
