@@ -95,8 +95,13 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 		*end = r == JIT_CALLER_GRAFTED ? end_of(how) : UNWIND_END_JIT_NO_CALLER;
 		goto out;
 	}
-	/* off the end of the copy: the rest of the stack, if a known one goes on from there */
-	if (how == WALK_OOB) {
+	/*
+	 * Off the end of the copy above a JIT frame's recovered caller (oneDNN's
+	 * GEMM driver frames sit above buffers the size of the copy): the rest
+	 * of the stack, if a known one goes on from there. Other walks that run
+	 * out of copy stay cut: nothing was inferred for them.
+	 */
+	if (how == WALK_OOB && jit_frames) {
 		how = jitcaller__graft_outer(&ctx, &f);
 		if (how == WALK_ROOT)
 			s->stats.outer_grafts++;
