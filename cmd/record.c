@@ -31,6 +31,7 @@ struct record_opts {
 	const char *output;
 	bool forward_exit;
 	bool no_offcpu;
+	bool no_faults;
 	struct target_opts target;
 	const char *probe_specs[SAMPLER_MAX_PROBES];
 	size_t nr_probe_specs;
@@ -51,6 +52,7 @@ static void record_usage(FILE *f)
 		"                           binaries' CFI (default dwarf,32768; BYTES a multiple\n"
 		"                           of 8 up to 65528); 'fp' follows frame pointers\n"
 		"      --no-offcpu          do not record context switches (no blocked time)\n"
+		"      --no-faults          do not sample page faults (report --faults)\n"
 		"      --probe [MODULE:]FUNCTION\n"
 		"                           count and time every call of FUNCTION (uprobes; MODULE\n"
 		"                           a path or a library's name, else COMMAND and the\n"
@@ -90,13 +92,14 @@ static uint64_t max_sample_rate(void)
 
 static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_index)
 {
-	enum { OPT_FORWARD_EXIT = 256, OPT_NO_OFFCPU, OPT_PROBE };
+	enum { OPT_FORWARD_EXIT = 256, OPT_NO_OFFCPU, OPT_PROBE, OPT_NO_FAULTS };
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
 		{ "call-graph", required_argument, NULL, 'g' },
 		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "no-offcpu", no_argument, NULL, OPT_NO_OFFCPU },
 		{ "probe", required_argument, NULL, OPT_PROBE },
+		{ "no-faults", no_argument, NULL, OPT_NO_FAULTS },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "tid", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -122,6 +125,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			break;
 		case OPT_NO_OFFCPU:
 			o->no_offcpu = true;
+			break;
+		case OPT_NO_FAULTS:
+			o->no_faults = true;
 			break;
 		case OPT_PROBE:
 			if (o->nr_probe_specs == SAMPLER_MAX_PROBES)
@@ -192,6 +198,8 @@ static char *join_args(char **argv)
 }
 
 /* ---- record ------------------------------------------------------------- */
+
+/* Page faults are sampled at the on-CPU frequency at most: their cost stays within its. */
 
 /* The probes could not be opened: what is missing; the recording goes on without them. */
 static void warn_probes(int err)
@@ -298,6 +306,8 @@ int cmd_record(int argc, char **argv)
 	ret = EXIT_BAD;
 	so.probes = probes.probes;
 	so.nr_probes = probes.n;
+	/* launch mode: page faults too, each sample weighted by the faults it stands for */
+	so.fault_freq = o.no_faults || !cmd ? 0 : o.freq;
 	if (session__open(&ss, &so, !o.target.no_python) || set_spill(ss.prof, o.output))
 		goto out;
 	ss.offcpu = so.offcpu;

@@ -38,6 +38,7 @@ struct report_opts {
 	bool lines;
 	const char *top_only; /* a --top option given */
 	bool by_caller; /* --calls --by caller */
+	bool faults; /* --faults: where memory was first touched */
 	struct select_opts sel;
 	struct top_opts top;
 };
@@ -62,6 +63,8 @@ static void report_usage(FILE *f)
 	      "Samples (default: on-CPU, counted):\n"
 	      "      --offcpu          time blocked off-CPU (folded counts in microseconds)\n"
 	      "      --wall            on-CPU and off-CPU time in one graph, off-CPU in blue\n"
+	      "      --faults          page faults: where memory was first touched, weighted by\n"
+	      "                        the bytes touched (folded counts in kB)\n"
 	      "      --runqueue        also time runnable but waiting for a CPU, under a\n"
 	      "                        [runqueue] frame\n"
 	      "      --min-block USEC  drop off-CPU blocks shorter than USEC microseconds\n\n"
@@ -125,6 +128,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_PPROF,
 		OPT_TRACE,
 		OPT_CALLS,
+		OPT_FAULTS,
 		OPT_BY,
 		OPT_SORT,
 		OPT_LINES,
@@ -138,6 +142,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "pprof", no_argument, NULL, OPT_PPROF },
 		{ "trace", no_argument, NULL, OPT_TRACE },
 		{ "calls", no_argument, NULL, OPT_CALLS },
+		{ "faults", no_argument, NULL, OPT_FAULTS },
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "subtitle", required_argument, NULL, OPT_SUBTITLE },
 		{ "width", required_argument, NULL, OPT_WIDTH },
@@ -225,6 +230,9 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_LINES:
 			o->lines = true;
 			break;
+		case OPT_FAULTS:
+			o->faults = true;
+			break;
 		case 'h':
 			report_usage(stdout);
 			return -1;
@@ -247,6 +255,9 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 					     "or --calls");
 	if (o->by_caller && o->format != FMT_CALLS)
 		return usage_error("report", "--by caller applies to --calls only");
+	if (o->faults && (o->sel.offcpu || o->sel.wall || o->sel.runqueue || o->format == FMT_CALLS))
+		return usage_error("report", "--faults draws page faults only: not with --offcpu, "
+					     "--wall, --runqueue or --calls");
 	err = select_opts__check(&o->sel, "report", o->format == FMT_SVG);
 	if (err)
 		return err;
@@ -329,6 +340,14 @@ static struct render_select selection(const struct report_opts *o, const struct 
 	bool present[SAMPLE_KIND_MAX];
 
 	kinds_present(p, present);
+	if (o->faults) {
+		if (!present[SAMPLE_FAULT])
+			warning("%s holds no page faults: it was recorded with --no-faults, by attaching, "
+				"or before dlflame sampled them",
+				o->input);
+		/* weighted: folded counts in kB touched */
+		return (struct render_select){ .kinds = { [SAMPLE_FAULT] = true }, .weight_ns = true };
+	}
 	if (o->format == FMT_CALLS) {
 		if (!present[SAMPLE_CALL])
 			warning("%s holds no calls: record with --probe FUNCTION", o->input);

@@ -110,14 +110,20 @@ static int on_sample(struct collector *c, const struct rec_sample *s)
 
 	struct pf_sample smp = {
 		.time = s->time,
-		.weight = s->period,
+		/* a fault sample weighs the bytes its faults touched (4 KiB pages) */
+		.weight = s->event == EV_FAULT ? s->period * 4096 : s->period,
 		.stack = (uint32_t)stack,
 		.thread = (uint32_t)thread,
-		.kind = SAMPLE_ONCPU,
+		.kind = s->event == EV_FAULT ? SAMPLE_FAULT : SAMPLE_ONCPU,
 	};
 	err = profile__add_sample(c->prof, &smp);
 	if (err)
 		return err;
+	if (s->event == EV_FAULT) {
+		c->st.fault_samples++;
+		c->st.fault_pages += s->period;
+		return 0;
+	}
 	c->st.samples++;
 	c->st.oncpu_ends[end]++;
 	return 0;

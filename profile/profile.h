@@ -40,6 +40,7 @@ enum sample_kind {
 	SAMPLE_RUNQUEUE = 2, /* preempted, waiting for a CPU, weight in ns */
 	SAMPLE_CALL = 3, /* a probed function's call: time its entry, weight its duration in ns,
 			    stack the one it was called with (the function its leaf) */
+	SAMPLE_FAULT = 4, /* page faults where memory was first touched: weight in bytes (pages x 4096) */
 	SAMPLE_KIND_MAX,
 };
 
@@ -274,7 +275,7 @@ const struct pf_loc *profile__get_loc(const struct profile *p, size_t i);
 uint32_t profile__boot_id(const struct profile *p);
 /*
  * 2: stack ends (ENDS section). Version 1 files still read, their stacks' ends unknown.
- * 3: call samples (SAMPLE_CALL).
+ * 3: call samples (SAMPLE_CALL), page-fault samples (SAMPLE_FAULT); the CRC covers the header.
  */
 #define PROFILE_VERSION 3
 

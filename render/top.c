@@ -166,6 +166,8 @@ static void describe(const struct render_select *sel, char *buf, size_t size)
 		[SAMPLE_ONCPU] = "on-CPU",
 		[SAMPLE_OFFCPU] = "off-CPU",
 		[SAMPLE_RUNQUEUE] = "runqueue",
+		[SAMPLE_CALL] = "calls",
+		[SAMPLE_FAULT] = "page faults (kB touched)",
 	};
 	bool kinds[SAMPLE_KIND_MAX];
 	size_t n = 0;
@@ -238,7 +240,8 @@ int render_top(const struct profile *p, const struct render_select *sel,
 
 	describe(sel, what, sizeof(what));
 	fprintf(out, "Total: %llu %s, %s; by %s, sorted by %s\n",
-		(unsigned long long)print_count(agg.total, by_ns), by_ns ? "us" : "samples", what,
+		(unsigned long long)print_count(agg.total, by_ns),
+		!by_ns ? "samples" : sel->kinds[SAMPLE_FAULT] ? "kB" : "us", what,
 		by_names[t.by], opts && opts->by_total ? "total" : "self");
 	if (profile__cmeta(p)->lost)
 		fprintf(out, "Lost: %llu samples (ring buffer overflow)\n",

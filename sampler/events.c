@@ -247,6 +247,23 @@ void probes_open(struct sampler *s, const pid_t *pids, size_t n)
 	s->stats.probe_err = err;
 }
 
+/*
+ * Page faults of the user code: where memory is first touched. In frequency
+ * mode (fault_freq samples a second at most, each with the number of faults
+ * it stands for as its period): a software event whose samples carry
+ * PERF_SAMPLE_PERIOD takes a sample at every fault whatever sample_period
+ * says, and every event here shares one record layout.
+ */
+void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr)
+{
+	base_attr(s, attr);
+	attr->type = PERF_TYPE_SOFTWARE;
+	attr->config = PERF_COUNT_SW_PAGE_FAULTS;
+	attr->freq = 1;
+	attr->sample_freq = s->opts.fault_freq;
+	attr->exclude_callchain_kernel = 1; /* the faulting user code is the leaf */
+}
+
 /* The side-band records (maps, names, threads): one event per ring asks for them. */
 void event_attr_sideband(struct perf_event_attr *attr)
 {

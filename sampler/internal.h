@@ -140,6 +140,7 @@ int event_errno(int err);
 int event_open_or_user_only(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
 int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
 void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
+void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr);
 /* A probe entry's stack copy: the stack at the call, for its callers. */
 #define PROBE_STACK_SIZE 8192
 int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,

@@ -152,6 +152,18 @@ static int open_events(struct sampler *s, pid_t pid)
 				     : event_add(s, fd, s->rings[i].fd, EV_SWITCH, 0);
 		}
 	}
+	if (!err && s->opts.fault_freq && !s->opts.offcpu_only) {
+		event_attr_fault(s, &attr);
+		attr.inherit = 1;
+		attr.disabled = 1;
+		attr.enable_on_exec = 1;
+		attr.exclude_kernel = s->opts.exclude_kernel;
+		for (size_t i = 0; i < s->nr_rings && !err; i++) {
+			fd = event_open(&attr, pid, s->cpus[i]);
+			err = fd < 0 ? event_errno(fd)
+				     : event_add(s, fd, s->rings[i].fd, EV_FAULT, 0);
+		}
+	}
 	if (!err)
 		probes_open(s, &pid, 1);
 	if (err)

@@ -36,7 +36,8 @@ enum rec_type {
 enum rec_event {
 	EV_ONCPU = 0, /* cpu-clock or cycles */
 	EV_SWITCH = 1, /* context-switches, period 1: the stack where a thread blocks */
-	EV_PROBE = 2, /* probe i's entry is EV_PROBE + 2i, its return EV_PROBE + 2i + 1 */
+	EV_FAULT = 2, /* page-faults, one sample every fault_freq faults */
+	EV_PROBE = 3, /* probe i's entry is EV_PROBE + 2i, its return EV_PROBE + 2i + 1 */
 };
 #define SAMPLER_MAX_PROBES 32
 #define EV_PROBE_ENTRY(i) ((enum rec_event)(EV_PROBE + 2 * (i)))
@@ -196,6 +197,8 @@ struct sampler_opts {
 	 */
 	const struct sampler_probe *probes;
 	size_t nr_probes;
+	/* page faults with stacks (launch mode): at most fault_freq samples a second; 0: none */
+	uint64_t fault_freq;
 };
 
 struct sampler_probe {

@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,4 +286,47 @@ Test(calls, from_call_leaves_out_the_warm_up)
 	free(data);
 	free(err);
 	free(table);
+}
+
+/*
+ * Page faults, on by default: a fixture that first touches 96 MiB in
+ * touch_a and 32 MiB in touch_b; report --faults weighs each sample by the
+ * bytes its faults touched, so the shares are those of the memory: 75/25
+ * within 5 points, and about the 128 MiB in all. --no-faults: none.
+ */
+Test(calls, page_fault_shares_follow_the_memory_touched)
+{
+	char *data = path_in(dir, "t.data");
+	const char *rec[] = { need_env("DLFLAME"),	 "record", "-o", data, "--",
+			      need_env("FIXTURE_CALLS"), "touch",  NULL };
+	const char *rep[] = { need_env("DLFLAME"), "report",   "-i", data,
+			      "--faults",	   "--folded", NULL };
+	const char *off[] = { need_env("DLFLAME"),	 "record", "--no-faults", "-o", data, "--",
+			      need_env("FIXTURE_CALLS"), "touch",  NULL };
+	struct run_result r = run(dir, NULL, NULL, rec);
+	unsigned long a, b, total = 0;
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, rep);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	a = count_frame(r.out, "touch_a", &total);
+	b = count_frame(r.out, "touch_b", NULL);
+	cr_log_info("touch_a %lu kB, touch_b %lu kB, all %lu kB", a, b, total);
+	cr_assert_gt(a + b, 0, "%s", r.out);
+	cr_assert(fabs(100.0 * (double)a / (double)(a + b) - 75.0) <= 5.0, "touch_a %.1f%%",
+		  100.0 * (double)a / (double)(a + b));
+	cr_assert(a + b >= 128ul * 1048576 / 1000 * 9 / 10 &&
+			  a + b <= 128ul * 1048576 / 1000 * 11 / 10,
+		  "%lu kB for 128 MiB", a + b);
+	run_free(&r);
+	r = run(dir, NULL, NULL, off);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, rep);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_frame(r.out, "touch_a", NULL), 0);
+	cr_assert_not_null(strstr(r.err, "holds no page faults"), "%s", r.err);
+	run_free(&r);
+	free(data);
 }

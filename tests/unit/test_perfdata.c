@@ -470,9 +470,14 @@ static size_t compressed_records(const uint8_t *b, uint64_t *offs, uint16_t *siz
 	size_t n = 0;
 
 	for (uint64_t p = data_off; p < data_off + data_size;) {
-		uint16_t size = *(uint16_t *)(b + p + 6);
+		uint16_t size;
+		uint32_t type;
+
+		/* records need not be aligned (a COMPRESSED record's size is any) */
+		memcpy(&size, b + p + 6, sizeof(size));
+		memcpy(&type, b + p, sizeof(type));
 		cr_assert_geq(size, 8);
-		if (*(uint32_t *)(b + p) == 81 && n < max) {
+		if (type == 81 && n < max) {
 			offs[n] = p;
 			sizes[n++] = size;
 		}
