@@ -25,7 +25,7 @@
 enum report_format { FMT_NONE, FMT_FOLDED, FMT_SVG, FMT_TOP, FMT_PPROF, FMT_TRACE, FMT_CALLS };
 
 /* Where each format goes without -o; NULL: standard output. */
-static const char *const default_output[] = {
+static const char *const default_output[FMT_CALLS + 1] = {
 	[FMT_SVG] = "flame.svg",
 	[FMT_PPROF] = "profile.pb.gz",
 	[FMT_TRACE] = "trace.json",
