@@ -22,10 +22,19 @@
 #define DEFAULT_INPUT "dlflame.data"
 #define DEFAULT_TOP_ROWS 25
 
-enum report_format { FMT_NONE, FMT_FOLDED, FMT_SVG, FMT_TOP, FMT_PPROF, FMT_TRACE, FMT_CALLS };
+enum report_format {
+	FMT_NONE,
+	FMT_FOLDED,
+	FMT_SVG,
+	FMT_TOP,
+	FMT_PPROF,
+	FMT_TRACE,
+	FMT_CALLS,
+	FMT_MEMORY,
+};
 
 /* Where each format goes without -o; NULL: standard output. */
-static const char *const default_output[FMT_CALLS + 1] = {
+static const char *const default_output[FMT_MEMORY + 1] = {
 	[FMT_SVG] = "flame.svg",
 	[FMT_PPROF] = "profile.pb.gz",
 	[FMT_TRACE] = "trace.json",
@@ -57,6 +66,8 @@ static void report_usage(FILE *f)
 	      "      --trace           Chrome Trace Event JSON timeline, trace.json unless -o\n"
 	      "      --calls           probed functions (record --probe): count, total, min,\n"
 	      "                        max, average ms; --by caller splits them by caller\n"
+	      "      --memory          per process: resident set min, average, max (MiB) and\n"
+	      "                        the memory its page faults first touched\n"
 	      "  -i, --input FILE      profile or perf.data to read ('-': a perf pipe on stdin;\n"
 	      "                        default dlflame.data)\n"
 	      "  -o, --output OUT      where to write ('-' for stdout)\n\n"
@@ -128,6 +139,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_PPROF,
 		OPT_TRACE,
 		OPT_CALLS,
+		OPT_MEMORY,
 		OPT_FAULTS,
 		OPT_BY,
 		OPT_SORT,
@@ -142,6 +154,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "pprof", no_argument, NULL, OPT_PPROF },
 		{ "trace", no_argument, NULL, OPT_TRACE },
 		{ "calls", no_argument, NULL, OPT_CALLS },
+		{ "memory", no_argument, NULL, OPT_MEMORY },
 		{ "faults", no_argument, NULL, OPT_FAULTS },
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "subtitle", required_argument, NULL, OPT_SUBTITLE },
@@ -193,6 +206,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_PPROF:
 		case OPT_TRACE:
 		case OPT_CALLS:
+		case OPT_MEMORY:
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
@@ -214,9 +228,10 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 			else if (!strcmp(optarg, "caller"))
 				o->by_caller = true;
 			else
-				return usage_error("report",
-						   "--by takes function, module, kind or caller, got '%s'",
-						   optarg);
+				return usage_error(
+					"report",
+					"--by takes function, module, kind or caller, got '%s'",
+					optarg);
 			if (!o->by_caller)
 				o->top_only = "--by";
 			break;
@@ -251,11 +266,13 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	if (optind < argc)
 		return usage_error("report", "unexpected argument '%s'", argv[optind]);
 	if (o->format == FMT_NONE)
-		return usage_error("report", "choose an output: --folded, --svg, --top, --pprof, --trace "
-					     "or --calls");
+		return usage_error("report",
+				   "choose an output: --folded, --svg, --top, --pprof, --trace "
+				   "or --calls");
 	if (o->by_caller && o->format != FMT_CALLS)
 		return usage_error("report", "--by caller applies to --calls only");
-	if (o->faults && (o->sel.offcpu || o->sel.wall || o->sel.runqueue || o->format == FMT_CALLS))
+	if (o->faults &&
+	    (o->sel.offcpu || o->sel.wall || o->sel.runqueue || o->format == FMT_CALLS))
 		return usage_error("report", "--faults draws page faults only: not with --offcpu, "
 					     "--wall, --runqueue or --calls");
 	err = select_opts__check(&o->sel, "report", o->format == FMT_SVG);
@@ -346,7 +363,17 @@ static struct render_select selection(const struct report_opts *o, const struct 
 				"or before dlflame sampled them",
 				o->input);
 		/* weighted: folded counts in kB touched */
-		return (struct render_select){ .kinds = { [SAMPLE_FAULT] = true }, .weight_ns = true };
+		return (struct render_select){ .kinds = { [SAMPLE_FAULT] = true },
+					       .weight_ns = true };
+	}
+	if (o->format == FMT_MEMORY) {
+		if (!present[SAMPLE_RSS])
+			warning("%s holds no resident-set samples (recorded by an older dlflame, or "
+				"imported from perf.data)",
+				o->input);
+		return (struct render_select){
+			.kinds = { [SAMPLE_RSS] = true, [SAMPLE_FAULT] = true }
+		};
 	}
 	if (o->format == FMT_CALLS) {
 		if (!present[SAMPLE_CALL])
@@ -381,6 +408,8 @@ static int render(const struct report_opts *o, const struct profile *p,
 		return render_pprof(p, sel, f);
 	case FMT_CALLS:
 		return render_calls(p, sel, o->by_caller, f);
+	case FMT_MEMORY:
+		return render_memory(p, f);
 	default:
 		return render_trace(p, sel, f);
 	}
@@ -473,7 +502,7 @@ int cmd_report(int argc, char **argv)
 	if (o.output && strcmp(o.output, "-"))
 		info("wrote %s (%zu samples)", o.output, drawn_samples(view ? view : p, &sel));
 	/* --top has it in its header */
-	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS)
+	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY)
 		info("%s", ends);
 	quality_symbol_hints(view ? view : p, &sel);
 	ret = EXIT_OK;

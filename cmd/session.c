@@ -318,6 +318,53 @@ void session__journal(struct session *ss, const char *path, uint64_t freq, const
 			path, strerror(-err));
 }
 
+/* Each recorded process's resident set is read this often (launch and attach). */
+#define RSS_EVERY_NS 100000000ull
+
+/*
+ * The resident set of every process that has a thread in the profile, from
+ * /proc/PID/statm, as a SAMPLE_RSS sample on a thread of it (its leader's
+ * when there is one): report --memory and the trace's RSS track.
+ */
+static void sample_rss(struct session *ss, uint64_t now)
+{
+	size_t n = profile__nr_threads(ss->prof);
+	long page = sysconf(_SC_PAGESIZE);
+	struct u64map seen;
+
+	u64map_init(&seen);
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_thread *t = profile__get_thread(ss->prof, (uint32_t)i);
+		uint64_t v;
+
+		/* the leader's entry wins; any other thread does when there is none */
+		if (!u64map_get(&seen, t->pid, &v) || t->tid == t->pid)
+			u64map_put(&seen, t->pid, i);
+	}
+	for (size_t k = 0; k < seen.cap; k++) {
+		unsigned long size = 0, resident = 0;
+		char path[64];
+		FILE *f;
+
+		if (seen.keys[k] == UINT64_MAX)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%llu/statm", (unsigned long long)seen.keys[k]);
+		f = fopen(path, "re");
+		if (!f)
+			continue; /* gone */
+		if (fscanf(f, "%lu %lu", &size, &resident) == 2 && resident)
+			profile__add_sample(
+				ss->prof,
+				&(struct pf_sample){ .time = now,
+						     .weight = (uint64_t)resident * (uint64_t)page,
+						     .stack = 0,
+						     .thread = (uint32_t)seen.vals[k],
+						     .kind = SAMPLE_RSS });
+		fclose(f);
+	}
+	u64map_free(&seen);
+}
+
 /* Samples delivered up to about this long before a SIGKILL are kept. */
 #define JOURNAL_EVERY_NS 500000000ull
 
@@ -346,7 +393,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	uint64_t start = ss->start_time ? ss->start_time : monotonic_ns();
 	uint64_t deadline = 0, end_at = duration_ns ? start + duration_ns : 0;
 	uint64_t status_at = isatty(STDERR_FILENO) ? monotonic_ns() + STATUS_EVERY_NS : 0;
-	uint64_t journal_at = monotonic_ns() + JOURNAL_EVERY_NS;
+	uint64_t journal_at = monotonic_ns() + JOURNAL_EVERY_NS, rss_at = monotonic_ns();
 	int signalled = 0, err, ferr, kerr;
 
 	*child_done = false;
@@ -361,6 +408,10 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		if (status_at && monotonic_ns() >= status_at) {
 			status_line(ss, start);
 			status_at = monotonic_ns() + STATUS_EVERY_NS;
+		}
+		if (monotonic_ns() >= rss_at) {
+			sample_rss(ss, monotonic_ns());
+			rss_at = monotonic_ns() + RSS_EVERY_NS;
 		}
 		if (ss->journal && monotonic_ns() >= journal_at) {
 			journal_sync(ss);
@@ -522,7 +573,8 @@ void session__warnings(struct session *ss)
 		warning("%llu records were lost (ring buffer overflow): %llu while on-CPU samples "
 			"were written, %llu while context-switch samples were, %llu other; lower "
 			"-F%s to lose fewer",
-			(unsigned long long)st->lost, (unsigned long long)st->lost_by_event[EV_ONCPU],
+			(unsigned long long)st->lost,
+			(unsigned long long)st->lost_by_event[EV_ONCPU],
 			(unsigned long long)st->lost_by_event[EV_SWITCH],
 			(unsigned long long)st->lost_other,
 			cs->offcpu_samples ? " or use --call-graph fp" : "");

@@ -41,6 +41,8 @@ enum sample_kind {
 	SAMPLE_CALL = 3, /* a probed function's call: time its entry, weight its duration in ns,
 			    stack the one it was called with (the function its leaf) */
 	SAMPLE_FAULT = 4, /* page faults where memory was first touched: weight in bytes (pages x 4096) */
+	SAMPLE_RSS = 5, /* a process's resident set at time: weight in bytes; stack 0; its
+			   process leader's thread (or another of its threads) */
 	SAMPLE_KIND_MAX,
 };
 
@@ -275,7 +277,8 @@ const struct pf_loc *profile__get_loc(const struct profile *p, size_t i);
 uint32_t profile__boot_id(const struct profile *p);
 /*
  * 2: stack ends (ENDS section). Version 1 files still read, their stacks' ends unknown.
- * 3: call samples (SAMPLE_CALL), page-fault samples (SAMPLE_FAULT); the CRC covers the header.
+ * 3: call samples (SAMPLE_CALL), page-fault samples (SAMPLE_FAULT), resident-set samples
+ *    (SAMPLE_RSS); the CRC covers the header.
  */
 #define PROFILE_VERSION 3
 

@@ -106,6 +106,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
  */
 int render_calls(const struct profile *p, const struct render_select *sel, bool by_caller,
 		 FILE *out);
+/* Per process: resident set min, average, max (MiB) and the memory its page faults touched. */
+int render_memory(const struct profile *p, FILE *out);
 
 /*
  * Differential outputs of two profiles. Folded: FlameGraph's difffolded

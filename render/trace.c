@@ -362,7 +362,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	struct trace t = { .p = p, .out = out, .base = profile_time_base(p), .first = true };
 	bool kinds[SAMPLE_KIND_MAX];
 	struct tsample *v = NULL, *calls = NULL;
-	size_t ncalls = 0;
+	uint32_t *rss = NULL; /* the resident-set samples, for each process's RSS counter */
+	size_t ncalls = 0, nrss = 0;
 	uint32_t *frames = NULL;
 	size_t frames_cap = 0;
 	char tail[160];
@@ -372,9 +373,10 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	kinds[SAMPLE_CALL] = false;
 	v = malloc((n ? n : 1) * sizeof(*v));
 	calls = malloc((n ? n : 1) * sizeof(*calls));
+	rss = malloc((n ? n : 1) * sizeof(*rss));
 	t.name_off = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_off));
 	t.name_len = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_len));
-	if (!v || !calls || !t.name_off || !t.name_len)
+	if (!v || !calls || !rss || !t.name_off || !t.name_len)
 		goto out;
 	memset(t.name_off, 0xff, nr_frames * sizeof(*t.name_off));
 	err = -EINVAL;
@@ -383,6 +385,12 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		const struct pf_sample *s = profile__get_sample(p, i);
 		const struct pf_thread *th;
 
+		if (s->kind == SAMPLE_RSS) {
+			if (s->thread >= profile__nr_threads(p))
+				goto out;
+			rss[nrss++] = (uint32_t)i;
+			continue;
+		}
 		if (s->kind == SAMPLE_CALL) {
 			if (s->thread >= profile__nr_threads(p) || !s->stack ||
 			    s->stack >= profile__nr_stacks(p) || i >= UINT32_MAX)
@@ -423,6 +431,22 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	}
 	if (!err)
 		err = call_spans(&t, calls, ncalls);
+	for (size_t i = 0; i < nrss && !err; i++) {
+		const struct pf_sample *s = profile__get_sample(p, rss[i]);
+		char ev[160];
+
+		t.line.len = 0;
+		snprintf(ev, sizeof(ev), "{\"name\":\"RSS\",\"ph\":\"C\",\"ts\":");
+		err = add_str(&t.line, ev);
+		if (!err)
+			err = add_us(&t.line, s->time > t.base ? s->time - t.base : 0);
+		snprintf(ev, sizeof(ev), ",\"pid\":%u,\"args\":{\"MiB\":%.1f}}",
+			 profile__get_thread(p, s->thread)->pid, (double)s->weight / 1048576.0);
+		if (!err)
+			err = add_str(&t.line, ev);
+		if (!err)
+			err = put_event(&t);
+	}
 	snprintf(tail, sizeof(tail),
 		 "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"dlflame\","
 		 "\"lost_samples\":%llu,\"command\":",
@@ -445,6 +469,7 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 out:
 	free(v);
 	free(calls);
+	free(rss);
 	free(frames);
 	free(t.open);
 	free(t.done);

@@ -330,3 +330,41 @@ Test(calls, page_fault_shares_follow_the_memory_touched)
 	run_free(&r);
 	free(data);
 }
+
+/* report --memory: the peak resident set of a fixture holding 200 MiB is that, within 10%. */
+Test(calls, memory_table_peak_is_what_the_process_held)
+{
+	char *data = path_in(dir, "h.data");
+	const char *rec[] = { need_env("DLFLAME"),	 "record", "-o", data, "--",
+			      need_env("FIXTURE_CALLS"), "hold",   NULL };
+	const char *rep[] = { need_env("DLFLAME"), "report", "-i", data, "--memory", NULL };
+	struct run_result r = run(dir, NULL, NULL, rec);
+	unsigned long pid, n = 0;
+	double min, avg, max, touched;
+	const char *line;
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, rep);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_log_info("%s", r.out);
+	line = strstr(r.out, "COMMAND\n");
+	cr_assert_not_null(line, "%s", r.out);
+	cr_assert_eq(
+		sscanf(line + 8, "%lu %lu %lf %lf %lf %lf", &pid, &n, &min, &avg, &max, &touched),
+		6, "%s", r.out);
+	cr_assert_geq(n, 4, "resident-set samples: %lu", n);
+	cr_assert(max >= 180 && max <= 220, "peak %.1f MiB for 200 MiB held", max);
+	cr_assert(min <= avg && avg <= max, "%.1f %.1f %.1f", min, avg, max);
+	cr_assert(touched >= 180 && touched <= 250, "touched %.1f MiB", touched);
+	run_free(&r);
+	/* and a counter track named RSS in the trace, a point per resident-set sample */
+	const char *tr[] = {
+		need_env("DLFLAME"), "report", "-i", data, "--trace", "-o", "-", NULL
+	};
+	r = run(dir, NULL, NULL, tr);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_str(r.out, "{\"name\":\"RSS\",\"ph\":\"C\""), n, "%s", r.err);
+	run_free(&r);
+	free(data);
+}
