@@ -20,6 +20,8 @@ static uint32_t read_max_stack(void)
 	return v;
 }
 
+static void deferred_free(struct deferred *d);
+
 struct collector *collector__new(struct profile *prof, struct symbolizer *sym)
 {
 	struct collector *c = calloc(1, sizeof(*c));
@@ -49,6 +51,9 @@ void collector__free(struct collector *c)
 	threads_exit(&c->th);
 	offcpu_exit(&c->off);
 	calls_exit(&c->calls);
+	for (size_t i = 0; i < c->nr_deferred; i++)
+		deferred_free(&c->deferred[i]);
+	free(c->deferred);
 	free(c);
 }
 
@@ -85,29 +90,24 @@ const struct collect_stats *collector__stats(const struct collector *c)
 	return &c->st;
 }
 
-static int on_sample(struct collector *c, const struct rec_sample *s)
+/*
+ * A process's first samples in JIT code come before anything is known of
+ * its kernels' callers (oneDNN's GEMM kernel is grafted from call sites
+ * learned later): such a sample whose caller was not recovered is kept (its
+ * registers, callchain and stack copy) and unwound again later, when the
+ * list is full, when its process exits (its mappings still known) or when
+ * the recording ends. At most DEFER_MAX copies: about 8 MiB.
+ */
+#define DEFER_MAX 256
+
+static int add_oncpu(struct collector *c, const struct rec_sample *s, int64_t stack,
+		     enum stack_end end)
 {
-	enum stack_end end;
-	int64_t thread, stack;
+	int64_t thread = threads_id(&c->th, s->pid, s->tid);
 	int err;
 
-	if (s->event == EV_SWITCH)
-		return offcpu_switch_sample(&c->off, s);
-	if (EV_IS_PROBE(s->event))
-		return EV_PROBE_IS_RETURN(s->event)
-			       ? calls_return(&c->calls, s, EV_PROBE_INDEX(s->event))
-			       : calls_entry(&c->calls, s, EV_PROBE_INDEX(s->event));
-	/* attach: a thread seen running was not blocked before the start */
-	err = offcpu_running(&c->off, s->tid);
-	if (err)
-		return err;
-	stack = build_stack(&c->sb, s, &end);
-	if (stack < 0)
-		return (int)stack;
-	thread = threads_id(&c->th, s->pid, s->tid);
 	if (thread < 0)
 		return (int)thread;
-
 	struct pf_sample smp = {
 		.time = s->time,
 		/* a fault sample weighs the bytes its faults touched (4 KiB pages) */
@@ -127,6 +127,91 @@ static int on_sample(struct collector *c, const struct rec_sample *s)
 	c->st.samples++;
 	c->st.oncpu_ends[end]++;
 	return 0;
+}
+
+static void deferred_free(struct deferred *d)
+{
+	free(d->ips);
+	free(d->stack);
+}
+
+/* Unwind the kept samples of pid (0: all) again, and store them however they end now. */
+static int flush_deferred(struct collector *c, uint32_t pid)
+{
+	size_t kept = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < c->nr_deferred; i++) {
+		struct deferred *d = &c->deferred[i];
+		enum stack_end end;
+		int64_t stack;
+
+		if (err || (pid && d->s.pid != pid)) {
+			c->deferred[kept++] = *d;
+			continue;
+		}
+		stack = build_stack(&c->sb, &d->s, &end);
+		err = stack < 0 ? (int)stack : add_oncpu(c, &d->s, stack, end);
+		if (!err && end != STACK_END_JIT)
+			c->st.deferred_recovered++;
+		deferred_free(d);
+	}
+	c->nr_deferred = kept;
+	return err;
+}
+
+/* Keep s for later: false when it cannot be (full, Python, out of memory). */
+static bool defer(struct collector *c, const struct rec_sample *s)
+{
+	struct deferred *d;
+
+	if (c->nr_deferred == DEFER_MAX && flush_deferred(c, 0))
+		return false;
+	if (c->nr_deferred == DEFER_MAX || py_wants(c->fr.py, s->pid))
+		return false;
+	if (!c->deferred && !(c->deferred = calloc(DEFER_MAX, sizeof(*c->deferred))))
+		return false;
+	d = &c->deferred[c->nr_deferred];
+	d->s = *s;
+	d->ips = s->nr ? malloc(s->nr * sizeof(*d->ips)) : NULL;
+	d->stack = s->stack_size ? malloc(s->stack_size) : NULL;
+	if ((s->nr && !d->ips) || (s->stack_size && !d->stack)) {
+		deferred_free(d);
+		return false;
+	}
+	if (s->nr)
+		memcpy(d->ips, s->ips, s->nr * sizeof(*d->ips));
+	if (s->stack_size)
+		memcpy(d->stack, s->stack, s->stack_size);
+	d->s.ips = d->ips;
+	d->s.stack = d->stack;
+	c->nr_deferred++;
+	c->st.deferred++;
+	return true;
+}
+
+static int on_sample(struct collector *c, const struct rec_sample *s)
+{
+	enum stack_end end;
+	int64_t stack;
+	int err;
+
+	if (s->event == EV_SWITCH)
+		return offcpu_switch_sample(&c->off, s);
+	if (EV_IS_PROBE(s->event))
+		return EV_PROBE_IS_RETURN(s->event)
+			       ? calls_return(&c->calls, s, EV_PROBE_INDEX(s->event))
+			       : calls_entry(&c->calls, s, EV_PROBE_INDEX(s->event));
+	/* attach: a thread seen running was not blocked before the start */
+	err = offcpu_running(&c->off, s->tid);
+	if (err)
+		return err;
+	stack = build_stack(&c->sb, s, &end);
+	if (stack < 0)
+		return (int)stack;
+	if (end == STACK_END_JIT && defer(c, s))
+		return 0;
+	return add_oncpu(c, s, stack, end);
 }
 
 static int on_mmap2(struct collector *c, const struct rec_mmap2 *m)
@@ -193,7 +278,11 @@ int collector__record(void *ctx, const struct rec *r)
 			err = offcpu_task(&c->off, r->fork.tid, false);
 		break;
 	case REC_EXIT:
-		err = symbolizer__exit(c->sym, r->fork.pid, r->fork.tid);
+		/* while the process's mappings are still known */
+		if (r->fork.pid == r->fork.tid)
+			err = flush_deferred(c, r->fork.pid);
+		if (!err)
+			err = symbolizer__exit(c->sym, r->fork.pid, r->fork.tid);
 		if (!err)
 			err = offcpu_task(&c->off, r->fork.tid, true);
 		calls_thread_exit(&c->calls, r->fork.tid);
@@ -228,6 +317,9 @@ int collector__finish(struct collector *c, uint64_t end_time)
 	err = offcpu_finish(&c->off, end_time);
 	if (!err && end_time > c->st.last_time)
 		c->st.last_time = end_time;
+	e = flush_deferred(c, 0);
+	if (!err)
+		err = e;
 	c->st.truncated = c->sb.truncated;
 	calls_finish(&c->calls);
 	e = frames_name_deferred(&c->fr);

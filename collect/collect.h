@@ -68,6 +68,8 @@ struct collect_stats {
 	/* probed calls: stored, entries seen, never returned, records that paired nothing */
 	uint64_t calls, call_entries, calls_unfinished, calls_unpaired;
 	uint64_t fault_samples, fault_pages; /* page-fault samples, and the faults they stand for */
+	/* JIT samples unwound again later, and of them those whose caller was then recovered */
+	uint64_t deferred, deferred_recovered;
 };
 
 struct collector;

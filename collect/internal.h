@@ -221,6 +221,13 @@ int calls_return(struct calls *cl, const struct rec_sample *s, uint32_t probe);
 void calls_thread_exit(struct calls *cl, uint32_t tid);
 void calls_finish(struct calls *cl);
 
+/* A sample kept to be unwound again (see collect.c): its copies of the record's arrays. */
+struct deferred {
+	struct rec_sample s;
+	uint64_t *ips;
+	uint8_t *stack;
+};
+
 struct collector {
 	struct profile *prof;
 	struct symbolizer *sym;
@@ -229,6 +236,8 @@ struct collector {
 	struct stack_builder sb;
 	struct offcpu off;
 	struct calls calls;
+	struct deferred *deferred;
+	size_t nr_deferred;
 	struct collect_stats st;
 };
 
