@@ -30,7 +30,8 @@ struct copier {
 	size_t path_cap;
 	int64_t rq_frame; /* dst id of RUNQUEUE_FRAME, -1 until needed */
 	uint8_t *hide_frame; /* f->python: src frame id -> 1 when the view leaves it out */
-	uint64_t *cut; /* f->from_call: per src thread, the time its process starts, or UINT64_MAX */
+	uint64_t
+		*cut; /* f->from_call: per src thread, the time its process starts, or UINT64_MAX */
 };
 
 static void copier_free(struct copier *c)
@@ -48,8 +49,8 @@ static void copier_free(struct copier *c)
 /* CPython's API names: the module that holds them is the interpreter. */
 static bool cpython_name(const char *name)
 {
-	return !strncmp(name, "_Py", 3) || (!strncmp(name, "Py", 2) && name[2] >= 'A' &&
-					     name[2] <= 'Z');
+	return !strncmp(name, "_Py", 3) ||
+	       (!strncmp(name, "Py", 2) && name[2] >= 'A' && name[2] <= 'Z');
 }
 
 /*
@@ -71,8 +72,8 @@ static int find_interpreter_frames(struct copier *c)
 		const struct pf_frame *fr = profile__get_frame(c->src, (uint32_t)i);
 
 		python |= fr->kind == FRAME_PYTHON;
-		if (fr->kind == FRAME_USER && fr->module && fr->module < nstr &&
-		    fr->name < nstr && cpython_name(profile__str(c->src, fr->name)))
+		if (fr->kind == FRAME_USER && fr->module && fr->module < nstr && fr->name < nstr &&
+		    cpython_name(profile__str(c->src, fr->name)))
 			interp[fr->module] = 1;
 	}
 	for (size_t i = 0; python && i < n; i++) {
@@ -153,8 +154,9 @@ static int find_cuts(struct copier *c)
 			const struct pf_sample *s = profile__get_sample(p, i);
 			const struct pf_frame *fr;
 
-			if (s->kind != SAMPLE_CALL || !s->stack || s->stack >= profile__nr_stacks(p) ||
-			    s->thread >= nt || profile__get_thread(p, s->thread)->pid != pid)
+			if (s->kind != SAMPLE_CALL || !s->stack ||
+			    s->stack >= profile__nr_stacks(p) || s->thread >= nt ||
+			    profile__get_thread(p, s->thread)->pid != pid)
 				continue;
 			fr = profile__get_frame(p, profile__get_stack(p, s->stack)->frame);
 			if (!strcmp(profile__str(p, fr->name), c->f->from_call))
@@ -439,7 +441,8 @@ int profile__copy(struct profile *dst, const struct profile *src, const bool kin
 			err = -EINVAL;
 			break;
 		}
-		if (f && s->kind != SAMPLE_ONCPU && s->weight < f->min_block)
+		if (f && (s->kind == SAMPLE_OFFCPU || s->kind == SAMPLE_RUNQUEUE) &&
+		    s->weight < f->min_block)
 			continue;
 		if (f && (f->complete_only || f->cut_only) &&
 		    (profile__stack_end(src, s->stack) == STACK_END_COMPLETE) != f->complete_only)

@@ -89,7 +89,7 @@ int agg_samples_range(const struct profile *p, const struct render_select *sel, 
 		last_key = key;
 		last_idx = v;
 		out->v[v].weight = sat_add(out->v[v].weight, w);
-		if (s->kind != SAMPLE_ONCPU)
+		if (s->kind == SAMPLE_OFFCPU || s->kind == SAMPLE_RUNQUEUE)
 			out->v[v].off = sat_add(out->v[v].off, w);
 		out->total = sat_add(out->total, w);
 	}

@@ -38,7 +38,7 @@
 enum { WT_VARINT = 0, WT_BYTES = 2 };
 
 /* Columns of Sample.value, in this order when selected. */
-enum col { COL_SAMPLES, COL_CPU, COL_OFFCPU, COL_RUNQUEUE, COL_MAX };
+enum col { COL_SAMPLES, COL_CPU, COL_OFFCPU, COL_RUNQUEUE, COL_FAULT, COL_MAX };
 
 struct pentry {
 	uint32_t thread;
@@ -416,9 +416,14 @@ static int collect(const struct profile *p, const bool kinds[SAMPLE_KIND_MAX], s
 		case SAMPLE_OFFCPU:
 			v[at].v[COL_OFFCPU] = sat_add(v[at].v[COL_OFFCPU], s->weight);
 			break;
-		default:
+		case SAMPLE_RUNQUEUE:
 			v[at].v[COL_RUNQUEUE] = sat_add(v[at].v[COL_RUNQUEUE], s->weight);
 			break;
+		case SAMPLE_FAULT:
+			v[at].v[COL_FAULT] = sat_add(v[at].v[COL_FAULT], s->weight);
+			break;
+		default:
+			break; /* calls and resident sets have tables of their own */
 		}
 	}
 	u64map_free(&idx);
@@ -436,9 +441,10 @@ static int collect(const struct profile *p, const bool kinds[SAMPLE_KIND_MAX], s
 
 int render_pprof(const struct profile *p, const struct render_select *sel, FILE *out)
 {
-	static const char *const col_type[COL_MAX] = { "samples", "cpu", "offcpu", "runqueue" };
+	static const char *const col_type[COL_MAX] = { "samples", "cpu", "offcpu", "runqueue",
+						       "faults" };
 	static const char *const col_unit[COL_MAX] = { "count", "nanoseconds", "nanoseconds",
-						       "nanoseconds" };
+						       "nanoseconds", "bytes" };
 	const struct pf_meta *m = profile__cmeta(p);
 	struct pprof pp = { .p = p };
 	struct strbuf prof = { 0 }, samples = { 0 };
@@ -453,6 +459,7 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	cols[COL_SAMPLES] = cols[COL_CPU] = kinds[SAMPLE_ONCPU];
 	cols[COL_OFFCPU] = kinds[SAMPLE_OFFCPU];
 	cols[COL_RUNQUEUE] = kinds[SAMPLE_RUNQUEUE];
+	cols[COL_FAULT] = kinds[SAMPLE_FAULT];
 	u64map_init(&pp.loc_ids);
 	u64map_init(&pp.fn_ids);
 	u64map_init(&pp.map_ids);

@@ -1168,11 +1168,11 @@ static int svg_flamechart(const struct profile *p, const struct render_select *s
 			max_depth = (uint32_t)depth + 1;
 		for (size_t d = 0; d < fc.nr_open; d++) {
 			fc.open[d].weight = sat_add(fc.open[d].weight, wt);
-			if (smp->kind != SAMPLE_ONCPU)
+			if (smp->kind == SAMPLE_OFFCPU || smp->kind == SAMPLE_RUNQUEUE)
 				fc.open[d].off = sat_add(fc.open[d].off, wt);
 		}
 		cursor = sat_add(cursor, wt);
-		if (smp->kind != SAMPLE_ONCPU)
+		if (smp->kind == SAMPLE_OFFCPU || smp->kind == SAMPLE_RUNQUEUE)
 			off = sat_add(off, wt);
 	}
 	err = fc_close(&fc, 0);

@@ -363,7 +363,8 @@ static size_t threads_with_samples(const struct profile *p, uint32_t pid, double
 		const struct pf_sample *s = profile__get_sample(p, i);
 
 		has[s->thread] = true;
-		if (s->kind != SAMPLE_ONCPU)
+		/* blocked: off-CPU and runqueue time (not calls, page faults or resident sets) */
+		if (s->kind == SAMPLE_OFFCPU || s->kind == SAMPLE_RUNQUEUE)
 			blocked[s->thread] += (double)s->weight;
 	}
 	*max_blocked = 0;
