@@ -267,13 +267,18 @@ Test(stacks, mlp_two_threads_stacks_are_complete)
 Test(stacks, small_copies_are_counted_cut_with_their_cause)
 {
 	char *env[] = { "OMP_NUM_THREADS=1", NULL };
-	const char *opts[] = { "-g", "dwarf,4096", NULL };
+	/*
+	 * 2 KiB: with 4 KiB copies the stacks that do fit teach enough known
+	 * stacks for grafts above recovered JIT callers to complete most others
+	 * (90-97% complete, by timing).
+	 */
+	const char *opts[] = { "-g", "dwarf,2048", NULL };
 	char *data = record_mlp(env, opts, "300");
 	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--top", NULL };
 	struct run_result r;
 	double share = assert_ends_agree(data, NULL, true);
 
-	cr_assert_lt(share, 90.0, "4 KiB copies: %.1f%% complete", share);
+	cr_assert_lt(share, 90.0, "2 KiB copies: %.1f%% complete", share);
 	r = run(dir, NULL, NULL, argv);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_not_null(strstr(r.out, "of stacks complete; cut: "), "%s", r.out);
