@@ -159,8 +159,9 @@ Test(perfdata, dwarf_file_of_a_no_frame_pointer_chain_has_whole_stacks)
 }
 
 /*
- * perf's default 8 KiB copies are too small for oneDNN's GEMM frame: the
- * import counts those stacks cut, and says why.
+ * 2 KiB copies are too small for oneDNN's GEMM frame: the import counts
+ * those stacks cut, and says why. (perf's default 8 KiB ones came out
+ * 87-93% complete once grafts from known stacks complete the rest.)
  */
 Test(perfdata, dwarf_file_of_the_mlp_states_how_stacks_ended)
 {
@@ -172,11 +173,11 @@ Test(perfdata, dwarf_file_of_the_mlp_states_how_stacks_ended)
 
 	if (!mlp || !*mlp)
 		cr_skip_test("MLP is not set (built without libdnnl)");
-	sh("OMP_NUM_THREADS=1 perf record -q --call-graph dwarf -F 999 -o '%s' -- '%s' 300 "
+	sh("OMP_NUM_THREADS=1 perf record -q --call-graph dwarf,2048 -F 999 -o '%s' -- '%s' 300 "
 	   ">/dev/null 2>&1",
 	   data, mlp);
 	share = assert_ends_agree(data, NULL, true);
-	cr_assert_lt(share, 90.0, "8 KiB copies: %.1f%% complete", share);
+	cr_assert_lt(share, 90.0, "2 KiB copies: %.1f%% complete", share);
 	r = run(dir, NULL, NULL, argv);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_not_null(strstr(r.out, "of stacks complete; cut: "), "%s", r.out);
