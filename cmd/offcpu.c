@@ -38,8 +38,7 @@ static void offcpu_usage(FILE *f)
 	      "  -o, --output OUT         where to write (default offcpu.svg; with --folded\n"
 	      "                           standard output; '-' for standard output)\n"
 	      "      --folded             folded stacks with microsecond counts instead of SVG\n"
-	      "  -g, --call-graph MODE    'dwarf[,BYTES]' (default) or 'fp', as for record\n"
-	      NO_PYTHON_USAGE
+	      "  -g, --call-graph MODE    'dwarf[,BYTES]' (default) or 'fp', as for record\n" NO_PYTHON_USAGE
 	      "  -h, --help               show this help\n\n"
 	      "Examples:\n"
 	      "  dlflame offcpu -p 4242 -d 10\n"

@@ -101,11 +101,13 @@ int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char
 	case OPT_FROM_CALL: {
 		const char *colon = strrchr(arg, ':');
 
-		if (!colon || colon == arg || parse_u64(colon + 1, 10, 1, UINT64_MAX, &f->from_call_n))
-			return usage_error(cmd,
-					   "--from-call takes FUNCTION:N (N from 1: the N-th call's "
-					   "start), got '%s'",
-					   arg);
+		if (!colon || colon == arg ||
+		    parse_u64(colon + 1, 10, 1, UINT64_MAX, &f->from_call_n))
+			return usage_error(
+				cmd,
+				"--from-call takes FUNCTION:N (N from 1: the N-th call's "
+				"start), got '%s'",
+				arg);
 		free(o->from_call);
 		o->from_call = strndup(arg, (size_t)(colon - arg));
 		if (!o->from_call)

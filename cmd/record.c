@@ -200,8 +200,6 @@ static char *join_args(char **argv)
 
 /* ---- record ------------------------------------------------------------- */
 
-
-
 /* The probes could not be opened: what is missing; the recording goes on without them. */
 static void warn_probes(int err)
 {

@@ -40,7 +40,8 @@ enum sample_kind {
 	SAMPLE_RUNQUEUE = 2, /* preempted, waiting for a CPU, weight in ns */
 	SAMPLE_CALL = 3, /* a probed function's call: time its entry, weight its duration in ns,
 			    stack the one it was called with (the function its leaf) */
-	SAMPLE_FAULT = 4, /* page faults where memory was first touched: weight in bytes (pages x 4096) */
+	SAMPLE_FAULT =
+		4, /* page faults where memory was first touched: weight in bytes (pages x 4096) */
 	SAMPLE_RSS = 5, /* a process's resident set at time: weight in bytes; stack 0; its
 			   process leader's thread (or another of its threads) */
 	SAMPLE_KIND_MAX,

@@ -18,8 +18,7 @@
 
 static const char *const kind_names[FRAME_KIND_MAX] = {
 	[FRAME_USER] = "user",	     [FRAME_KERNEL] = "kernel",	  [FRAME_JIT] = "jit",
-	[FRAME_INLINED] = "inlined", [FRAME_SPECIAL] = "special",
-	[FRAME_PYTHON] = "python",
+	[FRAME_INLINED] = "inlined", [FRAME_SPECIAL] = "special", [FRAME_PYTHON] = "python",
 };
 
 struct row {
@@ -241,8 +240,10 @@ int render_top(const struct profile *p, const struct render_select *sel,
 	describe(sel, what, sizeof(what));
 	fprintf(out, "Total: %llu %s, %s; by %s, sorted by %s\n",
 		(unsigned long long)print_count(agg.total, by_ns),
-		!by_ns ? "samples" : sel->kinds[SAMPLE_FAULT] ? "kB" : "us", what,
-		by_names[t.by], opts && opts->by_total ? "total" : "self");
+		!by_ns			   ? "samples"
+		: sel->kinds[SAMPLE_FAULT] ? "kB"
+					   : "us",
+		what, by_names[t.by], opts && opts->by_total ? "total" : "self");
 	if (profile__cmeta(p)->lost)
 		fprintf(out, "Lost: %llu samples (ring buffer overflow)\n",
 			(unsigned long long)profile__cmeta(p)->lost);

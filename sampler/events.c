@@ -216,7 +216,8 @@ void probes_open(struct sampler *s, const pid_t *pids, size_t n)
 				fd = event_open(&attr, -1, s->cpus[i]);
 				err = fd < 0 ? fd
 					     : event_add(s, fd, s->rings[i].fd,
-							 ret ? EV_PROBE_RETURN(k) : EV_PROBE_ENTRY(k),
+							 ret ? EV_PROBE_RETURN(k)
+							     : EV_PROBE_ENTRY(k),
 							 0);
 				if (!err && ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
 					err = -errno;

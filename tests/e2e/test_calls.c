@@ -297,12 +297,12 @@ Test(calls, from_call_leaves_out_the_warm_up)
 Test(calls, page_fault_shares_follow_the_memory_touched)
 {
 	char *data = path_in(dir, "t.data");
-	const char *rec[] = { need_env("DLFLAME"), "record", "--faults", "-o", data, "--",
-			      need_env("FIXTURE_CALLS"), "touch", NULL };
-	const char *rep[] = { need_env("DLFLAME"), "report", "-i", data, "--faults", "--folded",
-			      NULL };
-	const char *off[] = { need_env("DLFLAME"), "record", "-o", data, "--",
-			      need_env("FIXTURE_CALLS"), "touch", NULL };
+	const char *rec[] = { need_env("DLFLAME"),	 "record", "--faults", "-o", data, "--",
+			      need_env("FIXTURE_CALLS"), "touch",  NULL };
+	const char *rep[] = { need_env("DLFLAME"), "report",   "-i", data,
+			      "--faults",	   "--folded", NULL };
+	const char *off[] = { need_env("DLFLAME"),	 "record", "-o", data, "--",
+			      need_env("FIXTURE_CALLS"), "touch",  NULL };
 	struct run_result r = run(dir, NULL, NULL, rec);
 	unsigned long a, b, total = 0;
 
@@ -335,8 +335,8 @@ Test(calls, page_fault_shares_follow_the_memory_touched)
 Test(calls, memory_table_peak_is_what_the_process_held)
 {
 	char *data = path_in(dir, "h.data");
-	const char *rec[] = { need_env("DLFLAME"), "record", "--faults", "-o", data, "--",
-			      need_env("FIXTURE_CALLS"), "hold", NULL };
+	const char *rec[] = { need_env("DLFLAME"),	 "record", "--faults", "-o", data, "--",
+			      need_env("FIXTURE_CALLS"), "hold",   NULL };
 	const char *rep[] = { need_env("DLFLAME"), "report", "-i", data, "--memory", NULL };
 	struct run_result r = run(dir, NULL, NULL, rec);
 	unsigned long pid, n = 0;
