@@ -131,12 +131,9 @@ static int put_event(struct trace *t)
 	return err;
 }
 
-static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_t tid)
+/* One "X" event: frame s->frame from s->start to s->end, category cat. */
+static int put_x(struct trace *t, const struct span *s, const char *cat, uint32_t pid, uint32_t tid)
 {
-	static const char *const cats[8] = {
-		"",	    "oncpu",	      "offcpu",		 "oncpu,offcpu",
-		"runqueue", "oncpu,runqueue", "offcpu,runqueue", "oncpu,offcpu,runqueue",
-	};
 	const char *name;
 	char ids[48];
 	size_t len;
@@ -150,7 +147,7 @@ static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_
 	if (!err)
 		err = add_str(&t->line, ",\"cat\":\"");
 	if (!err)
-		err = add_str(&t->line, cats[s->kinds & 7]);
+		err = add_str(&t->line, cat);
 	if (!err)
 		err = add_str(&t->line, "\",\"ph\":\"X\",\"ts\":");
 	if (!err)
@@ -165,35 +162,22 @@ static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_
 	return err ? err : put_event(t);
 }
 
-/* A probed call's span. */
-static int put_call(struct trace *t, const struct span *s, uint32_t pid, uint32_t tid)
+/* A frame's span, its category the kinds of the samples it stands for. */
+static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_t tid)
 {
-	const char *name;
-	char ids[48];
-	size_t len;
-	int err;
+	static const char *const cats[8] = {
+		"",	    "oncpu",	      "offcpu",		 "oncpu,offcpu",
+		"runqueue", "oncpu,runqueue", "offcpu,runqueue", "oncpu,offcpu,runqueue",
+	};
 
-	err = frame_json(t, s->frame, &name, &len);
-	if (!err)
-		err = add_str(&t->line, "{\"name\":");
-	if (!err)
-		err = sb_add(&t->line, name, len);
-	if (!err)
-		err = add_str(&t->line, ",\"cat\":\"call\",\"ph\":\"X\",\"ts\":");
-	if (!err)
-		err = add_us(&t->line, s->start);
-	if (!err)
-		err = add_str(&t->line, ",\"dur\":");
-	if (!err)
-		err = add_us(&t->line, s->end - s->start);
-	snprintf(ids, sizeof(ids), ",\"pid\":%u,\"tid\":%u}", pid, tid);
-	if (!err)
-		err = add_str(&t->line, ids);
-	return err ? err : put_event(t);
+	return put_x(t, s, cats[s->kinds & 7], pid, tid);
 }
 
-static int put_name(struct trace *t, const char *what, uint32_t pid, uint32_t tid, uint32_t comm)
+/* A track's name: comm, then suffix (may be ""). */
+static int put_name(struct trace *t, const char *what, uint32_t pid, uint32_t tid, uint32_t comm,
+		    const char *suffix)
 {
+	struct strbuf name = { 0 };
 	char head[96];
 	int err;
 
@@ -203,7 +187,12 @@ static int put_name(struct trace *t, const char *what, uint32_t pid, uint32_t ti
 	if (!err)
 		err = add_str(&t->line, "\"args\":{\"name\":");
 	if (!err)
-		err = sb_add_json(&t->line, profile__str(t->p, comm), profile__str_len(t->p, comm));
+		err = sb_add(&name, profile__str(t->p, comm), profile__str_len(t->p, comm));
+	if (!err)
+		err = add_str(&name, suffix);
+	if (!err)
+		err = sb_add_json(&t->line, name.buf, name.len);
+	sb_free(&name);
 	if (!err)
 		err = add_str(&t->line, "}}");
 	return err ? err : put_event(t);
@@ -317,40 +306,14 @@ static int call_spans(struct trace *t, struct tsample *v, size_t nr)
 		const struct pf_stack *st = profile__get_stack(t->p, s->stack);
 		struct span sp = { .frame = st->frame, .kinds = 0 };
 		uint64_t at = s->time > t->base ? s->time - t->base : 0;
-		char what[32];
 
-		if (!i || v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid) {
-			t->line.len = 0;
-			snprintf(what, sizeof(what), "{\"name\":\"thread_name\",\"ph\":\"M\",");
-			err = add_str(&t->line, what);
-			snprintf(what, sizeof(what), "\"pid\":%u,", th->pid);
-			if (!err)
-				err = add_str(&t->line, what);
-			snprintf(what, sizeof(what), "\"tid\":%u,", th->tid + CALL_TRACK);
-			if (!err)
-				err = add_str(&t->line, what);
-			if (!err)
-				err = add_str(&t->line, "\"args\":{\"name\":");
-			if (!err) {
-				struct strbuf name = { 0 };
-
-				err = sb_add(&name, profile__str(t->p, th->comm),
-					     profile__str_len(t->p, th->comm));
-				if (!err)
-					err = sb_add(&name, " calls", 6);
-				if (!err)
-					err = sb_add_json(&t->line, name.buf, name.len);
-				sb_free(&name);
-			}
-			if (!err)
-				err = add_str(&t->line, "}}");
-			if (!err)
-				err = put_event(t);
-		}
+		if (!i || v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid)
+			err = put_name(t, "thread_name", th->pid, th->tid + CALL_TRACK, th->comm,
+				       " calls");
 		sp.start = at;
 		sp.end = sat_add(at, s->weight);
 		if (!err)
-			err = put_call(t, &sp, th->pid, th->tid + CALL_TRACK);
+			err = put_x(t, &sp, "call", th->pid, th->tid + CALL_TRACK);
 	}
 	return err;
 }
@@ -421,9 +384,9 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		/* a renamed thread keeps its track; the track shows its last name */
 		th = profile__get_thread(p, profile__get_sample(p, v[j - 1].idx)->thread);
 		if (v[i].pid == v[i].tid)
-			err = put_name(&t, "process_name", th->pid, th->pid, th->comm);
+			err = put_name(&t, "process_name", th->pid, th->pid, th->comm, "");
 		if (!err)
-			err = put_name(&t, "thread_name", th->pid, th->tid, th->comm);
+			err = put_name(&t, "thread_name", th->pid, th->tid, th->comm, "");
 		if (!err)
 			err = thread_spans(&t, v, i, j, &frames, &frames_cap);
 		for (size_t k = 0; !err && k < t.nr_done; k++)

@@ -120,6 +120,23 @@ static int launch_owner(struct sampler *s, struct perf_event_attr *attr, pid_t p
 	return event_probe(s, attr, pid, cpu);
 }
 
+/* attr on the child on every CPU, inherited, from exec, writing into that CPU's ring. */
+static int open_on_cpus(struct sampler *s, struct perf_event_attr *attr, pid_t pid,
+			enum rec_event ev)
+{
+	int err = 0, fd;
+
+	attr->inherit = 1;
+	attr->disabled = 1;
+	attr->enable_on_exec = 1;
+	attr->exclude_kernel = s->opts.exclude_kernel;
+	for (size_t i = 0; i < s->nr_rings && !err; i++) {
+		fd = event_open(attr, pid, s->cpus[i]);
+		err = fd < 0 ? event_errno(fd) : event_add(s, fd, s->rings[i].fd, ev, 0);
+	}
+	return err;
+}
+
 /*
  * Launch mode: per CPU, one inherited event on the child owns the ring (the
  * on-CPU sampler, or the context-switch event with offcpu_only) and the
@@ -128,7 +145,7 @@ static int launch_owner(struct sampler *s, struct perf_event_attr *attr, pid_t p
 static int open_events(struct sampler *s, pid_t pid)
 {
 	struct perf_event_attr attr;
-	int err, fd;
+	int err;
 
 	s->stats.event = NULL; /* set once probe_event has chosen the event */
 	if (s->opts.offcpu_only)
@@ -142,27 +159,11 @@ static int open_events(struct sampler *s, pid_t pid)
 	err = rings_open(s, &attr, pid, launch_owner, s->opts.offcpu_only ? EV_SWITCH : EV_ONCPU);
 	if (!err && s->opts.offcpu && !s->opts.offcpu_only) {
 		event_attr_switch(s, &attr);
-		attr.inherit = 1;
-		attr.disabled = 1;
-		attr.enable_on_exec = 1;
-		attr.exclude_kernel = s->opts.exclude_kernel;
-		for (size_t i = 0; i < s->nr_rings && !err; i++) {
-			fd = event_open(&attr, pid, s->cpus[i]);
-			err = fd < 0 ? event_errno(fd)
-				     : event_add(s, fd, s->rings[i].fd, EV_SWITCH, 0);
-		}
+		err = open_on_cpus(s, &attr, pid, EV_SWITCH);
 	}
 	if (!err && s->opts.fault_freq && !s->opts.offcpu_only) {
 		event_attr_fault(s, &attr);
-		attr.inherit = 1;
-		attr.disabled = 1;
-		attr.enable_on_exec = 1;
-		attr.exclude_kernel = s->opts.exclude_kernel;
-		for (size_t i = 0; i < s->nr_rings && !err; i++) {
-			fd = event_open(&attr, pid, s->cpus[i]);
-			err = fd < 0 ? event_errno(fd)
-				     : event_add(s, fd, s->rings[i].fd, EV_FAULT, 0);
-		}
+		err = open_on_cpus(s, &attr, pid, EV_FAULT);
 	}
 	if (!err)
 		probes_open(s, &pid, 1);
