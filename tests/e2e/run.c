@@ -31,6 +31,17 @@ static char *slurp_fd(int fd, size_t *len)
 	return b;
 }
 
+char *read_text(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *text;
+
+	cr_assert_geq(fd, 0, "cannot open %s", path);
+	text = slurp_fd(fd, NULL);
+	close(fd);
+	return text;
+}
+
 static int tmpfd(void)
 {
 	char path[] = "/tmp/dlflame-run-XXXXXX";

@@ -30,6 +30,8 @@ const char *need_env(const char *name);
 char *make_dir(void);
 void rm_dir(char *dir);
 char *path_in(const char *dir, const char *name);
+/* A whole file, NUL-terminated (free it); aborts the test if it cannot be read. */
+char *read_text(const char *path);
 /* Count non-overlapping occurrences of needle in hay. */
 size_t count_str(const char *hay, const char *needle);
 

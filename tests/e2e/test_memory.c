@@ -292,8 +292,6 @@ Test(memory, fork_storm_in_bounded_memory)
 	struct run_result r;
 	unsigned long total = 0;
 	char *text;
-	FILE *f;
-	long len;
 
 	cr_log_info("fork storm: %ld kB, %.2f s", c.rss_kb, c.cpu_s);
 	cr_assert_eq(c.status, 0, "%s", c.err);
@@ -302,14 +300,7 @@ Test(memory, fork_storm_in_bounded_memory)
 	/* and the samples are all there, in the children's inherited mapping */
 	r = run(dir, NULL, NULL, argv);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	f = fopen(folded, "r");
-	cr_assert_not_null(f);
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	text = calloc(1, (size_t)len + 1);
-	cr_assert_eq(fread(text, 1, (size_t)len, f), (size_t)len);
-	fclose(f);
+	text = read_text(folded);
 	cr_assert_eq(count_frame(text, "[lib.so+0x10]", &total), 80, "%s", text);
 	cr_assert_eq(total, 80);
 	free(text);

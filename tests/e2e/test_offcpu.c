@@ -264,9 +264,7 @@ Test(attach, offcpu_command_on_a_sleeping_loop)
 			       "--folded",	    "-o",     out,  NULL };
 	struct run_result r;
 	double all, sleep_us;
-	FILE *f;
 	char *text;
-	long len;
 
 	snprintf(pids, sizeof(pids), "%d", (int)pid);
 	r = run(dir, NULL, NULL, argv);
@@ -277,14 +275,8 @@ Test(attach, offcpu_command_on_a_sleeping_loop)
 	cr_assert_neq(state_of(pid), 't', "the target was left traced");
 	stop_bg(pid);
 
-	f = fopen(out, "r");
-	cr_assert_not_null(f, "no output %s: %s", out, r.err);
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	text = calloc(1, (size_t)len + 1);
-	cr_assert_eq(fread(text, 1, (size_t)len, f), (size_t)len);
-	fclose(f);
+	cr_assert_eq(access(out, R_OK), 0, "no output %s: %s", out, r.err);
+	text = read_text(out);
 	all = folded_sum(text, "nanosleep", &sleep_us);
 	cr_log_info("offcpu -p: %.3f s blocked, %.3f s of it under nanosleep", all / 1e6,
 		    sleep_us / 1e6);

@@ -74,22 +74,6 @@ static pid_t child_of(pid_t pid)
 	return c;
 }
 
-static char *slurp_file(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *text;
-	long len;
-
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	text = calloc(1, (size_t)len + 1);
-	cr_assert_eq(fread(text, 1, (size_t)len, f), (size_t)len);
-	fclose(f);
-	return text;
-}
-
 Test(recover, sigkill_leaves_a_profile_report_reads)
 {
 	char *data = path_in(dir, "killed.data"), *folded = path_in(dir, "killed.folded");
@@ -140,7 +124,7 @@ Test(recover, sigkill_leaves_a_profile_report_reads)
 	r = run(dir, NULL, NULL, rep);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_not_null(strstr(r.err, "was not finalized"), "%s", r.err);
-	text = slurp_file(folded);
+	text = read_text(folded);
 	cr_assert_gt(count_frame(text, "main", NULL), oncpu / 2,
 		     "main named from the file on disk");
 	cr_assert_gt(count_str(text, "_[j];") + count_str(text, "_[j] "), 0,
