@@ -138,18 +138,11 @@ Test(perfdata, dwarf_file_of_a_no_frame_pointer_chain_has_whole_stacks)
 
 	sh("perf record -q --call-graph dwarf -F 999 -o '%s' -- '%s' >/dev/null 2>&1", data, chain);
 	sh("'%s' report -i '%s' --folded > '%s'", need_env("DLFLAME"), data, out);
-	unsigned long hot = 0, whole = 0;
-	FILE *f = fopen(out, "r");
-	char line[8192];
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long n = strtoul(strrchr(line, ' ') + 1, NULL, 10);
-		if (!strstr(line, ";hot"))
-			continue;
-		hot += n;
-		if (strstr(line, ";main;a;b;c;hot"))
-			whole += n;
-	}
-	fclose(f);
+	char *text = read_text(out);
+	unsigned long hot = count_frame(text, "hot", NULL),
+		      whole = count_chain(text, "main;a;b;c;hot");
+
+	free(text);
 	cr_assert_gt(hot, 100, "samples in hot: %lu", hot);
 	cr_assert_eq(whole, hot, "every hot sample has main;a;b;c;hot (%lu of %lu)", whole, hot);
 	/* the importer says how stacks ended, as record does: here all of them whole */
@@ -254,18 +247,11 @@ Test(perfdata, compressed_dwarf_file_gives_perf_scripts_stacks)
 	cr_assert_neq(middle_compressed(data), 0);
 	/* DWARF copies compress hundreds of times: records span COMPRESSED records */
 	compare_with_perf(data, "/chain", "_start,main,a,b,c,hot");
-	unsigned long hot = 0, whole = 0;
-	FILE *f = fopen(all, "r");
-	char line[8192];
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long n = strtoul(strrchr(line, ' ') + 1, NULL, 10);
-		if (!strstr(line, ";hot"))
-			continue;
-		hot += n;
-		if (strstr(line, ";main;a;b;c;hot"))
-			whole += n;
-	}
-	fclose(f);
+	char *text = read_text(all);
+	unsigned long hot = count_frame(text, "hot", NULL),
+		      whole = count_chain(text, "main;a;b;c;hot");
+
+	free(text);
 	cr_assert_gt(hot, 100, "samples in hot: %lu", hot);
 	cr_assert_eq(whole, hot, "every hot sample has main;a;b;c;hot (%lu of %lu)", whole, hot);
 	free(all);
