@@ -37,31 +37,5 @@ if [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx e2e; then
     --logbase testlog-memory memory || status=$?
   logs+=(build-asan/meson-logs/testlog-memory.json)
 fi
-python3 - "${logs[@]}" <<'PY' || true
-import json, sys
-ok = bad = skip = 0
-for log in sys.argv[1:]:
-    for line in open(log):
-        r = json.loads(line)
-        for l in (r.get('stdout', '') + '\n' + (r.get('stderr') or '')).splitlines():
-            if 'Synthesis: Tested:' in l:
-                f = {k.strip(): int(v) for k, v in
-                     (p.split(':') for p in l.split('Synthesis:')[1].split('|'))}
-                ok += f.get('Passing', 0)
-                bad += f.get('Failing', 0) + f.get('Crashing', 0)
-                skip += f.get('Skipped', 0)
-                # a sanitizer report after every test passed fails the binary, not a test
-                if r['result'] not in ('OK', 'EXPECTEDFAIL', 'SKIP') and not (
-                        f.get('Failing', 0) + f.get('Crashing', 0)):
-                    bad += 1
-                break
-        else:
-            if r['result'] in ('OK', 'EXPECTEDFAIL'):
-                ok += 1
-            elif r['result'] == 'SKIP':
-                skip += 1
-            else:
-                bad += 1
-print("sanitize: tests: %d passed, %d failed, %d skipped" % (ok, bad, skip))
-PY
+scripts/count-tests.py --prefix "sanitize: " "${logs[@]}" || true
 exit $status
