@@ -135,8 +135,14 @@ static void deferred_free(struct deferred *d)
 	free(d->stack);
 }
 
-/* Unwind the kept samples of pid (0: all) again, and store them however they end now. */
-static int flush_deferred(struct collector *c, uint32_t pid)
+/*
+ * Unwind the kept samples of pid (0: all) again. Those that end well now
+ * are stored; the rest too, unless retry: then they stay kept, and only
+ * if none was stored does the older half go, however it ends (a full list
+ * early in a run must not commit samples that a little more learning
+ * would complete).
+ */
+static int flush_deferred(struct collector *c, uint32_t pid, bool retry)
 {
 	size_t kept = 0;
 	int err = 0;
@@ -151,12 +157,33 @@ static int flush_deferred(struct collector *c, uint32_t pid)
 			continue;
 		}
 		stack = build_stack(&c->sb, &d->s, &end);
+		if (stack >= 0 && retry && end == STACK_END_JIT) {
+			c->deferred[kept++] = *d;
+			continue;
+		}
 		err = stack < 0 ? (int)stack : add_oncpu(c, &d->s, stack, end);
 		if (!err && end != STACK_END_JIT)
 			c->st.deferred_recovered++;
 		deferred_free(d);
 	}
 	c->nr_deferred = kept;
+	if (!err && retry && kept == DEFER_MAX) {
+		/* nothing learned yet: the older half goes as it is */
+		for (size_t i = 0; i < DEFER_MAX / 2; i++) {
+			struct deferred *d = &c->deferred[i];
+			enum stack_end end;
+			int64_t stack;
+
+			if (!err) {
+				stack = build_stack(&c->sb, &d->s, &end);
+				err = stack < 0 ? (int)stack : add_oncpu(c, &d->s, stack, end);
+			}
+			deferred_free(d);
+		}
+		memmove(c->deferred, c->deferred + DEFER_MAX / 2,
+			(DEFER_MAX - DEFER_MAX / 2) * sizeof(*c->deferred));
+		c->nr_deferred = DEFER_MAX - DEFER_MAX / 2;
+	}
 	return err;
 }
 
@@ -165,7 +192,7 @@ static bool defer(struct collector *c, const struct rec_sample *s)
 {
 	struct deferred *d;
 
-	if (c->nr_deferred == DEFER_MAX && flush_deferred(c, 0))
+	if (c->nr_deferred == DEFER_MAX && flush_deferred(c, 0, true))
 		return false;
 	if (c->nr_deferred == DEFER_MAX || py_wants(c->fr.py, s->pid))
 		return false;
@@ -280,7 +307,7 @@ int collector__record(void *ctx, const struct rec *r)
 	case REC_EXIT:
 		/* while the process's mappings are still known */
 		if (r->fork.pid == r->fork.tid)
-			err = flush_deferred(c, r->fork.pid);
+			err = flush_deferred(c, r->fork.pid, false);
 		if (!err)
 			err = symbolizer__exit(c->sym, r->fork.pid, r->fork.tid);
 		if (!err)
@@ -317,7 +344,7 @@ int collector__finish(struct collector *c, uint64_t end_time)
 	err = offcpu_finish(&c->off, end_time);
 	if (!err && end_time > c->st.last_time)
 		c->st.last_time = end_time;
-	e = flush_deferred(c, 0);
+	e = flush_deferred(c, 0, false);
 	if (!err)
 		err = e;
 	c->st.truncated = c->sb.truncated;
