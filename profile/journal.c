@@ -189,6 +189,7 @@ int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx)
 	const struct profile *p;
 	uint8_t head[16];
 	size_t at, nlocs = 0, count_at;
+	bool changed;
 	int err;
 
 	if (!j || j->fd < 0)
@@ -267,7 +268,9 @@ int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx)
 	count_at = j->b.len;
 	wb_u64(&j->b, 0);
 	nlocs = 0;
-	for (size_t i = 0; i < j->stacks; i++) {
+	/* most syncs change no old stack's end: one compare of the whole array first */
+	changed = j->stacks && memcmp(j->ends, p->ends, j->stacks);
+	for (size_t i = 0; changed && i < j->stacks; i++) {
 		if (j->ends[i] == p->ends[i])
 			continue;
 		wb_u32(&j->b, (uint32_t)i);
