@@ -11,8 +11,10 @@
  *            FRMS u64 n, n x (u32 name, module, kind, file, line, build_id)
  *            STKS u64 n, n x (u32 parent, frame)     entry 0 is the root; parent < index
  *            ENDS u64 n, n x u8 enum stack_end       n = the stacks' n (version 2 on)
- *            THRS u64 n, n x (u32 pid, tid, comm)
+ *            THRS u64 n, n x (u32 pid, tid, comm, host)   (version 4 on; before: no host)
  *            META u64 start, end, lost, freq; u32 event, command, hostname, flags
+ *            JOBS i64 clock offset, u64 n, n x (u32 host, pid, rank, local rank,
+ *                 world size, launcher)          (version 4 on; optional)
  *            SMPS u64 n, n x (u64 time, weight; u32 stack, thread, kind)
  *   Unknown tags are skipped, so a same-version writer may add sections.
  *   Version 1 files (no ENDS) still read: their stacks' ends are unknown.
@@ -54,6 +56,7 @@
 #define TAG_META TAG('M', 'E', 'T', 'A')
 #define TAG_SMPS TAG('S', 'M', 'P', 'S')
 #define TAG_ENDS TAG('E', 'N', 'D', 'S')
+#define TAG_JOBS TAG('J', 'O', 'B', 'S')
 
 /* ---- writing ------------------------------------------------------------- */
 
@@ -111,6 +114,25 @@ void section_end(struct wbuf *b, size_t at)
 		put_le64(b->data + at, b->len - at - 8);
 }
 
+void jobs_section(const struct profile *p, struct wbuf *b)
+{
+	size_t at = section_begin(b, TAG_JOBS);
+
+	wb_u64(b, (uint64_t)p->meta.clock_offset);
+	wb_u64(b, p->nr_procs);
+	for (size_t i = 0; i < p->nr_procs; i++) {
+		const struct pf_process *pr = &p->procs[i];
+
+		wb_u32(b, pr->host);
+		wb_u32(b, pr->pid);
+		wb_u32(b, pr->rank);
+		wb_u32(b, pr->local_rank);
+		wb_u32(b, pr->world_size);
+		wb_u32(b, pr->launcher);
+	}
+	section_end(b, at);
+}
+
 /* Every section but the samples, which are streamed (see emit_payload). */
 static int build_tables(const struct profile *p, struct wbuf *b)
 {
@@ -157,8 +179,11 @@ static int build_tables(const struct profile *p, struct wbuf *b)
 		wb_u32(b, p->threads[i].pid);
 		wb_u32(b, p->threads[i].tid);
 		wb_u32(b, p->threads[i].comm);
+		wb_u32(b, p->threads[i].host);
 	}
 	section_end(b, at);
+
+	jobs_section(p, b);
 
 	at = section_begin(b, TAG_META);
 	wb_u64(b, p->meta.start_time);
@@ -490,7 +515,10 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 		   struct profile_read_error *e)
 {
 	struct section strs = { 0 }, frms = { 0 }, stks = { 0 }, ends = { 0 }, thrs = { 0 },
-		       meta = { 0 }, smps = { 0 };
+		       meta = { 0 }, smps = { 0 }, jobs = { 0 };
+	const size_t thr_size = version >= 4 ? 16 : 12;
+
+	p->file_version = version;
 	uint32_t *smap = NULL, *fmap = NULL, *kmap = NULL, *tmap = NULL;
 	uint64_t n;
 	size_t pos = 0;
@@ -528,6 +556,9 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 			break;
 		case TAG_SMPS:
 			s = &smps;
+			break;
+		case TAG_JOBS:
+			s = version >= 4 ? &jobs : NULL;
 			break;
 		default:
 			break;
@@ -684,7 +715,7 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 		}
 	}
 
-	err = section_count(&thrs, 12, "missing or malformed threads section", e, &n);
+	err = section_count(&thrs, thr_size, "missing or malformed threads section", e, &n);
 	if (err)
 		goto out;
 	err = -ENOMEM;
@@ -693,11 +724,12 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 		goto out;
 	uint64_t nthr = n;
 	for (uint64_t i = 0; i < n; i++) {
-		const uint8_t *t = thrs.data + 8 + i * 12;
-		int64_t id =
-			profile__thread(p, get_le32(t), get_le32(t + 4), STR_ID(get_le32(t + 8)));
+		const uint8_t *t = thrs.data + 8 + i * thr_size;
+		uint32_t host = thr_size > 12 ? STR_ID(get_le32(t + 12)) : 0;
+		int64_t id = profile__thread_on(p, host, get_le32(t), get_le32(t + 4),
+						STR_ID(get_le32(t + 8)));
 		if (id == -EINVAL) {
-			err = fail(e, "bad thread entry", thrs.off + 24 + i * 12, true);
+			err = fail(e, "bad thread entry", thrs.off + 24 + i * thr_size, true);
 			goto out;
 		}
 		if (id < 0) {
@@ -724,6 +756,33 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 		goto out;
 	}
 	p->meta.finalized = get_le32(meta.data + 44) & FLAG_FINALIZED;
+
+	/* after the metadata: a process on the profile's own host is keyed as host 0 */
+	if (jobs.data) {
+		if (jobs.len < 16 || (jobs.len - 16) % 24 ||
+		    get_le64(jobs.data + 8) != (jobs.len - 16) / 24) {
+			err = fail(e, "malformed jobs section", jobs.off, true);
+			goto out;
+		}
+		p->meta.clock_offset = (int64_t)get_le64(jobs.data);
+		for (uint64_t i = 0, nj = get_le64(jobs.data + 8); i < nj; i++) {
+			const uint8_t *j = jobs.data + 16 + i * 24;
+			struct pf_process pr = {
+				.host = STR_ID(get_le32(j)),
+				.pid = get_le32(j + 4),
+				.rank = get_le32(j + 8),
+				.local_rank = get_le32(j + 12),
+				.world_size = get_le32(j + 16),
+				.launcher = STR_ID(get_le32(j + 20)),
+			};
+
+			err = profile__set_process(p, &pr);
+			if (err == -EINVAL)
+				err = fail(e, "bad process entry", jobs.off + 32 + i * 24, true);
+			if (err)
+				goto out;
+		}
+	}
 
 	err = section_count(&smps, SAMPLE_SIZE, "missing or malformed samples section", e, &n);
 	if (err)

@@ -32,6 +32,7 @@ struct copier {
 	uint8_t *hide_frame; /* f->python: src frame id -> 1 when the view leaves it out */
 	uint64_t
 		*cut; /* f->from_call: per src thread, the time its process starts, or UINT64_MAX */
+	bool multi_host; /* src's threads ran on more than one host: labels name them */
 };
 
 static void copier_free(struct copier *c)
@@ -102,6 +103,12 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* A thread's process, on its host. */
+static uint64_t proc_of(const struct profile *p, const struct pf_thread *t)
+{
+	return (uint64_t)profile__thread_host(p, t) << 32 | t->pid;
+}
+
 /*
  * --from-call: per thread, the start of its process's n-th call of the
  * function (calls are SAMPLE_CALL samples whose leaf is the function).
@@ -126,8 +133,7 @@ static int find_cuts(struct copier *c)
 		const struct pf_sample *s = profile__get_sample(p, i);
 		const struct pf_stack *st;
 		const struct pf_frame *fr;
-		uint64_t cnt = 0;
-		uint32_t pid;
+		uint64_t cnt = 0, pid;
 
 		if (s->kind != SAMPLE_CALL || !s->stack || s->stack >= profile__nr_stacks(p) ||
 		    s->thread >= nt)
@@ -136,7 +142,7 @@ static int find_cuts(struct copier *c)
 		fr = profile__get_frame(p, st->frame);
 		if (strcmp(profile__str(p, fr->name), c->f->from_call))
 			continue;
-		pid = profile__get_thread(p, s->thread)->pid;
+		pid = proc_of(p, profile__get_thread(p, s->thread));
 		u64map_get(&seen, pid, &cnt);
 		if (u64map_put(&seen, pid, cnt + 1))
 			goto out;
@@ -156,7 +162,7 @@ static int find_cuts(struct copier *c)
 
 			if (s->kind != SAMPLE_CALL || !s->stack ||
 			    s->stack >= profile__nr_stacks(p) || s->thread >= nt ||
-			    profile__get_thread(p, s->thread)->pid != pid)
+			    proc_of(p, profile__get_thread(p, s->thread)) != pid)
 				continue;
 			fr = profile__get_frame(p, profile__get_stack(p, s->stack)->frame);
 			if (!strcmp(profile__str(p, fr->name), c->f->from_call))
@@ -168,7 +174,7 @@ static int find_cuts(struct copier *c)
 			err = -ENOMEM;
 	}
 	for (size_t t = 0; t < nt && !err; t++)
-		if (!u64map_get(&cuts, profile__get_thread(p, t)->pid, &c->cut[t]))
+		if (!u64map_get(&cuts, proc_of(p, profile__get_thread(p, t)), &c->cut[t]))
 			c->cut[t] = UINT64_MAX;
 out:
 	u64map_free(&cuts);
@@ -203,6 +209,13 @@ static int copier_init(struct copier *c, struct profile *dst, const struct profi
 			copier_free(c);
 			return err;
 		}
+	}
+	for (size_t i = 0, n = profile__nr_threads(src), first = UNSET; i < n; i++) {
+		uint32_t h = profile__thread_host(src, profile__get_thread(src, (uint32_t)i));
+
+		if (first == UNSET)
+			first = h;
+		c->multi_host |= h != first;
 	}
 	return 0;
 }
@@ -275,14 +288,89 @@ static bool thread_wanted(const struct copier *c, const struct pf_thread *t)
 	ok = !f->nr_comms;
 	for (size_t i = 0; !ok && i < f->nr_comms; i++)
 		ok = strlen(f->comms[i]) == len && !memcmp(f->comms[i], comm, len);
+	if (ok && f->nr_ranks) {
+		const struct pf_process *pr = profile__thread_process(c->src, t);
+
+		ok = pr && pr->rank != PF_NO_RANK && has_id(f->ranks, f->nr_ranks, pr->rank);
+	}
 	return ok;
+}
+
+/*
+ * The name a thread is drawn under: its comm, or with --per-thread
+ * "comm-PID/TID", with --per-rank "rank N" (or "comm-PID" without a rank),
+ * both: "rank N comm-PID/TID"; a profile of several hosts prefixes the
+ * host to pid labels ("host:comm-PID/TID").
+ */
+static int64_t thread_label(struct copier *c, const struct pf_thread *t)
+{
+	const struct profile_filter *f = c->f;
+	const struct pf_process *pr = NULL;
+	uint32_t host = profile__thread_host(c->src, t);
+	const char *comm = profile__str(c->src, t->comm);
+	size_t len;
+	char *label;
+	int n = 0, m;
+	int64_t r;
+
+	if (!f || (!f->per_thread && !f->per_rank))
+		return copy_string(c, t->comm);
+	if (host >= profile__nr_strings(c->src))
+		return -EINVAL;
+	if (f->per_rank)
+		pr = profile__thread_process(c->src, t);
+	if (pr && pr->rank == PF_NO_RANK)
+		pr = NULL;
+	len = profile__str_len(c->src, t->comm) + profile__str_len(c->src, host) + 64;
+	label = malloc(len);
+	if (!label)
+		return -ENOMEM;
+	if (pr)
+		n = snprintf(label, len, "rank %u", pr->rank);
+	if (!pr || f->per_thread) {
+		m = snprintf(label + n, len - (size_t)n, "%s%s%s%s-%u", n ? " " : "",
+			     c->multi_host ? profile__str(c->src, host) : "",
+			     c->multi_host ? ":" : "", comm, t->pid);
+		n += m;
+		if (f->per_thread)
+			n += snprintf(label + n, len - (size_t)n, "/%u", t->tid);
+	}
+	r = profile__string(c->dst, label, (size_t)n);
+	free(label);
+	return r;
+}
+
+/* A host (src string id) in dst: with f->name_hosts, the source's own named too. */
+static int64_t copy_host(struct copier *c, uint32_t host)
+{
+	if (!host && c->f && c->f->name_hosts)
+		host = profile__cmeta(c->src)->hostname;
+	return copy_string(c, host);
+}
+
+static int copy_processes(struct copier *c)
+{
+	for (size_t i = 0, n = profile__nr_processes(c->src); i < n; i++) {
+		struct pf_process pr = *profile__get_process(c->src, i);
+		int64_t host = copy_host(c, pr.host), launcher = copy_string(c, pr.launcher);
+		int err;
+
+		if (host < 0 || launcher < 0)
+			return host < 0 ? (int)host : (int)launcher;
+		pr.host = (uint32_t)host;
+		pr.launcher = (uint32_t)launcher;
+		err = profile__set_process(c->dst, &pr);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 /* The dst thread of src thread id, or UNSET when the filters drop it. */
 static int64_t copy_thread(struct copier *c, uint32_t id)
 {
 	const struct pf_thread *t;
-	int64_t comm, r;
+	int64_t comm, host, r;
 
 	if (c->keep_thread[id] == 2)
 		return UNSET;
@@ -295,24 +383,13 @@ static int64_t copy_thread(struct copier *c, uint32_t id)
 		c->keep_thread[id] = 2;
 		return UNSET;
 	}
-	if (c->f && c->f->per_thread) {
-		size_t len = profile__str_len(c->src, t->comm);
-		char *label;
-		int n;
-
-		label = malloc(len + 32);
-		if (!label)
-			return -ENOMEM;
-		memcpy(label, profile__str(c->src, t->comm), len);
-		n = snprintf(label + len, 32, "-%u/%u", t->pid, t->tid);
-		comm = profile__string(c->dst, label, len + (size_t)n);
-		free(label);
-	} else {
-		comm = copy_string(c, t->comm);
-	}
+	comm = thread_label(c, t);
 	if (comm < 0)
 		return comm;
-	r = profile__thread(c->dst, t->pid, t->tid, (uint32_t)comm);
+	host = copy_host(c, t->host);
+	if (host < 0)
+		return host;
+	r = profile__thread_on(c->dst, (uint32_t)host, t->pid, t->tid, (uint32_t)comm);
 	if (r < 0)
 		return r;
 	c->threads[id] = (uint32_t)r;
@@ -430,6 +507,11 @@ int profile__copy(struct profile *dst, const struct profile *src, const bool kin
 	err = copier_init(&c, dst, src, kinds, f);
 	if (err)
 		return err;
+	err = copy_processes(&c);
+	if (err) {
+		copier_free(&c);
+		return err;
+	}
 	for (size_t i = 0; i < nr_samples; i++) {
 		const struct pf_sample *s = profile__get_sample(src, i);
 		struct pf_sample o = *s;
@@ -463,6 +545,10 @@ int profile__copy(struct profile *dst, const struct profile *src, const bool kin
 		}
 		o.thread = (uint32_t)thr;
 		o.stack = (uint32_t)stk;
+		if (f && f->time_shift)
+			o.time = f->time_shift < 0 && (uint64_t)-f->time_shift > o.time
+					 ? 0
+					 : o.time + (uint64_t)f->time_shift;
 		err = profile__add_sample(dst, &o);
 		if (err)
 			break;
@@ -494,7 +580,7 @@ static bool needs_copy(const bool kinds[SAMPLE_KIND_MAX], const struct profile_f
 		return true;
 	return f && (f->nr_pids || f->nr_tids || f->nr_comms || f->has_time || f->min_block ||
 		     f->per_thread || f->reverse || f->complete_only || f->cut_only || f->python ||
-		     f->from_call);
+		     f->from_call || f->nr_ranks || f->per_rank || f->name_hosts || f->time_shift);
 }
 
 static int copy_meta(struct profile *dst, const struct profile *src)

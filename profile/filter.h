@@ -53,6 +53,18 @@ struct profile_filter {
 	 */
 	const char *from_call;
 	uint64_t from_call_n;
+	/* keep only processes with one of these ranks (pf_process.rank) */
+	const uint32_t *ranks;
+	size_t nr_ranks;
+	/* root each rank's stacks under "rank N" (a process with no rank: "comm-PID") */
+	bool per_rank;
+	/*
+	 * For merging (profile__copy into a profile of several hosts): every
+	 * thread and process gets its host's name (the source's own host
+	 * included), and sample times move by time_shift ns.
+	 */
+	bool name_hosts;
+	int64_t time_shift;
 };
 
 /*
@@ -73,10 +85,32 @@ int profile__filter(const struct profile *p, const bool kinds[SAMPLE_KIND_MAX],
  * Append the samples of src chosen by kinds and f to dst, interning src's
  * names, frames, stacks and threads into dst as needed, lazily: a filtered
  * view of a long recording copies only the part it shows. With rq_frames,
- * runqueue samples get a RUNQUEUE_FRAME leaf. Copies no metadata.
+ * runqueue samples get a RUNQUEUE_FRAME leaf. Copies no metadata; copies
+ * src's processes (their ranks) whole.
  */
 int profile__copy(struct profile *dst, const struct profile *src, const bool kinds[SAMPLE_KIND_MAX],
 		  const struct profile_filter *f, bool rq_frames);
+
+/*
+ * Merging (dlflame merge): profiles of one job's hosts into one. Call
+ * profile__merge for each source in turn on a new profile (first: the
+ * first source, whose clock the others' times move onto). Threads and
+ * processes keep their hosts' names; metadata is joined (commands, lost
+ * counts, start and end). 0 or a negative errno.
+ */
+int profile__merge(struct profile *dst, const struct profile *src, bool first);
+/*
+ * Whether two sources share an identity a merge must not join: a process
+ * (the same pid on the same host name: the same recording twice?) or a
+ * rank. -EEXIST and *clash say which; 0 when none; -ENOMEM.
+ */
+struct profile_clash {
+	bool process; /* else a rank */
+	uint32_t pid, rank;
+	const char *host, *other_host; /* names, in the sources' string tables */
+};
+int profile__merge_clash(const struct profile *a, const struct profile *b,
+			 struct profile_clash *clash);
 
 /* Where sample times count from: the recorded start, or the first sample. */
 uint64_t profile__time_base(const struct profile *p);

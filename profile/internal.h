@@ -38,6 +38,11 @@ struct profile {
 	struct u64map string_ids, frame_ids, stack_ids, thread_ids;
 
 	struct pf_meta meta;
+	uint32_t file_version;
+
+	struct pf_process *procs;
+	size_t nr_procs, cap_procs;
+	struct u64map proc_ids; /* host << 32 | pid -> index */
 
 	/* read from a journal: frames the recorder had not named yet, and the boot they ran in */
 	struct pf_loc *locs;
@@ -59,6 +64,8 @@ void wb_bytes(struct wbuf *b, const void *s, size_t n);
 size_t section_begin(struct wbuf *b, uint32_t tag);
 void section_end(struct wbuf *b, size_t at);
 int write_all(int fd, const void *buf, size_t len);
+/* The JOBS section: the clock offset and the processes' ranks. */
+void jobs_section(const struct profile *p, struct wbuf *b);
 
 #define META_SIZE (4 * 8 + 4 * 4)
 #define FRAME_SIZE (6 * 4)

@@ -5,7 +5,7 @@
  * scheduler) leaves a profile that `report` can read. The normal profile,
  * written when the recording finishes, replaces it.
  *
- *   header  magic[8] "DLFJRNL\x01", u32 version (1), u32 reserved
+ *   header  magic[8] "DLFJRNL\x01", u32 version (2), u32 reserved
  *   batch   u32 tag "JBAT", u32 crc32 of the body, u64 body length, body
  *   body    sections as in the profile's payload (u32 tag, u32 0, u64 length):
  *           STRS u64 first, n, n x (u32 len, bytes)
@@ -16,6 +16,8 @@
  *           LOCS u64 n, n x (u32 frame, u32 kernel, u64 offset, u32 len, path,
  *                            u32 len, build-id hex)
  *           META as in the profile (the latest)  BOOT u32 len, boot id (first batch)
+ *           JOBS as in the profile (the latest)
+ *   Version 2: threads have a host (as in profile version 4), JOBS.
  *
  * Each sync appends one batch with what was added since the last one. The
  * tables only grow (ids are stable), so a reader appends each batch's rows;
@@ -36,7 +38,7 @@
 
 #include "internal.h"
 
-#define JOURNAL_VERSION 1
+#define JOURNAL_VERSION 2
 #define JHEADER_SIZE 16
 #define TAG(a, b, c, d) \
 	((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
@@ -51,6 +53,7 @@
 #define TAG_LOCS TAG('L', 'O', 'C', 'S')
 #define TAG_META TAG('M', 'E', 'T', 'A')
 #define TAG_BOOT TAG('B', 'O', 'O', 'T')
+#define TAG_JOBS TAG('J', 'O', 'B', 'S')
 /* a batch larger than this is not one the writer makes: the journal ends there */
 #define MAX_BATCH (1ull << 31)
 #define SPOOL_CHUNK 2048
@@ -288,8 +291,10 @@ int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx)
 		wb_u32(&j->b, p->threads[i].pid);
 		wb_u32(&j->b, p->threads[i].tid);
 		wb_u32(&j->b, p->threads[i].comm);
+		wb_u32(&j->b, p->threads[i].host);
 	}
 	section_end(&j->b, at);
+	jobs_section(p, &j->b);
 
 	at = section_begin(&j->b, TAG_META);
 	wb_u64(&j->b, p->meta.start_time);
@@ -344,6 +349,8 @@ struct jread {
 	uint64_t nlocs;
 	uint8_t meta[META_SIZE];
 	bool have_meta;
+	const uint8_t *jobs; /* the latest good batch's JOBS body (in the journal's buffer) */
+	uint64_t jobs_len;
 	char boot[64];
 };
 
@@ -466,7 +473,8 @@ static bool batch_apply(struct jread *jr, const uint8_t *d, uint64_t len)
 {
 	struct jread save = *jr;
 	struct cursor all = { d, len, 0 };
-	uint64_t stacks_before = jr->stks.n;
+	uint64_t stacks_before = jr->stks.n, jobs_len = 0;
+	const uint8_t *jobs = NULL;
 
 	while (all.at < len) {
 		const uint8_t *h, *body;
@@ -501,7 +509,12 @@ static bool batch_apply(struct jread *jr, const uint8_t *d, uint64_t len)
 			ok = endu_apply(jr, &c, stacks_before);
 			break;
 		case TAG_THRS:
-			ok = rows_add(&jr->thrs, &c, 12);
+			ok = rows_add(&jr->thrs, &c, 16);
+			break;
+		case TAG_JOBS:
+			/* kept once the whole batch is: its string ids are this batch's */
+			jobs = body;
+			jobs_len = slen;
 			break;
 		case TAG_SMPS:
 			ok = rows_add(&jr->smps, &c, SAMPLE_SIZE);
@@ -530,6 +543,10 @@ static bool batch_apply(struct jread *jr, const uint8_t *d, uint64_t len)
 	/* every stack has its end */
 	if (jr->stks.n && (!jr->ends || jr->ends_cap < jr->stks.n))
 		goto bad;
+	if (jobs) {
+		jr->jobs = jobs;
+		jr->jobs_len = jobs_len;
+	}
 	return true;
 bad:
 	/* rows appended by this batch are dropped: the tables end where the last good batch did */
@@ -660,6 +677,11 @@ int journal_read(const uint8_t *buf, size_t len, struct profile **out, struct pr
 	wb_bytes(&pay, jr.meta, META_SIZE);
 	section_end(&pay, sec);
 	put_section(&pay, TAG_SMPS, &jr.smps, true);
+	if (jr.jobs) {
+		sec = section_begin(&pay, TAG_JOBS);
+		wb_bytes(&pay, jr.jobs, jr.jobs_len);
+		section_end(&pay, sec);
+	}
 	err = pay.err;
 	if (!err && !(p = profile__new()))
 		err = -ENOMEM;

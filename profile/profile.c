@@ -26,6 +26,8 @@ struct profile *profile__new(void)
 	u64map_init(&p->frame_ids);
 	u64map_init(&p->stack_ids);
 	u64map_init(&p->thread_ids);
+	u64map_init(&p->proc_ids);
+	p->file_version = PROFILE_VERSION;
 	/* string 0 is "", stack 0 is the root */
 	if (profile__string(p, "", 0) != 0 || profile__stack(p, 0, 0) != 0) {
 		profile__free(p);
@@ -54,6 +56,8 @@ void profile__free(struct profile *p)
 	u64map_free(&p->frame_ids);
 	u64map_free(&p->stack_ids);
 	u64map_free(&p->thread_ids);
+	u64map_free(&p->proc_ids);
+	free(p->procs);
 	free(p);
 }
 
@@ -233,11 +237,17 @@ static bool thread_eq(const struct profile *p, uint64_t id, const void *key)
 
 int64_t profile__thread(struct profile *p, uint32_t pid, uint32_t tid, uint32_t comm)
 {
-	struct pf_thread t = { .pid = pid, .tid = tid, .comm = comm };
+	return profile__thread_on(p, 0, pid, tid, comm);
+}
+
+int64_t profile__thread_on(struct profile *p, uint32_t host, uint32_t pid, uint32_t tid,
+			   uint32_t comm)
+{
+	struct pf_thread t = { .pid = pid, .tid = tid, .comm = comm, .host = host };
 	uint64_t h, id, slot;
 	int r;
 
-	if (comm >= p->nr_strings)
+	if (comm >= p->nr_strings || host >= p->nr_strings)
 		return -EINVAL;
 	h = hash_bytes(&t, sizeof(t), 4);
 	r = lookup(&p->thread_ids, h, thread_eq, p, &t, &id, &slot);
@@ -252,6 +262,66 @@ int64_t profile__thread(struct profile *p, uint32_t pid, uint32_t tid, uint32_t 
 	if (u64map_put(&p->thread_ids, slot, p->nr_threads))
 		return -ENOMEM;
 	return (int64_t)p->nr_threads++;
+}
+
+uint32_t profile__thread_host(const struct profile *p, const struct pf_thread *t)
+{
+	return t->host ? t->host : p->meta.hostname;
+}
+
+/* The host's key: 0 for the profile's own, however it is named. */
+static uint64_t proc_key(const struct profile *p, uint32_t host, uint32_t pid)
+{
+	if (host == p->meta.hostname)
+		host = 0;
+	return (uint64_t)host << 32 | pid;
+}
+
+int profile__set_process(struct profile *p, const struct pf_process *proc)
+{
+	uint64_t key, at;
+
+	if (proc->host >= p->nr_strings || proc->launcher >= p->nr_strings)
+		return -EINVAL;
+	key = proc_key(p, proc->host, proc->pid);
+	if (u64map_get(&p->proc_ids, key, &at)) {
+		p->procs[at] = *proc;
+		return 0;
+	}
+	if (grow_array((void **)&p->procs, &p->cap_procs, p->nr_procs + 1, sizeof(*proc)) ||
+	    u64map_put(&p->proc_ids, key, p->nr_procs))
+		return -ENOMEM;
+	p->procs[p->nr_procs++] = *proc;
+	return 0;
+}
+
+size_t profile__nr_processes(const struct profile *p)
+{
+	return p->nr_procs;
+}
+
+const struct pf_process *profile__get_process(const struct profile *p, size_t i)
+{
+	return &p->procs[i];
+}
+
+const struct pf_process *profile__process(const struct profile *p, uint32_t host, uint32_t pid)
+{
+	uint64_t at;
+
+	if (!p->nr_procs || !u64map_get(&p->proc_ids, proc_key(p, host, pid), &at))
+		return NULL;
+	return &p->procs[at];
+}
+
+const struct pf_process *profile__thread_process(const struct profile *p, const struct pf_thread *t)
+{
+	return profile__process(p, t->host, t->pid);
+}
+
+uint32_t profile__file_version(const struct profile *p)
+{
+	return p->file_version;
 }
 
 int profile__set_spill(struct profile *p, size_t threshold, const char *dir)
@@ -636,10 +706,11 @@ struct profile *profile__relabel(const struct profile *p, bool with_lines)
 	}
 	for (size_t i = 0; i < p->nr_threads; i++) {
 		const struct pf_thread *t = &p->threads[i];
-		int64_t comm = rl_str(&r, t->comm);
-		if (comm < 0)
+		int64_t comm = rl_str(&r, t->comm), host = rl_str(&r, t->host);
+		if (comm < 0 || host < 0)
 			goto out;
-		r.threads[i] = profile__thread(q, t->pid, t->tid, (uint32_t)comm);
+		r.threads[i] =
+			profile__thread_on(q, (uint32_t)host, t->pid, t->tid, (uint32_t)comm);
 		if (r.threads[i] < 0)
 			goto out;
 	}
@@ -669,6 +740,17 @@ struct profile *profile__relabel(const struct profile *p, bool with_lines)
 	q->meta.event = (uint32_t)ev;
 	q->meta.command = (uint32_t)cmd;
 	q->meta.hostname = (uint32_t)host;
+	for (size_t i = 0; i < p->nr_procs; i++) {
+		struct pf_process pr = p->procs[i];
+		int64_t h = rl_str(&r, pr.host), l = rl_str(&r, pr.launcher);
+
+		if (h < 0 || l < 0)
+			goto out;
+		pr.host = (uint32_t)h;
+		pr.launcher = (uint32_t)l;
+		if (profile__set_process(q, &pr))
+			goto out;
+	}
 	ret = q;
 	q = NULL;
 out:

@@ -88,6 +88,21 @@ struct pf_thread {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t comm; /* string id */
+	uint32_t host; /* string id of the host it ran on; 0: the profile's own (meta.hostname) */
+};
+
+/*
+ * A process's place in a distributed job, as its environment said when the
+ * recorder first saw it (exec, fork, attach): its rank, local rank and the
+ * job's size (PF_NO_RANK when not said), and which launcher's variables
+ * said it. Keyed by (host, pid): a merged profile holds several hosts.
+ */
+#define PF_NO_RANK UINT32_MAX
+struct pf_process {
+	uint32_t host; /* string id; 0: the profile's own host */
+	uint32_t pid;
+	uint32_t rank, local_rank, world_size;
+	uint32_t launcher; /* string id, e.g. "torchrun"; 0: none */
 };
 
 struct pf_sample {
@@ -106,6 +121,8 @@ struct pf_meta {
 	uint32_t event; /* string id, e.g. "cpu-clock" */
 	uint32_t command; /* string id, the recorded command line */
 	uint32_t hostname; /* string id */
+	/* ns: CLOCK_REALTIME - CLOCK_MONOTONIC when the recording began; 0 unknown */
+	int64_t clock_offset;
 	bool finalized; /* false if the recorder did not finish cleanly */
 };
 
@@ -119,6 +136,9 @@ int64_t profile__string(struct profile *p, const char *s, size_t len);
 int64_t profile__frame(struct profile *p, uint32_t name, uint32_t module, enum frame_kind kind);
 int64_t profile__stack(struct profile *p, uint32_t parent, uint32_t frame);
 int64_t profile__thread(struct profile *p, uint32_t pid, uint32_t tid, uint32_t comm);
+/* The same on a host (string id; 0: the profile's own). */
+int64_t profile__thread_on(struct profile *p, uint32_t host, uint32_t pid, uint32_t tid,
+			   uint32_t comm);
 int profile__add_sample(struct profile *p, const struct pf_sample *s);
 
 /* Intern a frame with every field (ids must be valid string ids). */
@@ -145,6 +165,23 @@ size_t profile__str_len(const struct profile *p, uint32_t id);
 const struct pf_frame *profile__get_frame(const struct profile *p, uint32_t id);
 const struct pf_stack *profile__get_stack(const struct profile *p, uint32_t id);
 const struct pf_thread *profile__get_thread(const struct profile *p, uint32_t id);
+/* The host a thread ran on: its own, or the profile's (string id). */
+uint32_t profile__thread_host(const struct profile *p, const struct pf_thread *t);
+
+/*
+ * Processes' ranks. profile__set_process adds or replaces the entry of
+ * (proc->host, proc->pid); string ids must be valid. 0, -EINVAL, -ENOMEM.
+ * profile__process finds one (host 0 and the profile's own host name are
+ * the same host), or NULL.
+ */
+int profile__set_process(struct profile *p, const struct pf_process *proc);
+size_t profile__nr_processes(const struct profile *p);
+const struct pf_process *profile__get_process(const struct profile *p, size_t i);
+const struct pf_process *profile__process(const struct profile *p, uint32_t host, uint32_t pid);
+/* The process entry of a thread's process, or NULL. */
+const struct pf_process *profile__thread_process(const struct profile *p,
+						 const struct pf_thread *t);
+
 /* Only for i >= profile__nr_spilled(p): spilled samples are not in memory. */
 const struct pf_sample *profile__get_sample(const struct profile *p, size_t i);
 /*
@@ -280,7 +317,11 @@ uint32_t profile__boot_id(const struct profile *p);
  * 2: stack ends (ENDS section). Version 1 files still read, their stacks' ends unknown.
  * 3: call samples (SAMPLE_CALL), page-fault samples (SAMPLE_FAULT), resident-set samples
  *    (SAMPLE_RSS); the CRC covers the header.
+ * 4: a host per thread, processes' ranks and the clock offset (JOBS section): profiles
+ *    of several hosts (dlflame merge).
  */
-#define PROFILE_VERSION 3
+#define PROFILE_VERSION 4
+/* The version of the file p was read from (PROFILE_VERSION for a new profile). */
+uint32_t profile__file_version(const struct profile *p);
 
 #endif
