@@ -62,6 +62,16 @@ int collector__enable_python(struct collector *c)
 	return c->fr.py ? 0 : py_init(&c->fr.py, &c->st.py);
 }
 
+void collector__enable_ranks(struct collector *c)
+{
+	c->ranks = true;
+}
+
+int collector__read_rank(struct collector *c, uint32_t pid)
+{
+	return ranks_read(c, pid);
+}
+
 bool collector__early(void *ctx, const struct rec *r)
 {
 	struct collector *c = ctx;
@@ -296,6 +306,8 @@ int collector__record(void *ctx, const struct rec *r)
 			err = symbolizer__comm(c->sym, r->comm.pid, r->comm.tid, r->comm.exec);
 		if (!err && r->comm.exec && c->fr.py)
 			py_exec(c->fr.py, r->comm.pid, r->time);
+		if (!err && r->comm.exec && c->ranks)
+			err = ranks_read(c, r->comm.pid);
 		break;
 	case REC_FORK:
 		err = threads_fork(&c->th, r->fork.ptid, r->fork.tid);
@@ -303,6 +315,8 @@ int collector__record(void *ctx, const struct rec *r)
 			err = symbolizer__fork(c->sym, r->fork.pid, r->fork.ppid);
 		if (!err)
 			err = offcpu_task(&c->off, r->fork.tid, false);
+		if (!err && r->fork.pid == r->fork.tid)
+			err = ranks_fork(c, r->fork.pid, r->fork.ppid);
 		break;
 	case REC_EXIT:
 		/* while the process's mappings are still known */

@@ -16,6 +16,7 @@
 #define DLFLAME_COLLECT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "profile/profile.h"
@@ -110,6 +111,27 @@ int collector__attached_thread(struct collector *c, uint32_t pid, uint32_t tid, 
 int collector__enable_python(struct collector *c);
 /* A rec_early_cb: true while some process runs a Python whose frames are read. */
 bool collector__early(void *c, const struct rec *r);
+
+/*
+ * Ranks: read each process's rank in its job from its environment
+ * (/proc/PID/environ) when it execs, keep its parent's when it forks
+ * (collector__enable_ranks: a live recording only), and for a process
+ * that existed before an attach (collector__read_rank). Into the
+ * profile's processes. 0 or -ENOMEM; a process with no rank adds nothing.
+ */
+void collector__enable_ranks(struct collector *c);
+int collector__read_rank(struct collector *c, uint32_t pid);
+
+/* What a launcher's variables say of a process: PF_NO_RANK where they say nothing. */
+struct rank_env {
+	uint32_t rank, local_rank, world_size;
+	const char *launcher; /* "torchrun", "Open MPI", "MPICH/Intel MPI" or "Slurm" */
+};
+/*
+ * The rank an environment block (NUL-separated VAR=value, as in
+ * /proc/PID/environ) gives: true and *out, or false when none.
+ */
+bool collect__rank_from_env(const char *env, size_t len, struct rank_env *out);
 
 /* Name a thread before its first record (attach: from /proc/PID/task/TID/comm). */
 int collector__set_comm(struct collector *c, uint32_t tid, const char *comm);

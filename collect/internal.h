@@ -239,6 +239,11 @@ struct collector {
 	struct deferred *deferred;
 	size_t nr_deferred;
 	struct collect_stats st;
+	bool ranks; /* read ranks from processes' environments */
 };
+
+/* ranks.c: a process's rank from its environment; a forked one's from its parent */
+int ranks_read(struct collector *c, uint32_t pid);
+int ranks_fork(struct collector *c, uint32_t pid, uint32_t ppid);
 
 #endif
