@@ -16,6 +16,7 @@ int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_offcpu(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 
 /* "dlflame: " + message + "\n" on stderr. error() returns EXIT_BAD. */
 __attribute__((format(printf, 1, 2))) int error(const char *fmt, ...);

@@ -19,6 +19,7 @@ static const struct command {
 	  "draw dlflame.data or a perf.data: SVG, folded, top, pprof, trace" },
 	{ "offcpu", cmd_offcpu, "attach to a process and draw where its threads block" },
 	{ "diff", cmd_diff, "compare two profiles: a differential flame graph" },
+	{ "merge", cmd_merge, "join profiles of one job's hosts into one (ranks kept)" },
 	{ "help", cmd_help, "show this help" },
 };
 

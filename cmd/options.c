@@ -85,6 +85,18 @@ int select_opts__parse(struct select_opts *o, const char *cmd, int c, const char
 	case OPT_PER_THREAD:
 		f->per_thread = true;
 		break;
+	case OPT_PER_RANK:
+		f->per_rank = true;
+		break;
+	case OPT_RANK:
+		err = parse_id_list(arg, &o->ranks, &o->nr_ranks);
+		f->ranks = o->ranks;
+		f->nr_ranks = o->nr_ranks;
+		if (err == -ENOMEM)
+			return error("out of memory");
+		if (err)
+			return usage_error(cmd, "--rank takes ranks like 0 or 0,3, got '%s'", arg);
+		break;
 	case OPT_REVERSE:
 		f->reverse = true;
 		break;
@@ -181,6 +193,7 @@ void select_opts__free(struct select_opts *o)
 {
 	free(o->pids);
 	free(o->tids);
+	free(o->ranks);
 	free(o->comms);
 	free(o->from_call);
 }

@@ -36,6 +36,8 @@ enum {
 	OPT_CUT,
 	OPT_PYTHON,
 	OPT_FROM_CALL,
+	OPT_PER_RANK,
+	OPT_RANK,
 	OPT_TITLE,
 	OPT_SUBTITLE,
 	OPT_WIDTH,
@@ -52,8 +54,8 @@ struct select_opts {
 	const char *svg_only; /* an SVG option given, for the error message */
 	struct svg_opts svg;
 	struct profile_filter filter; /* points into pids, tids and comms */
-	uint32_t *pids, *tids;
-	size_t nr_pids, nr_tids;
+	uint32_t *pids, *tids, *ranks;
+	size_t nr_pids, nr_tids, nr_ranks;
 	const char **comms;
 	size_t nr_comms;
 	char *from_call; /* --from-call's FUNCTION */

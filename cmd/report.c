@@ -31,10 +31,11 @@ enum report_format {
 	FMT_TRACE,
 	FMT_CALLS,
 	FMT_MEMORY,
+	FMT_RANKS,
 };
 
 /* Where each format goes without -o; NULL: standard output. */
-static const char *const default_output[FMT_MEMORY + 1] = {
+static const char *const default_output[FMT_RANKS + 1] = {
 	[FMT_SVG] = "flame.svg",
 	[FMT_PPROF] = "profile.pb.gz",
 	[FMT_TRACE] = "trace.json",
@@ -68,6 +69,8 @@ static void report_usage(FILE *f)
 	      "                        max, average ms; --by caller splits them by caller\n"
 	      "      --memory          per process: resident set min, average, max (MiB) and\n"
 	      "                        the memory its page faults first touched\n"
+	      "      --ranks           per rank of a distributed job: on-CPU, blocked and\n"
+	      "                        blocked-in-communication time; names the straggler\n"
 	      "  -i, --input FILE      profile or perf.data to read ('-': a perf pipe on stdin;\n"
 	      "                        default dlflame.data)\n"
 	      "  -o, --output OUT      where to write ('-' for stdout)\n\n"
@@ -89,6 +92,9 @@ static void report_usage(FILE *f)
 	      "                        only what each process did from the start of its N-th\n"
 	      "                        call of probed FUNCTION on (record --probe FUNCTION)\n"
 	      "      --per-thread      root each thread's stacks under a comm-PID/TID frame\n"
+	      "      --rank N[,M]      only these ranks (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,\n"
+	      "                        SLURM_PROCID in the processes' environment)\n"
+	      "      --per-rank        root each rank's stacks under a 'rank N' frame\n"
 	      "      --reverse         leaf first: who calls the hot leaves (--svg, --folded)\n"
 	      "      --complete        only samples whose stack was unwound whole\n"
 	      "      --cut             only samples whose stack was cut short (see the\n"
@@ -125,7 +131,7 @@ static int set_format(struct report_opts *o, enum report_format f)
 {
 	if (o->format != FMT_NONE && o->format != f)
 		return usage_error("report", "choose one of --folded, --svg, --top, --pprof, "
-					     "--trace and --calls");
+					     "--trace, --calls, --memory and --ranks");
 	o->format = f;
 	return 0;
 }
@@ -140,6 +146,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_TRACE,
 		OPT_CALLS,
 		OPT_MEMORY,
+		OPT_RANKS,
 		OPT_FAULTS,
 		OPT_BY,
 		OPT_SORT,
@@ -155,6 +162,9 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "trace", no_argument, NULL, OPT_TRACE },
 		{ "calls", no_argument, NULL, OPT_CALLS },
 		{ "memory", no_argument, NULL, OPT_MEMORY },
+		{ "ranks", no_argument, NULL, OPT_RANKS },
+		{ "rank", required_argument, NULL, OPT_RANK },
+		{ "per-rank", no_argument, NULL, OPT_PER_RANK },
 		{ "faults", no_argument, NULL, OPT_FAULTS },
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "subtitle", required_argument, NULL, OPT_SUBTITLE },
@@ -207,6 +217,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_TRACE:
 		case OPT_CALLS:
 		case OPT_MEMORY:
+		case OPT_RANKS:
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
@@ -375,6 +386,15 @@ static struct render_select selection(const struct report_opts *o, const struct 
 			.kinds = { [SAMPLE_RSS] = true, [SAMPLE_FAULT] = true }
 		};
 	}
+	if (o->format == FMT_RANKS) {
+		if (!present[SAMPLE_OFFCPU])
+			warning("%s holds no off-CPU samples: the ranks' waiting is not known",
+				o->input);
+		return (struct render_select){
+			.kinds = { [SAMPLE_ONCPU] = true, [SAMPLE_OFFCPU] = true },
+			.weight_ns = true
+		};
+	}
 	if (o->format == FMT_CALLS) {
 		if (!present[SAMPLE_CALL])
 			warning("%s holds no calls: record with --probe FUNCTION", o->input);
@@ -410,6 +430,8 @@ static int render(const struct report_opts *o, const struct profile *p,
 		return render_calls(p, sel, o->by_caller, f);
 	case FMT_MEMORY:
 		return render_memory(p, f);
+	case FMT_RANKS:
+		return render_ranks(p, f);
 	default:
 		return render_trace(p, sel, f);
 	}
@@ -491,6 +513,13 @@ int cmd_report(int argc, char **argv)
 	}
 	err = render(&o, view ? view : p, &sel, out.f);
 	cerr = output_close(&out, err == 0);
+	if (err == -ENOENT && o.format == FMT_RANKS) {
+		error("%s holds no ranks: no recorded process had RANK, OMPI_COMM_WORLD_RANK, "
+		      "PMI_RANK or SLURM_PROCID in its environment (record the launcher, or "
+		      "attach to the ranks)",
+		      o.input);
+		goto out;
+	}
 	if (!err)
 		err = cerr;
 	if (err) {
@@ -502,7 +531,8 @@ int cmd_report(int argc, char **argv)
 	if (o.output && strcmp(o.output, "-"))
 		info("wrote %s (%zu samples)", o.output, drawn_samples(view ? view : p, &sel));
 	/* --top has it in its header */
-	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY)
+	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY &&
+	    o.format != FMT_RANKS)
 		info("%s", ends);
 	quality_symbol_hints(view ? view : p, &sel);
 	ret = EXIT_OK;

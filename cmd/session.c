@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -84,6 +85,16 @@ void session__handle_signals(void)
 
 /* ---- the recording session, shared with `dlflame offcpu` ---------------- */
 
+/* CLOCK_REALTIME - CLOCK_MONOTONIC now (ns): what places this host's sample times in a merge. */
+static int64_t clock_offset(void)
+{
+	struct timespec m, r;
+
+	if (clock_gettime(CLOCK_MONOTONIC, &m) || clock_gettime(CLOCK_REALTIME, &r))
+		return 0;
+	return ((int64_t)r.tv_sec - m.tv_sec) * 1000000000 + (r.tv_nsec - m.tv_nsec);
+}
+
 int session__open(struct session *ss, const struct sampler_opts *so, bool python)
 {
 	memset(ss, 0, sizeof(*ss));
@@ -98,6 +109,8 @@ int session__open(struct session *ss, const struct sampler_opts *so, bool python
 	ss->s = sampler__new(so);
 	if (!ss->s)
 		return error("out of memory");
+	collector__enable_ranks(ss->col);
+	profile__meta(ss->prof)->clock_offset = clock_offset();
 	if (python) {
 		if (collector__enable_python(ss->col))
 			return error("out of memory");
@@ -144,6 +157,8 @@ static pid_t tgid_of(pid_t tid)
 static void note_thread(struct session *ss, const struct sampler_thread *t)
 {
 	collector__set_comm(ss->col, (uint32_t)t->tid, t->comm);
+	if (t->pid == t->tid && collector__read_rank(ss->col, (uint32_t)t->pid))
+		warning("out of memory reading process %d's rank", (int)t->pid);
 	/* a thread not followed (out of fds) must not be charged as blocked */
 	if (ss->offcpu && t->followed && t->blocked)
 		collector__attached_thread(ss->col, (uint32_t)t->pid, (uint32_t)t->tid, true, t->pc,

@@ -336,6 +336,21 @@ static int add_label(struct strbuf *sample, struct strbuf *tmp, int64_t key, int
 	return err ? err : pb_bytes(sample, 3, tmp->buf, tmp->len);
 }
 
+/* A numeric label with a unit (num_unit, field 4), which keeps a value of 0. */
+static int add_num_label(struct strbuf *sample, struct strbuf *tmp, int64_t key, uint64_t num,
+			 int64_t unit)
+{
+	int err;
+
+	tmp->len = 0;
+	err = pb_uint(tmp, 1, (uint64_t)key);
+	if (!err)
+		err = pb_uint(tmp, 3, num);
+	if (!err)
+		err = pb_uint(tmp, 4, (uint64_t)unit);
+	return err ? err : pb_bytes(sample, 3, tmp->buf, tmp->len);
+}
+
 static int gzip_out(const struct strbuf *b, FILE *out)
 {
 	unsigned char buf[65536];
@@ -449,7 +464,8 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	struct pprof pp = { .p = p };
 	struct strbuf prof = { 0 }, samples = { 0 };
 	bool kinds[SAMPLE_KIND_MAX], cols[COL_MAX];
-	int64_t s_comm, s_pid, s_tid, s_ns, s_cpu, type[COL_MAX] = { 0 }, unit[COL_MAX] = { 0 };
+	int64_t s_comm, s_pid, s_tid, s_thread, s_rank, s_host, s_count, s_ns, s_cpu,
+		type[COL_MAX] = { 0 }, unit[COL_MAX] = { 0 };
 	int64_t dflt = 0, lost_note = 0;
 	struct pentry *v = NULL;
 	size_t nr = 0, nr_strings = profile__nr_strings(p);
@@ -486,9 +502,14 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	s_comm = add_string(&pp, "comm", 4);
 	s_pid = add_string(&pp, "pid", 3);
 	s_tid = add_string(&pp, "tid", 3);
+	s_thread = add_string(&pp, "thread", 6);
+	s_rank = add_string(&pp, "rank", 4);
+	s_host = add_string(&pp, "host", 4);
+	s_count = add_string(&pp, "count", 5);
 	s_cpu = cols[COL_CPU] ? type[COL_CPU] : add_string(&pp, "cpu", 3);
 	s_ns = cols[COL_CPU] ? unit[COL_CPU] : add_string(&pp, "nanoseconds", 11);
-	if (s_comm < 0 || s_pid < 0 || s_tid < 0 || s_cpu < 0 || s_ns < 0)
+	if (s_comm < 0 || s_pid < 0 || s_tid < 0 || s_thread < 0 || s_rank < 0 || s_host < 0 ||
+	    s_count < 0 || s_cpu < 0 || s_ns < 0)
 		goto out;
 
 	for (int c = 0; c < COL_MAX; c++) {
@@ -531,15 +552,19 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	for (size_t i = 0; i < nr; i++) {
 		const struct pf_thread *th = profile__get_thread(p, v[i].thread);
 		struct strbuf *smp = &samples;
-		int64_t n = stack_locations(&pp, v[i].stack), comm;
+		const struct pf_process *pr = profile__thread_process(p, th);
+		uint32_t host_id = profile__thread_host(p, th);
+		int64_t n = stack_locations(&pp, v[i].stack), comm, host = 0;
 
 		if (n < 0) {
 			err = (int)n;
 			goto out;
 		}
 		comm = str_of(&pp, th->comm);
-		if (comm < 0) {
-			err = (int)comm;
+		if (comm >= 0 && host_id)
+			host = str_of(&pp, host_id);
+		if (comm < 0 || host < 0) {
+			err = comm < 0 ? (int)comm : (int)host;
 			goto out;
 		}
 		/* the Sample body goes to pp.msg, then into samples as field 2 */
@@ -562,6 +587,14 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 			err = add_label(&pp.msg, &pp.sub, s_pid, 0, th->pid);
 		if (!err)
 			err = add_label(&pp.msg, &pp.sub, s_tid, 0, th->tid);
+		/* the labels Pyroscope, Parca and pprof -tagfocus slice a job by */
+		if (!err)
+			err = add_label(&pp.msg, &pp.sub, s_thread, 0, th->tid);
+		if (!err && host)
+			err = add_label(&pp.msg, &pp.sub, s_host, host, 0);
+		/* with a unit: pprof drops a numeric label whose value and unit are both 0 */
+		if (!err && pr && pr->rank != PF_NO_RANK)
+			err = add_num_label(&pp.msg, &pp.sub, s_rank, pr->rank, s_count);
 		if (!err)
 			err = pb_bytes(smp, 2, pp.msg.buf, pp.msg.len);
 		if (err)

@@ -108,6 +108,14 @@ int render_calls(const struct profile *p, const struct render_select *sel, bool 
 		 FILE *out);
 /* Per process: resident set min, average, max (MiB) and the memory its page faults touched. */
 int render_memory(const struct profile *p, FILE *out);
+/*
+ * Per rank of a distributed job (the processes' ranks): on-CPU, blocked and
+ * blocked-in-communication seconds, where it waited most, and which rank is
+ * the straggler. -ENOENT when no sample is of a process with a rank.
+ */
+int render_ranks(const struct profile *p, FILE *out);
+/* Whether a frame is of a communication library (c10d, gloo, NCCL, MPI, torch.distributed). */
+bool render__comm_frame(const struct profile *p, const struct pf_frame *fr);
 
 /*
  * Differential outputs of two profiles. Folded: FlameGraph's difffolded

@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ranks table (report --ranks): per rank of a distributed job, its
+ * on-CPU time, its blocked time, the part of that spent blocked inside the
+ * communication library, and the stack where it waited there most. In a
+ * data-parallel job every rank meets the others in each all-reduce, so a
+ * straggler is the rank that waits least while the others wait for it.
+ * Only the training threads' waits count (a process's main thread, and
+ * threads that run Python): gloo's and NCCL's worker threads block in the
+ * library between collectives whatever the other ranks do.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "render/internal.h"
+
+struct rank_row {
+	uint32_t rank, host, world;
+	uint32_t pid, nr_pids; /* the first process seen, and how many */
+	uint64_t oncpu, blocked, comm; /* ns */
+	struct u64map waits; /* stack -> ns blocked in communication */
+};
+
+static bool has_ci(const char *s, const char *needle)
+{
+	size_t n = strlen(needle);
+
+	for (; *s; s++)
+		if (!strncasecmp(s, needle, n))
+			return true;
+	return false;
+}
+
+/*
+ * A frame of a communication library: PyTorch's c10d and gloo, NCCL, MPI
+ * (by function name or module), or the Python of torch.distributed.
+ */
+bool render__comm_frame(const struct profile *p, const struct pf_frame *fr)
+{
+	const char *name = profile__str(p, fr->name), *module = profile__str(p, fr->module);
+	const char *base = strrchr(module, '/');
+
+	base = base ? base + 1 : module;
+	if (strstr(name, "c10d::") || strstr(name, "gloo::") || has_ci(name, "nccl") ||
+	    !strncmp(name, "MPI_", 4) || !strncmp(name, "PMPI_", 5) || !strncmp(name, "ompi_", 5) ||
+	    !strncmp(name, "MPID", 4))
+		return true;
+	if (!strncmp(base, "libmpi", 6) || !strncmp(base, "libnccl", 7) ||
+	    !strncmp(base, "libgloo", 7))
+		return true;
+	return fr->kind == FRAME_PYTHON && strstr(profile__str(p, fr->file), "torch/distributed/");
+}
+
+/*
+ * The innermost communication frame of a stack (its depth from the root),
+ * or -1; with main_only, only in a thread that runs the training code: the
+ * process's main thread (main) or one with Python frames. The library's
+ * own worker threads wait for work to arrive, not for the other ranks.
+ */
+static int64_t comm_depth(const struct profile *p, uint32_t stack, bool main, uint32_t **path,
+			  size_t *cap)
+{
+	int64_t depth = profile__stack_frames(p, stack, path, cap), at = -1;
+
+	if (depth < 0)
+		return depth;
+	for (int64_t d = depth - 1; d >= 0 && at < 0; d--)
+		if (render__comm_frame(p, profile__get_frame(p, (*path)[d])))
+			at = d;
+	for (int64_t d = 0; d < at && !main; d++)
+		main = profile__get_frame(p, (*path)[d])->kind == FRAME_PYTHON;
+	return main ? at : -1;
+}
+
+static int by_rank(const void *a, const void *b)
+{
+	const struct rank_row *x = a, *y = b;
+
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static double secs(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+/* "c10d::Reducer::finalize_backward() < backward (_tensor.py:488)": where, and its Python caller. */
+static int describe(const struct profile *p, uint32_t stack, uint32_t **path, size_t *cap,
+		    struct strbuf *sb)
+{
+	int64_t d = comm_depth(p, stack, true, path, cap);
+	const struct pf_frame *fr;
+
+	if (d < 0)
+		return d == -1 ? 0 : (int)d;
+	fr = profile__get_frame(p, (*path)[d]);
+	if (sb_add_folded_name(sb, profile__str(p, fr->name), profile__str_len(p, fr->name)))
+		return -ENOMEM;
+	for (int64_t k = d - 1; k >= 0; k--) {
+		const struct pf_frame *py = profile__get_frame(p, (*path)[k]);
+		const char *file, *slash;
+
+		if (py->kind != FRAME_PYTHON || render__comm_frame(p, py))
+			continue;
+		file = profile__str(p, py->file);
+		slash = strrchr(file, '/');
+		if (sb_add(sb, " < ", 3) || sb_add_folded_name(sb, profile__str(p, py->name),
+							       profile__str_len(p, py->name)))
+			return -ENOMEM;
+		if (*file) {
+			char loc[300];
+			int n = snprintf(loc, sizeof(loc), " (%s:%u)", slash ? slash + 1 : file,
+					 py->line);
+
+			sb_add(sb, loc, n < (int)sizeof(loc) ? (size_t)n : sizeof(loc) - 1);
+		}
+		break;
+	}
+	return 0;
+}
+
+static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr, FILE *out)
+{
+	uint32_t *path = NULL;
+	size_t cap = 0, slow = 0;
+	double others = 0;
+	int err = 0;
+
+	if (fprintf(out,
+		    "Ranks: %zu; IN COMM: the training threads' time blocked in c10d, gloo, "
+		    "NCCL or MPI, waiting for the other ranks\n",
+		    nr) < 0 ||
+	    fprintf(out, "%5s %-16s %8s %10s %10s %10s  %s\n", "RANK", "HOST", "PID", "ON-CPU s",
+		    "BLOCKED s", "IN COMM s", "WAITED MOST IN") < 0)
+		return render_write_error();
+	for (size_t i = 0; i < nr && !err; i++) {
+		struct rank_row *r = &rows[i];
+		struct strbuf where = { 0 };
+		uint64_t best = 0, best_stack = 0;
+		char pid[24];
+
+		for (size_t k = 0; k < r->waits.cap; k++)
+			if (r->waits.keys[k] != UINT64_MAX && r->waits.vals[k] > best) {
+				best = r->waits.vals[k];
+				best_stack = r->waits.keys[k];
+			}
+		if (best)
+			err = describe(p, (uint32_t)best_stack, &path, &cap, &where);
+		snprintf(pid, sizeof(pid), r->nr_pids > 1 ? "%u+%u" : "%u", r->pid, r->nr_pids - 1);
+		if (!err && fprintf(out, "%5u %-16s %8s %10.3f %10.3f %10.3f  %.*s\n", r->rank,
+				    profile__str(p, r->host), pid, secs(r->oncpu), secs(r->blocked),
+				    secs(r->comm), (int)where.len, where.len ? where.buf : "-") < 0)
+			err = render_write_error();
+		sb_free(&where);
+		if (r->comm < rows[slow].comm)
+			slow = i;
+	}
+	free(path);
+	if (err)
+		return err;
+	for (size_t i = 0; i < nr; i++)
+		if (i != slow)
+			others += secs(rows[i].comm) / (double)(nr - 1);
+	/* the least waiting rank, if the others wait clearly longer (twice, and 10 ms) */
+	if (nr < 2)
+		err = fprintf(out, "straggler: one rank only, nothing to compare\n");
+	else if (others >= 2 * secs(rows[slow].comm) && others - secs(rows[slow].comm) >= 0.01)
+		err = fprintf(out,
+			      "straggler: rank %u: it waited %.3f s in communication, the other "
+			      "ranks %.3f s on average: they wait for it\n",
+			      rows[slow].rank, secs(rows[slow].comm), others);
+	else
+		err = fprintf(out,
+			      "straggler: none: the ranks waited alike in communication "
+			      "(least %.3f s, rank %u; the others %.3f s on average)\n",
+			      secs(rows[slow].comm), rows[slow].rank, others);
+	if (err < 0 || fflush(out) == EOF || ferror(out))
+		return render_write_error();
+	return 0;
+}
+
+int render_ranks(const struct profile *p, FILE *out)
+{
+	size_t n = profile__nr_samples(p), nr = 0, cap = 0, pcap = 0;
+	struct rank_row *rows = NULL;
+	struct u64map index, seen; /* rank -> row; host << 32 | pid -> 1 */
+	uint32_t *path = NULL;
+	int err = 0;
+
+	u64map_init(&index);
+	u64map_init(&seen);
+	for (size_t i = 0; i < n && !err; i++) {
+		const struct pf_sample *s = profile__get_sample(p, i);
+		const struct pf_process *pr;
+		const struct pf_thread *t;
+		struct rank_row *r;
+		uint64_t v, key;
+		int64_t d;
+
+		if ((s->kind != SAMPLE_ONCPU && s->kind != SAMPLE_OFFCPU) ||
+		    s->thread >= profile__nr_threads(p) || s->stack >= profile__nr_stacks(p))
+			continue;
+		t = profile__get_thread(p, s->thread);
+		pr = profile__thread_process(p, t);
+		if (!pr || pr->rank == PF_NO_RANK)
+			continue;
+		if (!u64map_get(&index, pr->rank, &v)) {
+			if (grow_array((void **)&rows, &cap, nr + 1, sizeof(*rows)) ||
+			    u64map_put(&index, pr->rank, nr)) {
+				err = -ENOMEM;
+				break;
+			}
+			rows[nr] = (struct rank_row){ .rank = pr->rank,
+						      .host = profile__thread_host(p, t),
+						      .world = pr->world_size,
+						      .pid = t->pid };
+			u64map_init(&rows[nr].waits);
+			v = nr++;
+		}
+		r = &rows[v];
+		key = (uint64_t)profile__thread_host(p, t) << 32 | t->pid;
+		if (!u64map_get(&seen, key, &v)) {
+			if (u64map_put(&seen, key, 1)) {
+				err = -ENOMEM;
+				break;
+			}
+			r->nr_pids++;
+		}
+		if (s->kind == SAMPLE_ONCPU) {
+			r->oncpu = sat_add(r->oncpu, s->weight);
+			continue;
+		}
+		r->blocked = sat_add(r->blocked, s->weight);
+		d = comm_depth(p, s->stack, t->tid == t->pid, &path, &pcap);
+		if (d < -1) {
+			err = (int)d;
+			break;
+		}
+		if (d < 0)
+			continue;
+		r->comm = sat_add(r->comm, s->weight);
+		v = 0;
+		u64map_get(&r->waits, s->stack, &v);
+		if (u64map_put(&r->waits, s->stack, sat_add(v, s->weight)))
+			err = -ENOMEM;
+	}
+	free(path);
+	if (!err && !nr)
+		err = -ENOENT;
+	if (!err) {
+		qsort(rows, nr, sizeof(*rows), by_rank);
+		err = print_rows(p, rows, nr, out);
+	}
+	for (size_t i = 0; i < nr; i++)
+		u64map_free(&rows[i].waits);
+	u64map_free(&index);
+	u64map_free(&seen);
+	free(rows);
+	return err;
+}
