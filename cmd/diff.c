@@ -42,6 +42,8 @@ static void diff_usage(FILE *f)
 	      "      --runqueue        also time waiting for a CPU\n"
 	      "      --min-block USEC  drop off-CPU blocks shorter than USEC microseconds\n"
 	      "      --comm NAME       only threads named NAME (repeat for more)\n"
+	      "      --rank N[,M]      only these ranks of a distributed job\n"
+	      "      --per-rank        root each rank's stacks under a 'rank N' frame\n"
 	      "      --time START,END  only seconds START to END from each profile's start\n"
 	      "      --title TEXT, --subtitle TEXT, --width PX, --minwidth PX|PCT%,\n"
 	      "      --countname NAME, --inverted   as for 'dlflame report --svg'\n"
@@ -69,6 +71,8 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 		{ "runqueue", no_argument, NULL, OPT_RUNQUEUE },
 		{ "min-block", required_argument, NULL, OPT_MIN_BLOCK },
 		{ "comm", required_argument, NULL, OPT_COMM },
+		{ "rank", required_argument, NULL, OPT_RANK },
+		{ "per-rank", no_argument, NULL, OPT_PER_RANK },
 		{ "time", required_argument, NULL, OPT_TIME },
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "subtitle", required_argument, NULL, OPT_SUBTITLE },

@@ -13,7 +13,9 @@
 #include <asm/perf_regs.h>
 #include <linux/perf_event.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "collect/collect.h"
@@ -522,4 +524,145 @@ Test(sources, dwarf_without_a_copy_keeps_the_ip_and_says_so)
 	stack_str(dwarf_sample(0, &end), stack, sizeof(stack));
 	cr_assert_eq(end, STACK_END_NO_USER, "ended %d: %s", end, stack);
 	cr_assert_str_eq(stack, "[truncated];cl_b");
+}
+
+/* ---- ranks from launchers' environments ---- */
+
+static bool env_rank(const char *env, size_t len, struct rank_env *re)
+{
+	memset(re, 0xaa, sizeof(*re));
+	return collect__rank_from_env(env, len, re);
+}
+
+#define ENV(s) s, sizeof(s) - 1
+
+Test(rank_env, every_launcher)
+{
+	static const struct {
+		const char *env;
+		size_t len;
+		uint32_t rank, local, world;
+		const char *launcher;
+	} cases[] = {
+		{ ENV("PATH=/bin\0RANK=3\0LOCAL_RANK=1\0WORLD_SIZE=8\0"), 3, 1, 8, "torchrun" },
+		{ ENV("OMPI_COMM_WORLD_SIZE=6\0OMPI_COMM_WORLD_RANK=5\0OMPI_COMM_WORLD_LOCAL_RANK=1\0"),
+		  5, 1, 6, "Open MPI" },
+		{ ENV("PMI_RANK=2\0PMI_SIZE=4\0MPI_LOCALRANKID=0\0"), 2, 0, 4, "MPICH/Intel MPI" },
+		{ ENV("SLURM_PROCID=7\0SLURM_LOCALID=3\0SLURM_NTASKS=16\0"), 7, 3, 16, "Slurm" },
+		/* torchrun under srun: the process group's own variables say */
+		{ ENV("SLURM_PROCID=0\0SLURM_NTASKS=2\0RANK=5\0WORLD_SIZE=8\0"), 5, PF_NO_RANK, 8,
+		  "torchrun" },
+		/* the last variable without its NUL, and no size or local rank */
+		{ ENV("HOME=/root\0RANK=4"), 4, PF_NO_RANK, PF_NO_RANK, "torchrun" },
+		/* a RANK that is not one falls to the next launcher's */
+		{ ENV("RANK=abc\0PMI_RANK=1\0PMI_SIZE=2\0"), 1, PF_NO_RANK, 2, "MPICH/Intel MPI" },
+		{ ENV("RANK=5\0WORLD_SIZE=4\0SLURM_PROCID=1\0"), 1, PF_NO_RANK, PF_NO_RANK,
+		  "Slurm" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rank_env re;
+
+		cr_assert(env_rank(cases[i].env, cases[i].len, &re), "case %zu", i);
+		cr_expect_eq(re.rank, cases[i].rank, "case %zu: rank %u", i, re.rank);
+		cr_expect_eq(re.local_rank, cases[i].local, "case %zu: local %u", i, re.local_rank);
+		cr_expect_eq(re.world_size, cases[i].world, "case %zu: world %u", i, re.world_size);
+		cr_expect_str_eq(re.launcher, cases[i].launcher, "case %zu", i);
+	}
+}
+
+Test(rank_env, not_a_rank)
+{
+	static const struct {
+		const char *env;
+		size_t len;
+	} cases[] = {
+		{ ENV("") },
+		{ ENV("PATH=/bin\0HOME=/root\0") },
+		{ ENV("XRANK=1\0MY_RANK=2\0RANKS=3\0RANK\0") },
+		{ ENV("RANK=\0") },
+		{ ENV("RANK=-1\0") },
+		{ ENV("RANK=1x\0") },
+		{ ENV("RANK=99999999999\0") },
+		{ ENV("RANK=4294967295\0") },
+		{ ENV("RANK=2\0WORLD_SIZE=2\0") },
+		{ ENV("OMPI_COMM_WORLD_LOCAL_RANK=1\0SLURM_LOCALID=0\0") },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rank_env re;
+
+		cr_expect_not(env_rank(cases[i].env, cases[i].len, &re), "case %zu: rank %u", i,
+			      re.rank);
+	}
+}
+
+/* A live process's own environment, read at exec by the collector: this test's child. */
+Test(rank_env, read_at_exec)
+{
+	struct profile *p = profile__new();
+	struct symbolizer *s = symbolizer__new();
+	struct collector *c = collector__new(p, s);
+	int pipefd[2];
+	pid_t pid;
+	char ch;
+
+	cr_assert(p && s && c);
+	cr_assert_eq(pipe(pipefd), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char *const argv[] = { "/bin/sh", "-c", "read x", NULL };
+		char *const envp[] = { "OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=4", NULL };
+
+		dup2(pipefd[0], 0);
+		close(pipefd[1]);
+		execve(argv[0], argv, envp);
+		_exit(127);
+	}
+	close(pipefd[0]);
+	/* wait until the child has exec'd: its comm changes */
+	for (int i = 0; i < 500; i++) {
+		char path[64], comm[32] = "";
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		f = fopen(path, "r");
+		if (f && fgets(comm, sizeof(comm), f) && !strncmp(comm, "sh", 2)) {
+			fclose(f);
+			break;
+		}
+		if (f)
+			fclose(f);
+		usleep(10000);
+	}
+	collector__enable_ranks(c);
+	cr_assert_eq(collector__record(c, &(struct rec){ .type = REC_COMM,
+							 .comm = { .pid = (uint32_t)pid,
+								   .tid = (uint32_t)pid,
+								   .exec = true,
+								   .comm = "sh" } }),
+		     0);
+	/* a worker it forks keeps its rank */
+	cr_assert_eq(collector__record(c, &(struct rec){ .type = REC_FORK,
+							 .fork = { .pid = (uint32_t)pid + 100000,
+								   .tid = (uint32_t)pid + 100000,
+								   .ppid = (uint32_t)pid,
+								   .ptid = (uint32_t)pid } }),
+		     0);
+	ch = '\n';
+	cr_assert_eq(write(pipefd[1], &ch, 1), 1);
+	close(pipefd[1]);
+	waitpid(pid, NULL, 0);
+	const struct pf_process *pr = profile__process(p, 0, (uint32_t)pid);
+	cr_assert_not_null(pr);
+	cr_expect_eq(pr->rank, 3);
+	cr_expect_eq(pr->world_size, 4);
+	cr_expect_str_eq(profile__str(p, pr->launcher), "Open MPI");
+	pr = profile__process(p, 0, (uint32_t)pid + 100000);
+	cr_assert_not_null(pr);
+	cr_expect_eq(pr->rank, 3);
+	collector__free(c);
+	symbolizer__free(s);
+	profile__free(p);
 }

@@ -848,3 +848,162 @@ Test(filter, runqueue_gets_its_frame)
 	profile__free(q);
 	profile__free(p);
 }
+
+/* ---- hosts, ranks and merging (format version 4) ---- */
+
+/* A one-host recording: pid 100 (rank r) with a sample at `time` of `fn`. */
+static struct profile *rank_profile(const char *host, uint32_t rank, int64_t clock_offset,
+				    uint64_t time, const char *fn)
+{
+	struct profile *p = profile__new();
+	int64_t h, comm, fr, st, t, l;
+
+	cr_assert_not_null(p);
+	h = profile__string(p, host, strlen(host));
+	comm = profile__string(p, "python3", 7);
+	l = profile__string(p, "torchrun", 8);
+	fr = profile__frame_str(p, fn, "app", FRAME_USER);
+	st = profile__stack(p, 0, (uint32_t)fr);
+	t = profile__thread(p, 100, 100, (uint32_t)comm);
+	cr_assert(h > 0 && comm > 0 && l > 0 && fr >= 0 && st > 0 && t >= 0);
+	profile__meta(p)->hostname = (uint32_t)h;
+	profile__meta(p)->clock_offset = clock_offset;
+	profile__meta(p)->start_time = time - 1000;
+	profile__meta(p)->end_time = time + 1000;
+	profile__meta(p)->finalized = true;
+	cr_assert_eq(profile__set_process(p, &(struct pf_process){ .pid = 100,
+								   .rank = rank,
+								   .local_rank = 0,
+								   .world_size = 2,
+								   .launcher = (uint32_t)l }),
+		     0);
+	cr_assert_eq(profile__add_sample(p, &(struct pf_sample){ .time = time,
+								 .weight = 1000,
+								 .stack = (uint32_t)st,
+								 .thread = (uint32_t)t }),
+		     0);
+	return p;
+}
+
+static struct profile *write_read(const struct profile *p)
+{
+	char path[] = "/tmp/dlflame-v4-XXXXXX";
+	int fd = mkstemp(path);
+	struct profile *q = NULL;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, NULL), 0);
+	unlink(path);
+	return q;
+}
+
+Test(profile, processes_and_clock_round_trip)
+{
+	struct profile *p = rank_profile("hostA", 1, -123456789, 5000, "f"), *q;
+	const struct pf_process *pr;
+
+	q = write_read(p);
+	cr_assert_eq(profile__file_version(q), PROFILE_VERSION);
+	cr_assert_eq(profile__cmeta(q)->clock_offset, -123456789);
+	cr_assert_eq(profile__nr_processes(q), 1);
+	/* the profile's own host: as 0 or by its name */
+	pr = profile__process(q, 0, 100);
+	cr_assert_not_null(pr);
+	cr_assert_eq(profile__process(q, profile__cmeta(q)->hostname, 100), pr);
+	cr_assert_null(profile__process(q, 0, 101));
+	cr_assert_eq(pr->rank, 1);
+	cr_assert_eq(pr->world_size, 2);
+	cr_assert_eq(pr->local_rank, 0);
+	cr_assert_str_eq(profile__str(q, pr->launcher), "torchrun");
+	cr_assert_eq(profile__thread_process(q, profile__get_thread(q, 0)), pr);
+	profile__free(p);
+	profile__free(q);
+}
+
+/* Two hosts, the same pid on each: two processes, times on the first host's clock. */
+Test(profile, merge_keeps_hosts_apart_and_aligns_clocks)
+{
+	struct profile *a = rank_profile("hostA", 0, 1000000000, 5000, "fa");
+	struct profile *b = rank_profile("hostB", 1, 1000000000 + 3000, 5000, "fb");
+	struct profile *m = profile__new(), *q, *view = NULL;
+	struct profile_clash cl;
+	bool kinds[SAMPLE_KIND_MAX] = { [SAMPLE_ONCPU] = true };
+
+	cr_assert_eq(profile__merge_clash(a, b, &cl), 0);
+	cr_assert_eq(profile__merge(m, a, true), 0);
+	cr_assert_eq(profile__merge(m, b, false), 0);
+	q = write_read(m);
+	cr_assert_eq(profile__nr_threads(q), 2);
+	cr_assert_eq(profile__nr_processes(q), 2);
+	for (uint32_t i = 0; i < 2; i++) {
+		const struct pf_thread *t = profile__get_thread(q, i);
+		const struct pf_process *pr = profile__thread_process(q, t);
+		const char *host = profile__str(q, profile__thread_host(q, t));
+
+		cr_assert_eq(t->pid, 100);
+		cr_assert_not_null(pr);
+		cr_assert_str_eq(host, pr->rank ? "hostB" : "hostA");
+	}
+	/* b's wall clock is 3 us ahead of a's: its sample moves 3 us later */
+	for (size_t i = 0; i < 2; i++) {
+		const struct pf_sample *s = profile__get_sample(q, i);
+		const struct pf_process *pr =
+			profile__thread_process(q, profile__get_thread(q, s->thread));
+
+		cr_assert_eq(s->time, pr->rank ? 8000u : 5000u);
+	}
+	cr_assert_eq(profile__cmeta(q)->start_time, 4000);
+	cr_assert_eq(profile__cmeta(q)->end_time, 9000);
+	/* --rank 1 --per-rank: b's sample only, under "rank 1" */
+	uint32_t one = 1;
+	struct profile_filter f = { .ranks = &one, .nr_ranks = 1, .per_rank = true };
+	cr_assert_eq(profile__filter(q, kinds, &f, &view), 0);
+	cr_assert_not_null(view);
+	cr_assert_eq(profile__nr_samples(view), 1);
+	cr_assert_str_eq(profile__str(view, profile__get_thread(view, 0)->comm), "rank 1");
+	profile__free(view);
+	/* --per-thread names hosts once there are two */
+	f = (struct profile_filter){ .per_thread = true };
+	cr_assert_eq(profile__filter(q, kinds, &f, &view), 0);
+	cr_assert_str_eq(profile__str(view, profile__get_thread(view, 0)->comm),
+			 "hostA:python3-100/100");
+	profile__free(view);
+	/* the same recording twice, and the same rank twice */
+	cr_assert_eq(profile__merge_clash(a, a, &cl), -EEXIST);
+	cr_assert(cl.process);
+	cr_assert_eq(cl.pid, 100);
+	cr_assert_str_eq(cl.host, "hostA");
+	struct profile *c = rank_profile("hostC", 0, 0, 5000, "fc");
+	cr_assert_eq(profile__merge_clash(a, c, &cl), -EEXIST);
+	cr_assert_not(cl.process);
+	cr_assert_eq(cl.rank, 0);
+	profile__free(a);
+	profile__free(b);
+	profile__free(c);
+	profile__free(m);
+	profile__free(q);
+}
+
+/* A journal read back keeps the ranks and the clock offset. */
+Test(profile, journal_keeps_ranks)
+{
+	struct profile *p = rank_profile("hostA", 1, 777, 5000, "f"), *q = NULL;
+	char path[] = "/tmp/dlflame-jr-XXXXXX";
+	struct pf_journal *j;
+	int fd = mkstemp(path);
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(profile__journal_open(p, path, &j), 0);
+	cr_assert_eq(profile__journal_sync(j, NULL, NULL), 0);
+	profile__journal_close(j);
+	cr_assert_eq(profile__read(path, &q, NULL), 0);
+	unlink(path);
+	cr_assert_eq(profile__cmeta(q)->clock_offset, 777);
+	cr_assert_eq(profile__nr_processes(q), 1);
+	cr_assert_eq(profile__get_process(q, 0)->rank, 1);
+	profile__free(p);
+	profile__free(q);
+}
