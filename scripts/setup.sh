@@ -14,6 +14,7 @@ packages=(
   g++ binutils                                  # tests: C++ fixtures, objcopy/strip/readelf
   chromium golang-go golang-github-google-pprof-dev time # tests: browser, real pprof, bench
   python3-torch                                 # tests and bench: the real PyTorch trainer
+  iproute2                                      # tests: two hosts in network namespaces
 )
 
 missing=()
