@@ -30,6 +30,8 @@ struct span {
 	uint32_t kinds; /* bit per enum sample_kind */
 };
 
+#define MAX_HOSTS 1024 /* pids move by host index << 22: 1024 fit in 32 bits */
+
 struct trace {
 	const struct profile *p;
 	FILE *out;
@@ -45,7 +47,29 @@ struct trace {
 	size_t *name_off; /* SIZE_MAX: not built yet */
 	size_t *name_len;
 	bool first;
+	/* the hosts met so far (a merged profile): the first keeps its pids */
+	uint32_t hosts[MAX_HOSTS];
+	size_t nr_hosts;
 };
+
+/*
+ * A thread's process id on the trace. A merged profile may hold the same
+ * pid on two hosts: the second host's pids move above pid_max (2^22),
+ * host index << 22, so that their tracks stay apart.
+ */
+static uint32_t trace_pid(struct trace *t, const struct pf_thread *th)
+{
+	uint32_t host = profile__thread_host(t->p, th);
+	size_t i = 0;
+
+	while (i < t->nr_hosts && t->hosts[i] != host)
+		i++;
+	if (i == t->nr_hosts && i < MAX_HOSTS)
+		t->hosts[t->nr_hosts++] = host;
+	if (i >= MAX_HOSTS)
+		i = MAX_HOSTS - 1;
+	return i ? (uint32_t)i << 22 | (th->pid & 0x3fffff) : th->pid;
+}
 
 static int ts_cmp(const void *a, const void *b)
 {
@@ -287,6 +311,22 @@ static int call_cmp(const void *a, const void *b)
 	return dx != dy ? (dx < dy ? 1 : -1) : (x->idx < y->idx ? -1 : x->idx > y->idx);
 }
 
+/* " rank N", and " @host" in a profile of several hosts: a process's track name. */
+static const char *process_suffix(struct trace *t, const struct pf_thread *th, char *buf,
+				  size_t len)
+{
+	const struct pf_process *pr = profile__thread_process(t->p, th);
+	int n = 0;
+
+	buf[0] = '\0';
+	if (pr && pr->rank != PF_NO_RANK)
+		n = snprintf(buf, len, " rank %u", pr->rank);
+	if (t->nr_hosts > 1 && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " @%s",
+			 profile__str(t->p, profile__thread_host(t->p, th)));
+	return buf;
+}
+
 /* A thread's calls go on a track of their own beside its samples': tid + this. */
 #define CALL_TRACK 0x40000000u
 
@@ -308,12 +348,12 @@ static int call_spans(struct trace *t, struct tsample *v, size_t nr)
 		uint64_t at = s->time > t->base ? s->time - t->base : 0;
 
 		if (!i || v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid)
-			err = put_name(t, "thread_name", th->pid, th->tid + CALL_TRACK, th->comm,
+			err = put_name(t, "thread_name", v[i].pid, th->tid + CALL_TRACK, th->comm,
 				       " calls");
 		sp.start = at;
 		sp.end = sat_add(at, s->weight);
 		if (!err)
-			err = put_x(t, &sp, "call", th->pid, th->tid + CALL_TRACK);
+			err = put_x(t, &sp, "call", v[i].pid, th->tid + CALL_TRACK);
 	}
 	return err;
 }
@@ -329,7 +369,7 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	size_t ncalls = 0, nrss = 0;
 	uint32_t *frames = NULL;
 	size_t frames_cap = 0;
-	char tail[160];
+	char tail[160], suffix[128];
 	int err = -ENOMEM;
 
 	select_kinds(sel, kinds);
@@ -359,8 +399,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 			    s->stack >= profile__nr_stacks(p) || i >= UINT32_MAX)
 				goto out;
 			th = profile__get_thread(p, s->thread);
-			calls[ncalls++] =
-				(struct tsample){ th->pid, th->tid, s->time, (uint32_t)i };
+			calls[ncalls++] = (struct tsample){ trace_pid(&t, th), th->tid, s->time,
+							    (uint32_t)i };
 			continue;
 		}
 		if (s->kind >= SAMPLE_KIND_MAX || !kinds[s->kind])
@@ -371,7 +411,7 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		th = profile__get_thread(p, s->thread);
 		if (th->comm >= profile__nr_strings(p))
 			goto out;
-		v[nr++] = (struct tsample){ th->pid, th->tid, s->time, (uint32_t)i };
+		v[nr++] = (struct tsample){ trace_pid(&t, th), th->tid, s->time, (uint32_t)i };
 	}
 	qsort(v, nr, sizeof(*v), ts_cmp);
 
@@ -383,10 +423,11 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 			;
 		/* a renamed thread keeps its track; the track shows its last name */
 		th = profile__get_thread(p, profile__get_sample(p, v[j - 1].idx)->thread);
-		if (v[i].pid == v[i].tid)
-			err = put_name(&t, "process_name", th->pid, th->pid, th->comm, "");
+		if (th->pid == th->tid)
+			err = put_name(&t, "process_name", v[i].pid, v[i].pid, th->comm,
+				       process_suffix(&t, th, suffix, sizeof(suffix)));
 		if (!err)
-			err = put_name(&t, "thread_name", th->pid, th->tid, th->comm, "");
+			err = put_name(&t, "thread_name", v[i].pid, th->tid, th->comm, "");
 		if (!err)
 			err = thread_spans(&t, v, i, j, &frames, &frames_cap);
 		for (size_t k = 0; !err && k < t.nr_done; k++)
@@ -404,7 +445,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		if (!err)
 			err = add_us(&t.line, s->time > t.base ? s->time - t.base : 0);
 		snprintf(ev, sizeof(ev), ",\"pid\":%u,\"args\":{\"MiB\":%.1f}}",
-			 profile__get_thread(p, s->thread)->pid, (double)s->weight / 1048576.0);
+			 trace_pid(&t, profile__get_thread(p, s->thread)),
+			 (double)s->weight / 1048576.0);
 		if (!err)
 			err = add_str(&t.line, ev);
 		if (!err)

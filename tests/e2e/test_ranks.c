@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "run.h"
@@ -136,6 +138,21 @@ static void check_per_rank(const char *data, bool launcher)
 	run_free(&r);
 }
 
+/* The trace names each rank's process track (and its host, once there are two). */
+static void check_trace(const char *data, const char *name0, const char *name1)
+{
+	char *json = path_in(dir, "t.json"), *text;
+	struct run_result r = report(data, (const char *[]){ "--trace", "-o", json, NULL });
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	text = read_text(json);
+	cr_assert_not_null(strstr(text, name0), "no track %s", name0);
+	cr_assert_not_null(strstr(text, name1), "no track %s", name1);
+	free(text);
+	free(json);
+}
+
 static const char *pprof_path(void)
 {
 	static char path[4096];
@@ -201,6 +218,7 @@ Test(ranks, one_host_straggler)
 	check_straggler(data, host, host, pids);
 	check_allreduce_wait(data);
 	check_per_rank(data, true);
+	check_trace(data, "\"python3 rank 0\"", "\"python3 rank 1\"");
 	check_pprof(data, pids);
 	free(data);
 }
@@ -228,6 +246,7 @@ Test(ranks, two_hosts_merged)
 	check_straggler(ab, "hostA", "hostB", pids);
 	check_allreduce_wait(ab);
 	check_per_rank(ab, false);
+	check_trace(ab, "\"python3 rank 0 @hostA\"", "\"python3 rank 1 @hostB\"");
 	check_pprof(ab, pids);
 	/* diff works on the merged profile: rank by rank against host A's own */
 	r = run(dir, NULL, NULL,
@@ -279,4 +298,38 @@ Test(ranks, merge_refuses)
 	cr_assert_not_null(strstr(r.err, "holds no ranks"), "%s", r.err);
 	run_free(&r);
 	free(out);
+}
+
+/* Attach: a process that was running before the recording gets its rank too. */
+Test(ranks, attach_reads_rank)
+{
+	char *data = path_in(dir, "attach.data"), pid[16];
+	const char *busy[] = { "/usr/bin/env",
+			       "PMI_RANK=2",
+			       "PMI_SIZE=4",
+			       "/bin/sh",
+			       "-c",
+			       "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done",
+			       NULL };
+	pid_t child = run_bg(dir, busy);
+	struct run_result r;
+
+	usleep(300000); /* past env's exec */
+	snprintf(pid, sizeof(pid), "%d", (int)child);
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "record", "-p", pid, "-d", "1", "-o", data,
+				  NULL });
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = report(data, (const char *[]){ "--ranks", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	struct rank_row rows[2];
+	cr_assert_eq(parse_ranks(r.out, rows, 2), 1, "%s", r.out);
+	cr_assert_eq(rows[0].rank, 2, "%s", r.out);
+	cr_assert_eq(rows[0].pid, (unsigned)child, "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "one rank only"), "%s", r.out);
+	run_free(&r);
+	free(data);
 }
