@@ -239,63 +239,353 @@ out:
 }
 
 /*
- * Order of whole output lines, "text count\n", as `LC_ALL=C sort` would
- * sort them, without building them: texts differ before either ends
- * except when one is a prefix of the other, and then the tails decide.
+ * Streaming: lines are written as they are made, in the order `LC_ALL=C
+ * sort` gives them, with memory bounded by the profile's stack tree, not
+ * by the output (a deep chain with a sample per level prints the square
+ * of its depth). A level's items are sorted by their whole text: a name's
+ * own line is "name count\n", the lines under it start "name;", and
+ * since names hold no ';' or newline, no item's text is a prefix of
+ * another's, so sorting items level by level orders the whole lines.
+ * Children with equal names are one group (their lines are one line).
  */
-static int whole_line_cmp(const void *a, const void *b)
+struct fitem {
+	size_t off, len; /* the name, in fs->nc.text (frames) or fs->comms (comms) */
+	bool comm;
+	bool sub; /* the lines under the name; else its own line */
+	uint64_t count; /* own line: the count printed */
+	size_t first, n; /* sub: its nodes, [first, first + n) of the level's array */
+};
+
+struct fstream {
+	const struct profile *p;
+	FILE *out;
+	bool by_ns;
+	struct frame_names nc;
+	struct strbuf comms; /* folded comm names */
+	size_t *child_off; /* children of stack s: child[child_off[s] .. child_off[s + 1]) */
+	uint32_t *child;
+	uint32_t *mark; /* == gen: the stack is on the way to a line of the current comm */
+	uint64_t *own; /* the current comm's weight ending at each stack */
+	uint32_t gen;
+	struct strbuf path; /* the text of the current level's parent */
+};
+
+static const struct fstream *fitem_fs; /* qsort's context */
+
+static const char *fitem_text(const struct fstream *fs, const struct fitem *it)
 {
-	const struct folded_line *x = a, *y = b;
+	return (it->comm ? fs->comms.buf : fs->nc.text.buf) + it->off;
+}
+
+static int fitem_cmp(const void *a, const void *b)
+{
+	const struct fitem *x = a, *y = b;
+	const char *xs = fitem_text(fitem_fs, x), *ys = fitem_text(fitem_fs, y);
 	size_t n = x->len < y->len ? x->len : y->len, xl, yl;
 	char xt[32], yt[32];
-	int c = memcmp(x->s, y->s, n);
+	int c = memcmp(xs, ys, n);
 
 	if (c)
 		return c;
-	xl = (size_t)snprintf(xt, sizeof(xt), " %llu\n", (unsigned long long)x->weight);
-	yl = (size_t)snprintf(yt, sizeof(yt), " %llu\n", (unsigned long long)y->weight);
+	xl = x->sub ? (size_t)snprintf(xt, sizeof(xt), ";")
+		    : (size_t)snprintf(xt, sizeof(xt), " %llu\n", (unsigned long long)x->count);
+	yl = y->sub ? (size_t)snprintf(yt, sizeof(yt), ";")
+		    : (size_t)snprintf(yt, sizeof(yt), " %llu\n", (unsigned long long)y->count);
 	for (size_t i = n;; i++) {
-		int xc = i < x->len ? (uint8_t)x->s[i] : i - x->len < xl ? xt[i - x->len] : -1;
-		int yc = i < y->len ? (uint8_t)y->s[i] : i - y->len < yl ? yt[i - y->len] : -1;
+		int xc = i < x->len ? (uint8_t)xs[i] : i - x->len < xl ? xt[i - x->len] : -1;
+		int yc = i < y->len ? (uint8_t)ys[i] : i - y->len < yl ? yt[i - y->len] : -1;
 
 		if (xc != yc || xc < 0)
 			return xc < yc ? -1 : xc > yc;
 	}
 }
 
+/* Stacks by their frame's name (built already), then by id. */
+static int kid_cmp(const void *a, const void *b)
+{
+	const struct fstream *fs = fitem_fs;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	uint32_t fx = profile__get_stack(fs->p, x)->frame, fy = profile__get_stack(fs->p, y)->frame;
+	size_t lx = fs->nc.len[fx], ly = fs->nc.len[fy];
+	int c = memcmp(fs->nc.text.buf + fs->nc.off[fx], fs->nc.text.buf + fs->nc.off[fy],
+		       lx < ly ? lx : ly);
+
+	if (c)
+		return c;
+	if (lx != ly)
+		return lx < ly ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static bool same_name(const struct fstream *fs, uint32_t x, uint32_t y)
+{
+	uint32_t fx = profile__get_stack(fs->p, x)->frame, fy = profile__get_stack(fs->p, y)->frame;
+
+	return fs->nc.len[fx] == fs->nc.len[fy] &&
+	       !memcmp(fs->nc.text.buf + fs->nc.off[fx], fs->nc.text.buf + fs->nc.off[fy],
+		       fs->nc.len[fx]);
+}
+
+static int put_line(struct fstream *fs, const char *name, size_t len, uint64_t count)
+{
+	int err = put_buf(fs->out, fs->path.buf, fs->path.len);
+
+	if (!err && fs->path.len)
+		err = put_buf(fs->out, ";", 1);
+	if (!err)
+		err = put_buf(fs->out, name, len);
+	if (!err && fprintf(fs->out, " %llu\n", (unsigned long long)count) < 0)
+		err = render_write_error();
+	return err;
+}
+
+static int emit_items(struct fstream *fs, struct fitem *items, size_t n, const uint32_t *nodes);
+
+/* The lines under the stacks `nodes` (one name's group) of the current comm. */
+static int emit_level(struct fstream *fs, const uint32_t *nodes, size_t n)
+{
+	uint32_t *kids = NULL;
+	struct fitem *items = NULL;
+	size_t nk = 0, cap = 0, ni = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < n && !err; i++) {
+		for (size_t k = fs->child_off[nodes[i]]; k < fs->child_off[nodes[i] + 1]; k++) {
+			uint32_t c = fs->child[k];
+			const char *s;
+			size_t len;
+
+			if (fs->mark[c] != fs->gen)
+				continue;
+			err = frame_name(fs->p, &fs->nc, profile__get_stack(fs->p, c)->frame, &s,
+					 &len);
+			if (!err)
+				err = grow_array((void **)&kids, &cap, nk + 1, sizeof(*kids));
+			if (err)
+				break;
+			kids[nk++] = c;
+		}
+	}
+	if (!err && nk && !(items = malloc(2 * nk * sizeof(*items))))
+		err = -ENOMEM;
+	if (!err) {
+		fitem_fs = fs;
+		qsort(kids, nk, sizeof(*kids), kid_cmp);
+	}
+	for (size_t a = 0, b; !err && a < nk; a = b) {
+		uint32_t f = profile__get_stack(fs->p, kids[a])->frame;
+		uint64_t own = 0;
+		bool sub = false;
+
+		for (b = a; b < nk && (b == a || same_name(fs, kids[a], kids[b])); b++) {
+			uint32_t c = kids[b];
+
+			own = sat_add(own, fs->own[c]);
+			for (size_t k = fs->child_off[c]; !sub && k < fs->child_off[c + 1]; k++)
+				sub = fs->mark[fs->child[k]] == fs->gen;
+		}
+		own = print_count(own, fs->by_ns);
+		if (own) /* else under half a microsecond */
+			items[ni++] = (struct fitem){ .off = fs->nc.off[f],
+						      .len = fs->nc.len[f],
+						      .count = own };
+		if (sub)
+			items[ni++] = (struct fitem){ .off = fs->nc.off[f],
+						      .len = fs->nc.len[f],
+						      .sub = true,
+						      .first = a,
+						      .n = b - a };
+	}
+	if (!err)
+		err = emit_items(fs, items, ni, kids);
+	free(items);
+	free(kids);
+	return err;
+}
+
+static int emit_items(struct fstream *fs, struct fitem *items, size_t n, const uint32_t *nodes)
+{
+	int err = 0;
+
+	fitem_fs = fs;
+	qsort(items, n, sizeof(*items), fitem_cmp);
+	for (size_t i = 0; i < n && !err; i++) {
+		const struct fitem *it = &items[i];
+		size_t at = fs->path.len;
+
+		if (!it->sub) {
+			err = put_line(fs, fitem_text(fs, it), it->len, it->count);
+			continue;
+		}
+		err = at ? sb_add(&fs->path, ";", 1) : 0;
+		if (!err)
+			err = sb_add(&fs->path, fitem_text(fs, it), it->len);
+		if (!err)
+			err = emit_level(fs, nodes + it->first, it->n);
+		fs->path.len = at;
+	}
+	return err;
+}
+
+/* Entries by comm name. */
+static const struct fstream *entry_fs;
+static size_t *entry_name_off, *entry_name_len;
+
+static int entry_cmp(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	size_t lx = entry_name_len[x], ly = entry_name_len[y];
+	int c = memcmp(entry_fs->comms.buf + entry_name_off[x],
+		       entry_fs->comms.buf + entry_name_off[y], lx < ly ? lx : ly);
+
+	if (c)
+		return c;
+	return lx < ly ? -1 : lx > ly;
+}
+
+/* The children index of the stack tree: child_off[] and child[]. */
+static int build_children(struct fstream *fs)
+{
+	size_t n = profile__nr_stacks(fs->p);
+
+	fs->child_off = calloc(n + 2, sizeof(*fs->child_off));
+	fs->child = malloc((n ? n : 1) * sizeof(*fs->child));
+	fs->mark = calloc(n ? n : 1, sizeof(*fs->mark));
+	fs->own = calloc(n ? n : 1, sizeof(*fs->own));
+	if (!fs->child_off || !fs->child || !fs->mark || !fs->own)
+		return -ENOMEM;
+	for (size_t s = 1; s < n; s++) {
+		uint32_t parent = profile__get_stack(fs->p, (uint32_t)s)->parent;
+
+		if (parent >= s)
+			return -EINVAL;
+		fs->child_off[parent + 2]++;
+	}
+	for (size_t s = 2; s < n + 2; s++)
+		fs->child_off[s] += fs->child_off[s - 1];
+	for (size_t s = 1; s < n; s++)
+		fs->child[fs->child_off[profile__get_stack(fs->p, (uint32_t)s)->parent + 1]++] =
+			(uint32_t)s;
+	return 0;
+}
+
+/* One comm group's lines: its entries' stacks marked, then the tree under the root. */
+static int emit_comm(struct fstream *fs, const struct agg *agg, const size_t *order, size_t n)
+{
+	uint32_t root = 0;
+	int err;
+
+	if (++fs->gen == 0) { /* wrapped: clear the marks */
+		memset(fs->mark, 0, profile__nr_stacks(fs->p) * sizeof(*fs->mark));
+		fs->gen = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		uint32_t s = agg->v[order[i]].stack;
+
+		fs->own[s] = sat_add(fs->own[s], agg->v[order[i]].weight);
+		while (s && fs->mark[s] != fs->gen) {
+			fs->mark[s] = fs->gen;
+			s = profile__get_stack(fs->p, s)->parent;
+		}
+	}
+	fs->mark[0] = fs->gen;
+	err = emit_level(fs, &root, 1);
+	for (size_t i = 0; i < n; i++)
+		fs->own[agg->v[order[i]].stack] = 0;
+	return err;
+}
+
 int render_folded(const struct profile *p, const struct render_select *sel, FILE *out)
 {
-	bool by_ns = sel && sel->weight_ns;
-	struct strbuf keys = { 0 };
-	struct folded_line *lines = NULL;
-	size_t n = 0, kept = 0;
+	struct fstream fs = { .p = p, .out = out, .by_ns = sel && sel->weight_ns };
+	struct fitem *items = NULL;
+	size_t *order = NULL, ni = 0;
 	struct agg agg;
 	int err;
 
 	err = agg_samples(p, sel, &agg);
 	if (err)
 		return err;
-	err = folded_lines(p, &agg, &keys, &lines, &n);
-	if (err)
-		goto out;
-	/* from here on, weight is the count as printed */
-	for (size_t i = 0; i < n; i++) {
-		lines[i].weight = print_count(lines[i].weight, by_ns);
-		if (lines[i].weight) /* else under half a microsecond */
-			lines[kept++] = lines[i];
+	err = frame_names_init(&fs.nc, p);
+	if (!err)
+		err = build_children(&fs);
+	if (!err) {
+		order = malloc((agg.len ? agg.len : 1) * sizeof(*order));
+		entry_name_off = malloc((agg.len ? agg.len : 1) * sizeof(*entry_name_off));
+		entry_name_len = malloc((agg.len ? agg.len : 1) * sizeof(*entry_name_len));
+		items = malloc((2 * agg.len + 1) * sizeof(*items));
+		if (!order || !entry_name_off || !entry_name_len || !items)
+			err = -ENOMEM;
 	}
-	n = kept;
-	qsort(lines, n, sizeof(*lines), whole_line_cmp);
-	for (size_t i = 0; !err && i < n; i++) {
-		err = put_buf(out, lines[i].s, lines[i].len);
-		if (!err && fprintf(out, " %llu\n", (unsigned long long)lines[i].weight) < 0)
-			err = render_write_error();
+	/* the comms' names; entries grouped by name */
+	for (size_t i = 0; !err && i < agg.len; i++) {
+		uint32_t comm = agg.v[i].comm;
+
+		order[i] = i;
+		entry_name_off[i] = fs.comms.len;
+		err = sb_add_folded_name(&fs.comms, profile__str(p, comm),
+					 profile__str_len(p, comm));
+		entry_name_len[i] = fs.comms.len - entry_name_off[i];
+	}
+	if (!err) {
+		entry_fs = &fs;
+		qsort(order, agg.len, sizeof(*order), entry_cmp);
+	}
+	/* the top level: a comm's own line (empty stacks) and the lines under it */
+	for (size_t a = 0, b; !err && a < agg.len; a = b) {
+		uint64_t own = 0;
+		bool sub = false;
+
+		for (b = a; b < agg.len && (b == a || !entry_cmp(&order[a], &order[b])); b++) {
+			if (agg.v[order[b]].stack)
+				sub = true;
+			else
+				own = sat_add(own, agg.v[order[b]].weight);
+		}
+		own = print_count(own, fs.by_ns);
+		if (own)
+			items[ni++] = (struct fitem){ .off = entry_name_off[order[a]],
+						      .len = entry_name_len[order[a]],
+						      .comm = true,
+						      .count = own };
+		if (sub)
+			items[ni++] = (struct fitem){ .off = entry_name_off[order[a]],
+						      .len = entry_name_len[order[a]],
+						      .comm = true,
+						      .sub = true,
+						      .first = a,
+						      .n = b - a };
+	}
+	if (!err) {
+		fitem_fs = &fs;
+		qsort(items, ni, sizeof(*items), fitem_cmp);
+	}
+	for (size_t i = 0; !err && i < ni; i++) {
+		if (!items[i].sub) {
+			err = put_line(&fs, fitem_text(&fs, &items[i]), items[i].len,
+				       items[i].count);
+			continue;
+		}
+		fs.path.len = 0;
+		err = sb_add(&fs.path, fitem_text(&fs, &items[i]), items[i].len);
+		if (!err)
+			err = emit_comm(&fs, &agg, order + items[i].first, items[i].n);
+		fs.path.len = 0;
 	}
 	if (!err && (fflush(out) == EOF || ferror(out)))
 		err = render_write_error();
-out:
 	agg_free(&agg);
-	sb_free(&keys);
-	free(lines);
+	frame_names_free(&fs.nc);
+	sb_free(&fs.comms);
+	sb_free(&fs.path);
+	free(fs.child_off);
+	free(fs.child);
+	free(fs.mark);
+	free(fs.own);
+	free(order);
+	free(items);
+	free(entry_name_off);
+	free(entry_name_len);
+	entry_name_off = entry_name_len = NULL;
 	return err;
 }

@@ -351,37 +351,66 @@ static int add_num_label(struct strbuf *sample, struct strbuf *tmp, int64_t key,
 	return err ? err : pb_bytes(sample, 3, tmp->buf, tmp->len);
 }
 
-static int gzip_out(const struct strbuf *b, FILE *out)
+/*
+ * The gzip stream, written as the profile is made: the samples (whose
+ * location lists add up to depth x samples) go out one by one, and the
+ * tables they point into (locations, functions, strings) at the end, which
+ * protobuf allows (a message's fields may come in any order).
+ */
+struct gzsink {
+	z_stream zs;
+	FILE *out;
+	unsigned char *buf;
+	bool open;
+};
+
+#define GZ_BUF 65536
+
+static int gz_open(struct gzsink *g, FILE *out)
 {
-	unsigned char buf[65536];
-	z_stream zs = { 0 };
-	size_t left = b->len;
-	int err = 0, zr;
-
-	if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+	memset(g, 0, sizeof(*g));
+	g->out = out;
+	g->buf = malloc(GZ_BUF);
+	if (!g->buf || deflateInit2(&g->zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
 		return -ENOMEM;
-	zs.next_in = (unsigned char *)b->buf;
-	do {
-		uInt chunk = left > (1u << 30) ? 1u << 30 : (uInt)left;
+	g->open = true;
+	return 0;
+}
 
-		zs.avail_in = chunk;
-		left -= chunk;
+static int gz_write(struct gzsink *g, const void *data, size_t len, bool finish)
+{
+	const unsigned char *d = data;
+
+	do {
+		uInt chunk = len > (1u << 30) ? 1u << 30 : (uInt)len;
+		bool last = finish && chunk == len;
+		int zr, err;
+
+		g->zs.next_in = (unsigned char *)d;
+		g->zs.avail_in = chunk;
+		d += chunk;
+		len -= chunk;
 		do {
-			zs.next_out = buf;
-			zs.avail_out = sizeof(buf);
-			zr = deflate(&zs, left ? Z_NO_FLUSH : Z_FINISH);
-			if (zr == Z_STREAM_ERROR) {
-				err = -EIO;
-				goto out;
-			}
-			err = put_buf(out, buf, sizeof(buf) - zs.avail_out);
+			g->zs.next_out = g->buf;
+			g->zs.avail_out = GZ_BUF;
+			zr = deflate(&g->zs, last ? Z_FINISH : Z_NO_FLUSH);
+			if (zr == Z_STREAM_ERROR)
+				return -EIO;
+			err = put_buf(g->out, g->buf, GZ_BUF - g->zs.avail_out);
 			if (err)
-				goto out;
-		} while (zs.avail_out == 0);
-	} while (left);
-out:
-	deflateEnd(&zs);
-	return err;
+				return err;
+		} while (g->zs.avail_out == 0);
+	} while (len);
+	return 0;
+}
+
+static void gz_close(struct gzsink *g)
+{
+	if (g->open)
+		deflateEnd(&g->zs);
+	free(g->buf);
+	g->open = false;
+	g->buf = NULL;
 }
 
 static int pentry_cmp(const void *a, const void *b)
@@ -463,6 +492,7 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	const struct pf_meta *m = profile__cmeta(p);
 	struct pprof pp = { .p = p };
 	struct strbuf prof = { 0 }, samples = { 0 };
+	struct gzsink gz = { 0 };
 	bool kinds[SAMPLE_KIND_MAX], cols[COL_MAX];
 	int64_t s_comm, s_pid, s_tid, s_thread, s_rank, s_host, s_count, s_ns, s_cpu,
 		type[COL_MAX] = { 0 }, unit[COL_MAX] = { 0 };
@@ -525,7 +555,12 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 			goto out;
 	}
 
-	err = collect(p, kinds, &v, &nr);
+	err = gz_open(&gz, out);
+	if (!err)
+		err = gz_write(&gz, prof.buf, prof.len, false);
+	prof.len = 0;
+	if (!err)
+		err = collect(p, kinds, &v, &nr);
 	if (err)
 		goto out;
 	/*
@@ -597,6 +632,9 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 			err = add_num_label(&pp.msg, &pp.sub, s_rank, pr->rank, s_count);
 		if (!err)
 			err = pb_bytes(smp, 2, pp.msg.buf, pp.msg.len);
+		if (!err)
+			err = gz_write(&gz, smp->buf, smp->len, false);
+		smp->len = 0;
 		if (err)
 			goto out;
 	}
@@ -615,9 +653,7 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 			goto out;
 		}
 	}
-	err = sb_add(&prof, samples.buf, samples.len);
-	if (!err)
-		err = sb_add(&prof, pp.mappings.buf, pp.mappings.len);
+	err = sb_add(&prof, pp.mappings.buf, pp.mappings.len);
 	if (!err)
 		err = sb_add(&prof, pp.locations.buf, pp.locations.len);
 	if (!err)
@@ -640,10 +676,11 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	if (!err && lost_note)
 		err = pb_uint(&prof, 13, (uint64_t)lost_note);
 	if (!err)
-		err = gzip_out(&prof, out);
+		err = gz_write(&gz, prof.buf, prof.len, true);
 	if (!err && (fflush(out) == EOF || ferror(out)))
 		err = render_write_error();
 out:
+	gz_close(&gz);
 	free(v);
 	free(pp.str_idx);
 	free(pp.fn_of);

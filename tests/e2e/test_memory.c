@@ -347,3 +347,40 @@ Test(memory, deep_chain_is_refused_in_bounded_memory)
 	}
 	free(data);
 }
+
+/*
+ * A deep chain dlflame does read: 2,500 frames of a 48-byte name with a
+ * sample at every level. Its folded output is 150 MB (the square of the
+ * depth); it is written as it is made, so no output holds it in memory.
+ */
+Test(memory, deep_chain_outputs_stream)
+{
+	static const char *const outputs[] = { "--folded", "--svg", "--top", "--pprof", "--trace" };
+	static const char long_name[] = "a_rather_long_templated_function_name_of_48_byte";
+	char *data = path_in(dir, "deep.data");
+	struct profile *p = profile__new();
+	int64_t name = profile__string(p, long_name, sizeof(long_name) - 1),
+		t = profile__thread(p, 1, 1, (uint32_t)name);
+	int64_t fr = profile__frame(p, (uint32_t)name, 0, FRAME_USER), st = 0;
+
+	for (uint32_t i = 0; i < 2500; i++) {
+		st = profile__stack(p, (uint32_t)st, (uint32_t)fr);
+		cr_assert_geq(st, 0);
+		cr_assert_eq(profile__add_sample(p, &(struct pf_sample){ .time = i,
+									 .weight = 1,
+									 .stack = (uint32_t)st,
+									 .thread = (uint32_t)t }),
+			     0);
+	}
+	cr_assert_eq(profile__write(p, data), 0);
+	profile__free(p);
+	for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
+		struct cost c = report_cost(data, outputs[i]);
+
+		cr_log_info("%s: %ld kB, %.2f s", outputs[i], c.rss_kb, c.cpu_s);
+		cr_assert_eq(c.status, 0, "%s: %s", outputs[i], c.err);
+		cr_assert_leq(c.rss_kb, 100 * 1024, "%s: %ld kB", outputs[i], c.rss_kb);
+		free(c.err);
+	}
+	free(data);
+}

@@ -19,7 +19,7 @@
 
 #include "run.h"
 
-#define STEPS "30"
+#define STEPS "60"
 
 static char *dir;
 

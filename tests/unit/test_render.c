@@ -769,3 +769,108 @@ Test(quality, hints_name_modules_without_symbols)
 	cr_assert_eq(render_symbol_hints(p, &off, 0.05, h, 4, &n), 0);
 	cr_assert_eq(n, 2, "50 samples");
 }
+
+/*
+ * The streamed folded output against the plain definition: one line per
+ * distinct text, counts summed, in `LC_ALL=C sort` order. Random trees
+ * whose names are prefixes of each other and hold bytes below ';' (space,
+ * parentheses, digits, ':'), equal names of different frames, comms that
+ * differ the same way, empty stacks and blocks under half a microsecond.
+ */
+struct ref_line {
+	char text[512];
+	uint64_t w;
+};
+
+static int ref_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ref_line *)a)->text, ((const struct ref_line *)b)->text);
+}
+
+Test(folded, streamed_order_is_sort_order)
+{
+	static const char
+		*const names[] = { "f",	  "f(int)", "f ", "f0",		  "f:x", "g",
+				   "g-1", "g!",	    "",	  "f(int) const", "f;" /* as f: */ };
+	static const char *const comms[] = { "py", "py 1", "py(2)", "py:3", "python" };
+	unsigned seed = 12345;
+
+	for (int round = 0; round < 40; round++) {
+		struct ref_line *ref = calloc(4000, sizeof(*ref));
+		size_t nref = 0;
+		bool by_ns = round & 1;
+		struct render_select sel = {
+			.kinds = { [SAMPLE_ONCPU] = true, [SAMPLE_OFFCPU] = true },
+			.weight_ns = by_ns
+		};
+		char *out, *want;
+		size_t wlen = 0;
+		FILE *wf;
+
+		cr_assert_not_null(ref);
+		teardown();
+		setup();
+		for (int i = 0; i < 300; i++) {
+			struct pf_sample s = { .time = (uint64_t)i };
+			char text[512];
+			int depth = rand_r(&seed) % 6, n;
+			int64_t parent = 0;
+			const char *comm = comms[rand_r(&seed) % 5];
+
+			n = snprintf(text, sizeof(text), "%s", comm);
+			for (int d = 0; d < depth; d++) {
+				size_t k =
+					(size_t)rand_r(&seed) % (sizeof(names) / sizeof(names[0]));
+				/* two modules: equal names, different frames */
+				int64_t fr = profile__frame_str(
+					p, names[k], rand_r(&seed) & 1 ? "a" : "b", FRAME_USER);
+
+				cr_assert_geq(fr, 0);
+				parent = profile__stack(p, (uint32_t)parent, (uint32_t)fr);
+				cr_assert_geq(parent, 0);
+				n += snprintf(text + n, sizeof(text) - (size_t)n, ";%s",
+					      k == 10  ? "f:"
+					      : k == 8 ? "[unnamed]"
+						       : names[k]);
+			}
+			s.stack = (uint32_t)parent;
+			s.thread = thread(comm, (uint32_t)(rand_r(&seed) % 3));
+			s.kind = rand_r(&seed) & 1 ? SAMPLE_OFFCPU : SAMPLE_ONCPU;
+			s.weight = (uint64_t)(rand_r(&seed) % 3000);
+			cr_assert_eq(profile__add_sample(p, &s), 0);
+			if (!by_ns)
+				s.weight = 1;
+			if (!s.weight)
+				continue;
+			size_t k;
+			for (k = 0; k < nref && strcmp(ref[k].text, text); k++)
+				;
+			if (k == nref)
+				snprintf(ref[nref++].text, sizeof(ref[0].text), "%s", text);
+			ref[k].w += s.weight;
+		}
+		/* the whole lines, "text count", sorted as bytes */
+		for (size_t k = 0; k < nref; k++) {
+			uint64_t c = by_ns ? ref[k].w / 1000 + (ref[k].w % 1000 >= 500) : ref[k].w;
+			size_t l = strlen(ref[k].text);
+
+			if (c)
+				snprintf(ref[k].text + l, sizeof(ref[0].text) - l, " %llu",
+					 (unsigned long long)c);
+			else
+				ref[k].text[0] = '\0';
+		}
+		qsort(ref, nref, sizeof(*ref), ref_cmp);
+		wf = open_memstream(&want, &wlen);
+		cr_assert_not_null(wf);
+		for (size_t k = 0; k < nref; k++)
+			if (ref[k].text[0])
+				fprintf(wf, "%s\n", ref[k].text);
+		cr_assert_eq(fclose(wf), 0);
+		out = folded(&sel);
+		cr_assert_str_eq(out, want, "round %d", round);
+		free(out);
+		free(want);
+		free(ref);
+	}
+}
