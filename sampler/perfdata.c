@@ -203,6 +203,13 @@ void perfdata__set_window(size_t bytes)
 	window_bytes = bytes;
 }
 
+static size_t held_max = COMP_HELD_MAX;
+
+void perfdata__set_held_max(size_t bytes)
+{
+	held_max = bytes ? bytes : COMP_HELD_MAX;
+}
+
 #define KIND_USER 0xfffffffeu /* kind_name's fallbacks */
 #define KIND_KERNEL 0xffffffffu
 
@@ -679,7 +686,7 @@ static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off,
 	/* decode now so that a corrupt record is reported where it is, and to learn its time */
 	if (decode(&r->attrs[attr], d, len, &rec))
 		return fail(r, "malformed record", off, kind_name(type));
-	if (r->inner && order_held(&r->q) > COMP_HELD_MAX)
+	if (r->inner && order_held(&r->q) > held_max)
 		return fail(r,
 			    "more than 1 GiB of decompressed records between two rounds "
 			    "(a zstd bomb?)",

@@ -52,5 +52,11 @@ int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info 
  * SIZE_MAX reads it with read() like pipe mode. For tests: not thread-safe.
  */
 void perfdata__set_window(size_t bytes);
+/*
+ * perf record -z: decompressed records held between two FINISHED_ROUND
+ * markers beyond this many bytes are an error (0: the default, 1 GiB;
+ * perf's own rounds hold a few MiB). For tests: not thread-safe.
+ */
+void perfdata__set_held_max(size_t bytes);
 
 #endif

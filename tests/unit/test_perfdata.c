@@ -806,3 +806,32 @@ Test(unzstd, errors_name_the_payload)
 	free(plain);
 	free(frame);
 }
+
+/*
+ * perf record -z: the decompressed records held between two rounds are
+ * capped (1 GiB; a round of perf's holds a few MiB). The cap, lowered for
+ * the test below what a real file's rounds hold, stops the read with its
+ * error at a decompressed record; at the default the same file reads whole.
+ */
+Test(perfdata, compressed_records_held_between_rounds_are_capped)
+{
+	struct perfdata_error e = { 0 };
+	struct counts c = { 0 };
+	char path[128];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/z.data", dir);
+	perf_record("-z --call-graph dwarf,8192", path);
+	perfdata__set_held_max(4096);
+	err = perfdata__read(path, count_cb, &c, NULL, &e);
+	perfdata__set_held_max(0);
+	cr_assert_eq(err, -EINVAL);
+	cr_assert_not_null(e.what);
+	cr_assert_not_null(strstr(e.what, "between two rounds"), "%s", e.what);
+	/* a record that came out of a COMPRESSED one */
+	cr_assert(!strncmp(e.record, "compressed ", 11), "%s", e.record);
+	memset(&c, 0, sizeof(c));
+	memset(&e, 0, sizeof(e));
+	cr_assert_eq(perfdata__read(path, count_cb, &c, NULL, &e), 0, "%s", e.what ? e.what : "");
+	cr_assert_gt(c.samples, 100);
+}
