@@ -67,6 +67,7 @@ static void report_usage(FILE *f)
 	      "      --trace           Chrome Trace Event JSON timeline, trace.json unless -o\n"
 	      "      --calls           probed functions (record --probe): count, total, min,\n"
 	      "                        max, average ms; --by caller splits them by caller\n"
+	      "                        (the Python line, past the interpreter's own frames)\n"
 	      "      --memory          per process: resident set min, average, max (MiB) and\n"
 	      "                        the memory its page faults first touched\n"
 	      "      --ranks           per rank of a distributed job: on-CPU, blocked and\n"
@@ -460,6 +461,9 @@ int cmd_report(int argc, char **argv)
 		return EXIT_BAD;
 	}
 	report_health(o.input, p);
+	/* a probed function's caller is the nearest frame not of the interpreter: a Python line */
+	if (o.format == FMT_CALLS && o.by_caller)
+		o.sel.filter.python = true;
 	if (o.format != FMT_PPROF) {
 		err = relabel(&p, o.lines);
 		if (err) {

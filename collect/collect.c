@@ -76,7 +76,10 @@ bool collector__early(void *ctx, const struct rec *r)
 {
 	struct collector *c = ctx;
 
-	return c->fr.py && r->type == REC_SAMPLE && py_early(c->fr.py, &r->sample);
+	if (!c->fr.py || r->type != REC_SAMPLE)
+		return false;
+	/* a probe's entry: Python frames of a process already seen, never a stranger's */
+	return py_early(c->fr.py, &r->sample, !EV_IS_PROBE(r->sample.event));
 }
 
 void collector__set_start(struct collector *c, uint64_t start_time)

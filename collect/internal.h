@@ -91,9 +91,11 @@ int py_init(struct py_stacks **out, struct collect_python_stats *st);
 void py_free(struct py_stacks *py);
 /*
  * A sample just read from its ring: snapshot its thread's Python frames.
- * True while some process runs a Python whose frames are read.
+ * Not ours (a system-wide probe's): only a process already seen by its
+ * own samples is read. True while some process runs a Python whose
+ * frames are read.
  */
-bool py_early(struct py_stacks *py, const struct rec_sample *s);
+bool py_early(struct py_stacks *py, const struct rec_sample *s, bool ours);
 /* pid exec'd at time: what was probed of it before is void. */
 void py_exec(struct py_stacks *py, uint32_t pid, uint64_t time);
 /* Whether pid runs a Python whose frames are read. */

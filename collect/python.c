@@ -158,9 +158,9 @@ static enum py_state probe(struct py_stacks *py, struct py_proc *p)
 	return p->state;
 }
 
-static void early_locked(struct py_stacks *py, const struct rec_sample *s)
+static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool ours)
 {
-	struct py_proc *p = proc_of(py, s->pid, true);
+	struct py_proc *p = proc_of(py, s->pid, ours);
 	struct py_pending *pp;
 	uint64_t key, v, now;
 	size_t size;
@@ -349,12 +349,12 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 	return err;
 }
 
-bool py_early(struct py_stacks *py, const struct rec_sample *s)
+bool py_early(struct py_stacks *py, const struct rec_sample *s, bool ours)
 {
 	bool any;
 
 	pthread_mutex_lock(&py->lock);
-	early_locked(py, s);
+	early_locked(py, s, ours);
 	any = py->st->processes > 0;
 	pthread_mutex_unlock(&py->lock);
 	return any;

@@ -21,13 +21,17 @@
 
 #include "sampler/internal.h"
 
-/* A probe's sample: maybe another process's (system-wide uprobes), not read early. */
-static bool is_probe(const struct sampler *s, uint64_t id)
+/*
+ * A probe's event (enum rec_event), or EV_ONCPU for any other id. Probes
+ * are system-wide: their samples may be another process's, which the
+ * early callback must tell apart (rec_early_cb).
+ */
+static uint32_t probe_event(const struct sampler *s, uint64_t id)
 {
 	for (size_t i = 0; i < s->nr_probe_ids; i++)
 		if (s->probe_ids[i] == id)
-			return true;
-	return false;
+			return s->probe_events[i];
+	return EV_ONCPU;
 }
 
 static void *early_main(void *arg)
@@ -82,8 +86,13 @@ static void *early_main(void *arg)
 					      SCRATCH_SIZE, &data, &len) <= 0)
 					break;
 				if (rec_decode(&s->layout, data, len, &dec) == 0 &&
-				    dec.type == REC_SAMPLE && !is_probe(s, dec.id))
-					fast = s->early(s->early_ctx, &dec);
+				    dec.type == REC_SAMPLE) {
+					dec.sample.event = probe_event(s, dec.id);
+					/* a return's stack is not kept */
+					if (!EV_IS_PROBE(dec.sample.event) ||
+					    !EV_PROBE_IS_RETURN(dec.sample.event))
+						fast = s->early(s->early_ctx, &dec);
+				}
 				pos = next;
 			}
 			__atomic_store_n(&r->early_pos, pos, __ATOMIC_RELEASE);

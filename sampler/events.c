@@ -221,10 +221,15 @@ void probes_open(struct sampler *s, const pid_t *pids, size_t n)
 							 0);
 				if (!err && ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
 					err = -errno;
-				if (!err && grow_array((void **)&s->probe_ids, &s->probe_ids_cap,
-						       s->nr_probe_ids + 1, sizeof(*s->probe_ids)))
+				if (!err &&
+				    (grow_array((void **)&s->probe_ids, &s->probe_ids_cap,
+						s->nr_probe_ids + 1, sizeof(*s->probe_ids)) ||
+				     grow_array((void **)&s->probe_events, &s->probe_events_cap,
+						s->nr_probe_ids + 1, sizeof(*s->probe_events))))
 					err = -ENOMEM;
 				if (!err) {
+					s->probe_events[s->nr_probe_ids] =
+						ret ? EV_PROBE_RETURN(k) : EV_PROBE_ENTRY(k);
 					s->probe_ids[s->nr_probe_ids++] = id;
 					/* system-wide: it says nothing of whether the targets live */
 					s->events[s->nr_events - 1].hup = true;

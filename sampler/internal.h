@@ -83,7 +83,8 @@ struct sampler {
 	 * opened) lets the early reader skip them.
 	 */
 	uint64_t *probe_ids;
-	size_t nr_probe_ids, probe_ids_cap;
+	uint32_t *probe_events; /* each probe id's enum rec_event */
+	size_t nr_probe_ids, probe_ids_cap, probe_events_cap;
 	struct u64map tree;
 	bool tree_filter;
 

@@ -303,7 +303,9 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx);
  * deliverable()). Set it before the first poll. cb returns whether it wants
  * the next samples at once: then the rings are looked at every
  * EARLY_FAST_US microseconds, else every EARLY_SLOW_MS milliseconds (and
- * at every ring wakeup).
+ * at every ring wakeup). Samples carry their event: a probe's entry
+ * (returns are not shown) may be any process's, system-wide, not only the
+ * recorded ones'.
  */
 #define EARLY_FAST_US 100
 #define EARLY_SLOW_MS 10

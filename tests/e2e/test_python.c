@@ -419,3 +419,51 @@ Test(python, cnn_trainer, .timeout = 600)
 	free(data);
 	free(f);
 }
+
+/*
+ * Probes carry Python frames: the stack at a probed native function's entry
+ * holds the Python function that called it, so `report --calls --by caller`
+ * counts the calls per Python caller, exactly (napper 40, dozer 20).
+ */
+Test(python, probe_entries_have_python_frames)
+{
+	char *data = path_in(dir, "probe.data"), *script = fixture("napper.py");
+	const char *argv[] = { need_env("DLFLAME"),
+			       "record",
+			       "--probe",
+			       "libc.so.6:clock_nanosleep",
+			       "-o",
+			       data,
+			       "--",
+			       "/usr/bin/python3",
+			       script,
+			       NULL };
+	const char *rep[] = {
+		need_env("DLFLAME"), "report", "-i", data, "--calls", "--by", "caller",
+		"--lines",	     NULL
+	};
+	struct run_result r = run(dir, NULL, NULL, argv);
+	unsigned long n = 0;
+	const char *at;
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, rep);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_log_info("%s", r.out);
+	at = strstr(r.out, "<- napper (napper.py:9)");
+	cr_assert_not_null(at, "%s", r.out);
+	while (at > r.out && at[-1] != '\n')
+		at--;
+	cr_assert_eq(sscanf(at, " %lu", &n), 1);
+	cr_assert_eq(n, 40, "%s", r.out);
+	at = strstr(r.out, "<- dozer (napper.py:13)");
+	cr_assert_not_null(at, "%s", r.out);
+	while (at > r.out && at[-1] != '\n')
+		at--;
+	cr_assert_eq(sscanf(at, " %lu", &n), 1);
+	cr_assert_eq(n, 20, "%s", r.out);
+	run_free(&r);
+	free(script);
+	free(data);
+}
