@@ -2,8 +2,10 @@
 /*
  * The probed functions' table, as the framework profilers print theirs:
  * per function COUNT, TOTAL, MIN, MAX, AVG (ms) and the share of the
- * recording's wall time; by caller, one row per calling frame. From the
- * SAMPLE_CALL samples (one per call, weight its duration).
+ * recording's wall time; by caller, one row per calling frame (and, when
+ * that frame is native code called from Python, per Python frame that
+ * made the call). From the SAMPLE_CALL samples (one per call, weight its
+ * duration).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,13 +16,15 @@
 struct call_row {
 	uint32_t name; /* the function's name (string id) */
 	uint32_t caller; /* with by_caller: the calling frame's name, else 0 */
+	uint32_t py; /* with by_caller: the nearest Python frame past a native caller, or 0 */
 	uint64_t count, total, min, max;
 };
 
 struct calls_ctx {
 	const struct profile *p;
 	bool by_caller;
-	struct u64map index; /* name << 32 | caller -> row */
+	struct u64map index; /* name << 32 | pair -> row */
+	struct u64map pairs; /* caller << 32 | py -> pair */
 	struct call_row *rows;
 	size_t n, cap;
 	uint64_t first, last; /* the calls' span, when the profile has no times */
@@ -33,12 +37,28 @@ static uint32_t call_frame_name(const struct profile *p, uint32_t stack)
 	return st && stack ? profile__get_frame(p, st->frame)->name : 0;
 }
 
+/* The name of the innermost Python frame from stack on outward, or 0. */
+static uint32_t python_caller(const struct profile *p, uint32_t stack)
+{
+	while (stack) {
+		const struct pf_stack *st = profile__get_stack(p, stack);
+		const struct pf_frame *fr = profile__get_frame(p, st->frame);
+
+		if (fr->kind == FRAME_PYTHON)
+			return fr->name;
+		if (st->parent >= stack)
+			break;
+		stack = st->parent;
+	}
+	return 0;
+}
+
 static int add_call(void *ctx, const struct pf_sample *s)
 {
 	struct calls_ctx *c = ctx;
 	const struct pf_stack *st;
-	uint32_t name, caller = 0;
-	uint64_t key, v;
+	uint32_t name, caller = 0, py = 0;
+	uint64_t key, v, pair = 0;
 	struct call_row *r;
 
 	if (s->kind != SAMPLE_CALL || !s->stack || s->stack >= profile__nr_stacks(c->p))
@@ -47,14 +67,25 @@ static int add_call(void *ctx, const struct pf_sample *s)
 	if (c->by_caller) {
 		st = profile__get_stack(c->p, s->stack);
 		caller = call_frame_name(c->p, st->parent);
+		if (st->parent && st->parent < s->stack &&
+		    profile__get_frame(c->p, profile__get_stack(c->p, st->parent)->frame)->kind !=
+			    FRAME_PYTHON)
+			py = python_caller(c->p, st->parent);
+		key = (uint64_t)caller << 32 | py;
+		if (!u64map_get(&c->pairs, key, &pair)) {
+			pair = c->pairs.len;
+			if (u64map_put(&c->pairs, key, pair))
+				return -ENOMEM;
+		}
 	}
-	key = (uint64_t)name << 32 | caller;
+	key = (uint64_t)name << 32 | pair;
 	if (!u64map_get(&c->index, key, &v)) {
 		if (grow_array((void **)&c->rows, &c->cap, c->n + 1, sizeof(*c->rows)) ||
 		    u64map_put(&c->index, key, c->n))
 			return -ENOMEM;
-		c->rows[c->n] =
-			(struct call_row){ .name = name, .caller = caller, .min = UINT64_MAX };
+		c->rows[c->n] = (struct call_row){
+			.name = name, .caller = caller, .py = py, .min = UINT64_MAX
+		};
 		v = c->n++;
 	}
 	r = &c->rows[v];
@@ -95,6 +126,7 @@ int render_calls(const struct profile *p, const struct render_select *sel, bool 
 
 	(void)sel;
 	u64map_init(&c.index);
+	u64map_init(&c.pairs);
 	err = profile__foreach_sample(p, add_call, &c);
 	if (err)
 		goto out;
@@ -123,6 +155,12 @@ int render_calls(const struct profile *p, const struct render_select *sel, bool 
 				err = sb_add_folded_name(
 					&name, r->caller ? profile__str(p, r->caller) : "[root]",
 					r->caller ? profile__str_len(p, r->caller) : 6);
+			/* native code between: which Python line made the call */
+			if (!err && r->py)
+				err = sb_add(&name, " <- ... <- ", 11);
+			if (!err && r->py)
+				err = sb_add_folded_name(&name, profile__str(p, r->py),
+							 profile__str_len(p, r->py));
 		}
 		if (!err && fprintf(out, "%10llu %12.3f %10.3f %10.3f %10.3f %5.1f%%  %.*s\n",
 				    (unsigned long long)r->count, ms(r->total), ms(r->min),
@@ -136,6 +174,7 @@ int render_calls(const struct profile *p, const struct render_select *sel, bool 
 		err = render_write_error();
 out:
 	u64map_free(&c.index);
+	u64map_free(&c.pairs);
 	free(c.rows);
 	return err;
 }

@@ -143,7 +143,7 @@ int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int 
 void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
 void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr);
 /* A probe entry's stack copy: the stack at the call, for its callers. */
-#define PROBE_STACK_SIZE 8192
+#define PROBE_STACK_SIZE 32768
 int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
 		     const struct sampler_probe *p, bool ret);
 /*

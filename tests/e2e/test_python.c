@@ -467,3 +467,52 @@ Test(python, probe_entries_have_python_frames)
 	free(script);
 	free(data);
 }
+
+/*
+ * The framework profiler's question, from outside: which Python line calls
+ * oneDNN. Debian's PyTorch CNN trainer with dnnl_primitive_execute probed:
+ * nearly every call's stack reaches through libtorch to the Python frame
+ * that made it (the convolution's forward, autograd's backward).
+ */
+Test(python, probe_calls_by_python_line, .timeout = 600)
+{
+	char *data = path_in(dir, "cnnprobe.data"), *script;
+	const char *rep[] = { need_env("DLFLAME"), "report", "-i",     data,
+			      "--calls",	   "--by",   "caller", NULL };
+	struct run_result r;
+	unsigned long total = 0, python = 0;
+
+	if (access("/usr/bin/python3", X_OK) ||
+	    system("/usr/bin/python3 -c 'import torch' 2>/dev/null"))
+		cr_skip_test("python3-torch is not installed");
+	script = path_in(need_env("EXAMPLES"), "cnn_train.py");
+	r = run(dir, (char *[]){ "MALLOC_PERTURB_=0", NULL }, NULL,
+		(const char *[]){ need_env("DLFLAME"), "record", "--probe",
+				  "libdnnl.so.2:dnnl_primitive_execute", "-o", data, "--",
+				  "/usr/bin/python3", script, "60", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL, rep);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_log_info("%s", r.out);
+	char *text = strdup(r.out), *save = NULL;
+
+	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		unsigned long n;
+
+		if (sscanf(l, " %lu", &n) != 1)
+			continue;
+		total += n;
+		if (strstr(l, " <- ... <- "))
+			python += n;
+	}
+	free(text);
+	cr_assert_gt(total, 500, "%s", r.out);
+	cr_assert_geq(python, total * 95 / 100, "%lu of %lu calls with a Python caller:\n%s",
+		      python, total, r.out);
+	cr_assert_not_null(strstr(r.out, "_conv_forward"), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "backward"), "%s", r.out);
+	run_free(&r);
+	free(script);
+	free(data);
+}
