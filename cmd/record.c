@@ -336,6 +336,9 @@ int cmd_record(int argc, char **argv)
 			      sampler__open_strerror(err, msg, sizeof(msg)));
 			goto out;
 		}
+		/* its rank from the environment it is given, even if it is gone before its exec's record is read */
+		if (collector__rank_from_envp(ss.col, (uint32_t)child, env))
+			error("out of memory");
 		if (sampler__stats(ss.s)->kernel_excluded)
 			warn_kernel_excluded(ss.offcpu);
 		if (sampler__stats(ss.s)->probe_err)

@@ -121,6 +121,8 @@ bool collector__early(void *c, const struct rec *r);
  */
 void collector__enable_ranks(struct collector *c);
 int collector__read_rank(struct collector *c, uint32_t pid);
+/* A launched process's rank from the environment it was given (NULL-terminated). */
+int collector__rank_from_envp(struct collector *c, uint32_t pid, char *const envp[]);
 
 /* What a launcher's variables say of a process: PF_NO_RANK where they say nothing. */
 struct rank_env {

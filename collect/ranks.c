@@ -124,27 +124,54 @@ static char *read_environ(uint32_t pid, size_t *len)
 	return buf;
 }
 
+static int set_rank(struct collector *c, uint32_t pid, const struct rank_env *re)
+{
+	int64_t launcher = profile__string(c->prof, re->launcher, strlen(re->launcher));
+
+	if (launcher < 0)
+		return (int)launcher;
+	return profile__set_process(c->prof, &(struct pf_process){
+						     .pid = pid,
+						     .rank = re->rank,
+						     .local_rank = re->local_rank,
+						     .world_size = re->world_size,
+						     .launcher = (uint32_t)launcher,
+					     });
+}
+
+int collector__rank_from_envp(struct collector *c, uint32_t pid, char *const envp[])
+{
+	struct rank_env re;
+	char *block = NULL;
+	size_t len = 0, cap = 0;
+	bool found;
+
+	for (size_t i = 0; envp && envp[i]; i++) {
+		size_t n = strlen(envp[i]) + 1;
+
+		if (grow_array((void **)&block, &cap, len + n, 1)) {
+			free(block);
+			return -ENOMEM;
+		}
+		memcpy(block + len, envp[i], n);
+		len += n;
+	}
+	found = block && collect__rank_from_env(block, len, &re);
+	free(block);
+	return found ? set_rank(c, pid, &re) : 0;
+}
+
 int ranks_read(struct collector *c, uint32_t pid)
 {
 	struct rank_env re;
 	size_t len = 0;
 	char *env = read_environ(pid, &len);
 	bool found = env && collect__rank_from_env(env, len, &re);
-	int64_t launcher;
 
 	free(env);
 	if (!found)
 		return 0;
-	launcher = profile__string(c->prof, re.launcher, strlen(re.launcher));
-	if (launcher < 0)
-		return (int)launcher;
-	return profile__set_process(c->prof, &(struct pf_process){
-						     .pid = pid,
-						     .rank = re.rank,
-						     .local_rank = re.local_rank,
-						     .world_size = re.world_size,
-						     .launcher = (uint32_t)launcher,
-					     });
+	return set_rank(c, pid, &re);
 }
 
 int ranks_fork(struct collector *c, uint32_t pid, uint32_t ppid)

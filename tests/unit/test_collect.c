@@ -666,3 +666,27 @@ Test(rank_env, read_at_exec)
 	symbolizer__free(s);
 	profile__free(p);
 }
+
+/* A launched command's rank from the environment dlflame gives it: no /proc read needed. */
+Test(rank_env, launched_from_envp)
+{
+	struct profile *p = profile__new();
+	struct symbolizer *s = symbolizer__new();
+	struct collector *c = collector__new(p, s);
+	char *const envp[] = { "PATH=/bin", "LOCAL_RANK=1", "RANK=3", "WORLD_SIZE=4", NULL };
+	char *const none[] = { "PATH=/bin", NULL };
+	const struct pf_process *pr;
+
+	cr_assert(p && s && c);
+	cr_assert_eq(collector__rank_from_envp(c, 4242, envp), 0);
+	cr_assert_eq(collector__rank_from_envp(c, 4243, none), 0);
+	pr = profile__process(p, 0, 4242);
+	cr_assert_not_null(pr);
+	cr_expect_eq(pr->rank, 3);
+	cr_expect_eq(pr->local_rank, 1);
+	cr_expect_eq(pr->world_size, 4);
+	cr_assert_null(profile__process(p, 0, 4243));
+	collector__free(c);
+	symbolizer__free(s);
+	profile__free(p);
+}
