@@ -26,7 +26,8 @@ int fuzz_write_file(const char *path, const uint8_t *data, size_t size);
 
 /*
  * A dlflame.data file around a payload, as profile/file.c writes one: the
- * header (version 1 or 2 by bit 0 of mode, finalized by bit 1) with the
+ * header (version 1 or 2 by bit 0 of mode, or 3 or 4 by bits 2-3 (1: 3,
+ * 2 or 3: 4), finalized by bit 1) with the
  * right lengths and checksum, then the payload deflated. So that targets
  * reach the sections behind the checksum, an input not starting with the
  * magic is mode byte + payload. Returns a malloc'ed file, or NULL.

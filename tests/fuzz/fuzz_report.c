@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "profile/filter.h"
 #include "profile/profile.h"
 #include "render/render.h"
 #include "tests/fuzz/fuzz.h"
@@ -40,9 +41,33 @@ static void render_all(const struct profile *p, const struct render_select *sel,
 	}
 	render_pprof(p, sel, out);
 	render_trace(p, sel, out);
+	render_ranks(p, out);
+	render_calls(p, sel, true, out);
+	render_memory(p, out);
 	if (!render_stack_ends(p, sel, ends))
 		render_ends_line(ends, line, sizeof(line));
 	render_symbol_hints(p, sel, 0.01, hints, 4, &n);
+}
+
+/* --rank, --per-rank and dlflame merge of the profile with its relabelled self. */
+static void ranks_views(const struct profile *p, const struct profile *named,
+			const struct render_select *sel, FILE *out)
+{
+	static const uint32_t ranks[] = { 0, 1 };
+	struct profile_filter f = { .ranks = ranks, .nr_ranks = 2, .per_rank = true };
+	struct profile *view = NULL, *m = profile__new();
+	struct profile_clash clash;
+
+	if (!profile__filter(named, sel->kinds, &f, &view) && view) {
+		render_folded(view, sel, out);
+		profile__free(view);
+	}
+	profile__merge_clash(p, named, &clash);
+	if (m && !profile__merge(m, p, true) && !profile__merge(m, named, false)) {
+		render_folded(m, sel, out);
+		render_ranks(m, out);
+	}
+	profile__free(m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -74,6 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		render_all(named, &all, out);
 		render_diff_folded(named, p, &all, true, out);
 		render_diff_svg(p, named, &oncpu, false, NULL, out);
+		ranks_views(p, named, &all, out);
 		profile__free(named);
 	}
 	profile__free(p);

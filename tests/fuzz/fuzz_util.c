@@ -102,12 +102,20 @@ uint8_t *fuzz_profile_file(const uint8_t *data, size_t size, size_t *len)
 		free(out);
 		return NULL;
 	}
+	/* bits 2-3: 0 version 1 or 2 (bit 0), 1 version 3, 2 or 3 version 4 */
+	uint32_t version =
+		(data[0] >> 2 & 3) ? ((data[0] >> 2 & 3) == 1 ? 3 : 4) : (data[0] & 1 ? 2 : 1);
+	uLong crc = 0;
+
 	memcpy(out, PROFILE_MAGIC, 8);
-	put_le32(out + 8, data[0] & 1 ? 2 : 1);
+	put_le32(out + 8, version);
 	put_le32(out + 12, data[0] & 2 ? 1 : 0);
 	put_le64(out + 16, size - 1);
 	put_le64(out + 24, zlen);
-	put_le32(out + 32, (uint32_t)crc32(0, out + 40, (uInt)zlen));
+	/* version 3 on, the checksum covers header bytes 8-31 first */
+	if (version >= 3)
+		crc = crc32(0, out + 8, 24);
+	put_le32(out + 32, (uint32_t)crc32(crc, out + 40, (uInt)zlen));
 	*len = 40 + zlen;
 	return out;
 }

@@ -25,16 +25,20 @@ $b/cmd/dlflame record -F 200 -o "$tmp/chain-fp.data" -- $fx/chain 0.2 >/dev/null
 $b/cmd/dlflame record -F 200 -g dwarf -o "$tmp/chain-dwarf.data" -- $fx/chain 0.2 >/dev/null 2>&1
 $b/cmd/dlflame record -F 100 -o "$tmp/offcpu.data" -- $fx/offcpu_block >/dev/null 2>&1
 $b/cmd/dlflame record -F 200 -g dwarf -o "$tmp/symd.data" -- $fx/symd >/dev/null 2>&1
+# two ranks on two hosts, merged: hosts per thread, the JOBS section
+RANK=0 WORLD_SIZE=2 $b/cmd/dlflame record -F 200 -o "$tmp/rank0.data" -- $fx/chain 0.1 >/dev/null 2>&1
+RANK=1 WORLD_SIZE=2 $b/cmd/dlflame record -F 200 -o "$tmp/rank1.data" -- $fx/chain 0.1 >/dev/null 2>&1
+$b/cmd/dlflame merge "$tmp/rank0.data" "$tmp/rank1.data" -o "$tmp/merged.data" >/dev/null 2>&1
 for f in "$tmp"/*.data; do
   n=$(basename "$f" .data)
   cp "$f" "$out/profile/$n"
   cp "$f" "$out/report/$n"
-  # the payload with fuzz_profile_file's mode byte: version 2 (1 for v1), finalized
+  # the payload with fuzz_profile_file's mode byte: its version, finalized
   python3 - "$f" "$out/profile/$n.payload" <<'PY'
 import struct, sys, zlib
 d = open(sys.argv[1], 'rb').read()
 version, flags = struct.unpack_from('<II', d, 8)
-mode = (1 if version == 2 else 0) | (2 if flags & 1 else 0)
+mode = {1: 0, 2: 1, 3: 4, 4: 8}[version] | (2 if flags & 1 else 0)
 open(sys.argv[2], 'wb').write(bytes([mode]) + zlib.decompress(d[40:]))
 PY
   cp "$out/profile/$n.payload" "$out/report/$n.payload"
