@@ -130,7 +130,8 @@ int render_calls(const struct profile *p, const struct render_select *sel, bool 
 	err = profile__foreach_sample(p, add_call, &c);
 	if (err)
 		goto out;
-	qsort(c.rows, c.n, sizeof(*c.rows), by_total);
+	if (c.n)
+		qsort(c.rows, c.n, sizeof(*c.rows), by_total);
 	wall = m->end_time > m->start_time ? m->end_time - m->start_time : c.last - c.first;
 	for (size_t i = 0; i < c.n; i++)
 		calls += c.rows[i].count;

@@ -74,7 +74,8 @@ int render_memory(const struct profile *p, FILE *out)
 			r->max = s->weight;
 	}
 	if (!err) {
-		qsort(rows, nr, sizeof(*rows), by_max);
+		if (nr)
+			qsort(rows, nr, sizeof(*rows), by_max);
 		if (fprintf(out,
 			    "Memory: %zu processes; resident set sampled every 0.1 s, first touches "
 			    "from page-fault samples\n",
