@@ -368,7 +368,7 @@ static int emit_level(struct fstream *fs, const uint32_t *nodes, size_t n)
 	}
 	if (!err && nk && !(items = malloc(2 * nk * sizeof(*items))))
 		err = -ENOMEM;
-	if (!err) {
+	if (!err && nk) {
 		fitem_fs = fs;
 		qsort(kids, nk, sizeof(*kids), kid_cmp);
 	}
@@ -408,7 +408,8 @@ static int emit_items(struct fstream *fs, struct fitem *items, size_t n, const u
 	int err = 0;
 
 	fitem_fs = fs;
-	qsort(items, n, sizeof(*items), fitem_cmp);
+	if (n)
+		qsort(items, n, sizeof(*items), fitem_cmp);
 	for (size_t i = 0; i < n && !err; i++) {
 		const struct fitem *it = &items[i];
 		size_t at = fs->path.len;
