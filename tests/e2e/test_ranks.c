@@ -264,7 +264,7 @@ Test(ranks, two_hosts_merged)
 Test(ranks, merge_refuses)
 {
 	char *out = path_in(dir, "m.data"), v1[4096];
-	const char *fixed = path_in(dir, "fixed.data");
+	char *fixed = path_in(dir, "fixed.data");
 	struct run_result r;
 	struct stat st;
 
@@ -297,6 +297,7 @@ Test(ranks, merge_refuses)
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert_not_null(strstr(r.err, "holds no ranks"), "%s", r.err);
 	run_free(&r);
+	free(fixed);
 	free(out);
 }
 
