@@ -201,6 +201,41 @@ static void check_pprof(const char *data, const unsigned *pids)
 	free(pb);
 }
 
+/* Each host's own pprof file, merged by the real pprof: both hosts and ranks. */
+static void check_pprof_hosts(const char *a, const char *b)
+{
+	const char *pprof = pprof_path();
+	char *pa = path_in(dir, "a.pb.gz"), *pb = path_in(dir, "b.pb.gz"),
+	     *env[] = { "HOME=/tmp", NULL };
+	struct run_result r;
+	const char *sec;
+
+	if (!pprof) {
+		cr_log_warn("no build/tools/pprof (scripts/setup.sh builds it): pprof not checked");
+		goto out;
+	}
+	r = report(a, (const char *[]){ "--pprof", "-o", pa, NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = report(b, (const char *[]){ "--pprof", "-o", pb, NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(dir, env, NULL, (const char *[]){ pprof, "-tags", pa, pb, NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	sec = strstr(r.out, " host: ");
+	cr_assert_not_null(sec, "%s", r.out);
+	cr_assert_not_null(strstr(sec, "): hostA\n"), "%s", r.out);
+	cr_assert_not_null(strstr(sec, "): hostB\n"), "%s", r.out);
+	sec = strstr(r.out, " rank: ");
+	cr_assert_not_null(sec, "%s", r.out);
+	cr_assert_not_null(strstr(sec, "): 0\n"), "%s", r.out);
+	cr_assert_not_null(strstr(sec, "): 1\n"), "%s", r.out);
+	run_free(&r);
+out:
+	free(pa);
+	free(pb);
+}
+
 Test(ranks, one_host_straggler)
 {
 	char *data = path_in(dir, "ddp.data"), script[4096], host[64] = "";
@@ -248,6 +283,7 @@ Test(ranks, two_hosts_merged)
 	check_per_rank(ab, false);
 	check_trace(ab, "\"python3 rank 0 @hostA\"", "\"python3 rank 1 @hostB\"");
 	check_pprof(ab, pids);
+	check_pprof_hosts(a, b);
 	/* diff works on the merged profile: rank by rank against host A's own */
 	r = run(dir, NULL, NULL,
 		(const char *[]){ need_env("DLFLAME"), "diff", a, ab, "--folded", "--per-rank",
