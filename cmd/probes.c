@@ -188,6 +188,8 @@ int probes_resolve(struct probe_set *ps, const char *spec, const char *exe)
 		}
 		ps->probes[ps->n] =
 			(struct sampler_probe){ .path = ps->paths[ps->n], .offset = off };
+		ps->specs[ps->n] = spec;
+		ps->named[ps->n] = colon != NULL;
 		ps->n++;
 		found++;
 	}
@@ -214,4 +216,15 @@ void probes_free(struct probe_set *ps)
 		free(ps->funcs[i]);
 	}
 	ps->n = 0;
+}
+
+void probes_warn_unmapped(const struct probe_set *ps, const struct symbolizer *sym)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->named[i] && !symbolizer__file_mapped(sym, ps->paths[i]))
+			warning("--probe %s: no recorded process loaded %s, so %s never ran there "
+				"and report --calls has no row for it; check which libraries the "
+				"command loads (ldd, or /proc/PID/maps while it runs) and name one "
+				"of them",
+				ps->specs[i], ps->paths[i], ps->funcs[i]);
 }

@@ -3,11 +3,17 @@
 #ifndef DLFLAME_PROBES_H
 #define DLFLAME_PROBES_H
 
+#include <stdbool.h>
+
 #include "sampler/sampler.h"
+#include "symbolize/symbolize.h"
 
 struct probe_set {
 	struct sampler_probe probes[SAMPLER_MAX_PROBES];
 	char *paths[SAMPLER_MAX_PROBES], *funcs[SAMPLER_MAX_PROBES];
+	/* the --probe each came from, and whether it named its module */
+	const char *specs[SAMPLER_MAX_PROBES];
+	bool named[SAMPLER_MAX_PROBES];
 	size_t n;
 };
 
@@ -18,5 +24,10 @@ struct probe_set {
  */
 int probes_resolve(struct probe_set *ps, const char *spec, const char *exe);
 void probes_free(struct probe_set *ps);
+/*
+ * After the recording: one warning for each --probe MODULE:FUNCTION whose
+ * module no recorded process mapped (its function never ran there).
+ */
+void probes_warn_unmapped(const struct probe_set *ps, const struct symbolizer *sym);
 
 #endif

@@ -386,6 +386,7 @@ int cmd_record(int argc, char **argv)
 	     strcmp(o.output, DEFAULT_OUTPUT) ? " -i " : "",
 	     strcmp(o.output, DEFAULT_OUTPUT) ? o.output : "");
 	session__warnings(&ss);
+	probes_warn_unmapped(&probes, ss.sym);
 	quality_symbol_hints(ss.prof, &hint_sel);
 	if (cs->samples == 0 && !cs->offcpu_samples)
 		warning("no samples were recorded: %s ran for too short a time",

@@ -251,6 +251,41 @@ Test(calls, a_function_found_nowhere_is_one_line_and_exit_2)
 	run_free(&r);
 }
 
+/*
+ * --probe MODULE:FUNCTION whose module exists but is never loaded (the
+ * fixture does not use libm): one warning at the end naming it, and the
+ * profile is kept with the other probe's calls. A module the fixture does
+ * load (its own executable) gets no such warning.
+ */
+Test(calls, a_module_never_mapped_is_one_warning_at_the_end)
+{
+	char never[64], mapped[4096];
+	const char *probes[] = { never, mapped, NULL };
+	const char *cmd[] = { need_env("FIXTURE_CALLS"), "many", "100", "1000", NULL };
+	char *err, *table;
+	const char *w;
+	struct row r;
+
+	cr_assert_eq(access("/usr/lib/x86_64-linux-gnu/libm.so.6", R_OK), 0, "libc6 has libm");
+	snprintf(never, sizeof(never), "libm.so.6:cbrt");
+	snprintf(mapped, sizeof(mapped), "%s:quick", need_env("FIXTURE_CALLS"));
+	table = record_calls(NULL, probes, cmd, &err);
+	cr_log_info("%s\n%s", err, table);
+	cr_assert(calls_row(table, "quick", &r), "the profile is kept: %s", table);
+	cr_assert_eq(r.count, 100);
+	cr_assert_not(calls_row(table, "cbrt", &r), "%s", table);
+	cr_assert_eq(count_str(err, "warning: "), 1, "one warning: %s", err);
+	w = strstr(err, "warning: --probe libm.so.6:cbrt: no recorded process loaded ");
+	cr_assert_not_null(w, "%s", err);
+	cr_assert_not_null(strstr(w, "libm.so.6, so cbrt never ran there"), "%s", err);
+	cr_assert_null(strstr(err, "quick never ran"), "its own executable was mapped: %s", err);
+	/* the last line: a warning at the end, after the summary */
+	cr_assert_gt(w - err, strstr(err, " samples, ") - err, "after the summary: %s", err);
+	cr_assert_eq(count_str(w, "\n"), 1, "one line, the last: %s", err);
+	free(err);
+	free(table);
+}
+
 /* --from-call step:2: the first step's samples (its warm-up) are gone, the rest kept. */
 Test(calls, from_call_leaves_out_the_warm_up)
 {
