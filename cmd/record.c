@@ -298,13 +298,19 @@ int cmd_record(int argc, char **argv)
 		/* without a MODULE: the command, or the first attached process's executable */
 		if (!cmd)
 			snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)o.target.pids[0]);
-		ret = probes_resolve(&probes, o.probe_specs[i], cmd ? cmd[0] : exe);
+		ret = probes_resolve(&probes, o.probe_specs[i], cmd ? cmd[0] : exe,
+				     cmd ? 0 : o.target.pids[0]);
 		if (ret != EXIT_OK)
 			goto out;
 	}
 	ret = EXIT_BAD;
 	so.probes = probes.probes;
 	so.nr_probes = probes.n;
+	if (probes.nr_anywhere) {
+		/* a library loaded during the recording may define a FUNCTION given without MODULE */
+		so.on_map = probes_on_map;
+		so.on_map_ctx = &probes;
+	}
 	/*
 	 * --faults (launch mode): page faults, each sample weighted by the faults
 	 * it stands for. Not by default: in frequency mode (see sampler) every new
@@ -315,6 +321,7 @@ int cmd_record(int argc, char **argv)
 	so.fault_freq = o.faults && cmd ? o.freq : 0;
 	if (session__open(&ss, &so, !o.target.no_python) || set_spill(ss.prof, o.output))
 		goto out;
+	probes.sampler = ss.s;
 	ss.offcpu = so.offcpu;
 
 	t0 = monotonic_ns();
@@ -386,6 +393,7 @@ int cmd_record(int argc, char **argv)
 	     strcmp(o.output, DEFAULT_OUTPUT) ? " -i " : "",
 	     strcmp(o.output, DEFAULT_OUTPUT) ? o.output : "");
 	session__warnings(&ss);
+	probes_report_late(&probes);
 	probes_warn_unmapped(&probes, ss.sym);
 	quality_symbol_hints(ss.prof, &hint_sel);
 	if (cs->samples == 0 && !cs->offcpu_samples)

@@ -24,7 +24,9 @@
 /* A probe's sample: maybe another process's (system-wide uprobes), not read early. */
 static bool is_probe(const struct sampler *s, uint64_t id)
 {
-	for (size_t i = 0; i < s->nr_probe_ids; i++)
+	size_t n = __atomic_load_n(&s->nr_probe_ids, __ATOMIC_ACQUIRE);
+
+	for (size_t i = 0; i < n; i++)
 		if (s->probe_ids[i] == id)
 			return true;
 	return false;

@@ -79,11 +79,13 @@ struct sampler {
 	 * Probes are system-wide uprobes (inherited ones would make the
 	 * kernel read their path from each new thread's memory: clone fails
 	 * with EFAULT). Their samples are kept for the launched process tree
-	 * only (tree: its pids, from FORK records); probe_ids (fixed once
-	 * opened) lets the early reader skip them.
+	 * only (tree: its pids, from FORK records); probe_ids lets the early
+	 * reader skip them. Probes are added while it runs (sampler__add_probe):
+	 * the array has room for SAMPLER_MAX_PROBES from the start and never
+	 * moves, and nr_probe_ids is stored (release) after the ids it counts.
 	 */
 	uint64_t *probe_ids;
-	size_t nr_probe_ids, probe_ids_cap;
+	size_t nr_probe_ids, nr_probes_open;
 	struct u64map tree;
 	bool tree_filter;
 
