@@ -374,7 +374,9 @@ void probes_on_map(void *ctx, const struct rec *r)
 	struct stat st;
 	uint64_t key, one;
 
-	if (!ps->nr_anywhere || !(m->prot & PROT_EXEC) || m->filename[0] != '/' || !m->ino)
+	/* no probes at all (no uprobe PMU, no permission): record has said so once */
+	if (!ps->nr_anywhere || sampler__stats(ps->sampler)->probe_err || !(m->prot & PROT_EXEC) ||
+	    m->filename[0] != '/' || !m->ino)
 		return;
 	key = hash_u64(((uint64_t)m->maj << 32 | m->min) * 0x9e3779b97f4a7c15ull ^ m->ino);
 	if (key == UINT64_MAX || u64map_get(&ps->seen, key, &one))
@@ -422,6 +424,8 @@ void probes_on_map(void *ctx, const struct rec *r)
 
 void probes_report_late(const struct probe_set *ps)
 {
+	char why[64];
+
 	for (size_t i = ps->first_late; ps->first_late && i < ps->n; i++)
 		info("--probe %s: also probed in %s, which process %u loaded during the recording, "
 		     "from %.1f ms after it was mapped (its calls before then are not counted)",
@@ -429,13 +433,16 @@ void probes_report_late(const struct probe_set *ps)
 		     ps->armed_ns[i] > ps->mapped_ns[i]
 			     ? (double)(ps->armed_ns[i] - ps->mapped_ns[i]) / 1e6
 			     : 0.0);
-	if (ps->late_failed)
-		warning("%zu libraries loaded during the recording define a probed function but "
-			"could not be probed (the first: %s: %s); their calls are not counted; "
-			"name them as --probe MODULE:FUNCTION to probe them from the start",
-			ps->late_failed, ps->late_failed_path ? ps->late_failed_path : "?",
-			ps->late_err == -ENOSPC ? "more than 32 probes in all"
-						: strerror(-ps->late_err));
+	if (!ps->late_failed)
+		return;
+	if (ps->late_err == -ENOSPC)
+		snprintf(why, sizeof(why), "more than %d probes in all", SAMPLER_MAX_PROBES);
+	else
+		snprintf(why, sizeof(why), "%s", strerror(-ps->late_err));
+	warning("%zu libraries loaded during the recording define a probed function but could "
+		"not be probed (the first: %s: %s); their calls are not counted; name them as "
+		"--probe MODULE:FUNCTION to probe them from the start",
+		ps->late_failed, ps->late_failed_path ? ps->late_failed_path : "?", why);
 }
 
 void probes_warn_unmapped(const struct probe_set *ps, const struct symbolizer *sym)
