@@ -322,6 +322,7 @@ int cmd_record(int argc, char **argv)
 	if (session__open(&ss, &so, !o.target.no_python) || set_spill(ss.prof, o.output))
 		goto out;
 	probes.sampler = ss.s;
+	ss.watch_maps = so.on_map != NULL;
 	ss.offcpu = so.offcpu;
 
 	t0 = monotonic_ns();
