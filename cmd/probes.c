@@ -3,8 +3,15 @@
  * record --probe [MODULE:]FUNCTION: which files and offsets to put uprobes
  * on. MODULE is a path, or a library's name looked up in the system's
  * library directories (libdnnl, libdnnl.so, libdnnl.so.2); without it, the
- * command's executable and the libraries it needs (DT_NEEDED, recursively)
- * are searched, and every one that defines FUNCTION gets a probe.
+ * command's executable and the libraries it needs (DT_NEEDED, recursively;
+ * attached, also what the process has mapped) are searched, and every one
+ * that defines FUNCTION gets a probe. When none does, the libraries a
+ * dlopen() by name could load are: those of the library directories and
+ * LD_LIBRARY_PATH. A uprobe on a file is armed by the kernel whenever the
+ * file is mapped, so these count every call. A library mapped during the
+ * recording that defines FUNCTION and is none of these (loaded by path from
+ * elsewhere) gets its probe when its mapping is read (probes_on_map),
+ * milliseconds later: calls made before that are not counted.
  */
 #include "probes.h"
 
@@ -14,11 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd.h"
 #include "symbolize/symbolize.h"
+#include "util/util.h"
 
 static const char *const lib_dirs[] = { "/lib/x86_64-linux-gnu",
 					"/usr/lib/x86_64-linux-gnu",
@@ -128,7 +137,124 @@ static int add_needed(void *ctx, const char *lib)
 	return add_file(ctx, find_library(lib));
 }
 
-int probes_resolve(struct probe_set *ps, const char *spec, const char *exe)
+/* One more probe in the set: FUNCTION func at file offset off of path. */
+static int set_add(struct probe_set *ps, const char *spec, const char *path, const char *func,
+		   uint64_t off, bool named)
+{
+	struct stat st;
+
+	if (ps->n == SAMPLER_MAX_PROBES)
+		return -ENOSPC;
+	ps->paths[ps->n] = strdup(path);
+	ps->funcs[ps->n] = strdup(func);
+	if (!ps->paths[ps->n] || !ps->funcs[ps->n]) {
+		free(ps->paths[ps->n]);
+		free(ps->funcs[ps->n]);
+		return -ENOMEM;
+	}
+	ps->probes[ps->n] = (struct sampler_probe){ .path = ps->paths[ps->n], .offset = off };
+	ps->specs[ps->n] = spec;
+	ps->named[ps->n] = named;
+	ps->dev[ps->n] = ps->ino[ps->n] = 0;
+	if (!stat(path, &st)) {
+		ps->dev[ps->n] = (uint64_t)st.st_dev;
+		ps->ino[ps->n] = (uint64_t)st.st_ino;
+	}
+	ps->n++;
+	return 0;
+}
+
+/* The executable files an attached process has mapped, from /proc/PID/maps. */
+static void add_mapped(struct search *s, pid_t pid)
+{
+	char path[64], line[PATH_MAX + 256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8] = "";
+		const char *file = strchr(line, '/');
+
+		if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x' || !file)
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		add_file(s, realpath(file, NULL));
+	}
+	fclose(f);
+}
+
+/*
+ * Each shared library (a name with ".so") of dir that defines func gets a
+ * probe; the count found is added to *found. Files are told apart by inode
+ * (seen), as the directories hold many links to one file.
+ */
+static int scan_dir(struct probe_set *ps, const char *spec, const char *func, const char *dir,
+		    struct u64map *seen, size_t *found)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[PATH_MAX];
+	int err = 0;
+
+	if (!d)
+		return 0;
+	while (!err && (de = readdir(d))) {
+		struct stat st;
+		uint64_t off, key, one;
+
+		if (!strstr(de->d_name, ".so") ||
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
+			    sizeof(path) ||
+		    stat(path, &st) || !S_ISREG(st.st_mode))
+			continue;
+		key = hash_u64((uint64_t)st.st_dev * 0x9e3779b97f4a7c15ull ^ (uint64_t)st.st_ino);
+		if (key == UINT64_MAX || u64map_get(seen, key, &one))
+			continue;
+		if (u64map_put(seen, key, 1)) {
+			err = -ENOMEM;
+			break;
+		}
+		if (symbolizer__function_offset(path, func, &off, NULL))
+			continue;
+		{
+			char *real = realpath(path, NULL);
+
+			err = real ? set_add(ps, spec, real, func, off, false) : -errno;
+			free(real);
+		}
+		if (!err)
+			(*found)++;
+	}
+	closedir(d);
+	return err;
+}
+
+/* The library directories and LD_LIBRARY_PATH's: what dlopen() by name searches. */
+static int scan_lib_dirs(struct probe_set *ps, const char *spec, const char *func, size_t *found)
+{
+	const char *env = getenv("LD_LIBRARY_PATH"), *p, *end;
+	struct u64map seen;
+	char dir[PATH_MAX];
+	int err = 0;
+
+	u64map_init(&seen);
+	for (p = env; p && *p && !err; p = *end ? end + 1 : end) {
+		end = strchrnul(p, ':');
+		if (end > p && (size_t)(end - p) < sizeof(dir)) {
+			snprintf(dir, sizeof(dir), "%.*s", (int)(end - p), p);
+			err = scan_dir(ps, spec, func, dir, &seen, found);
+		}
+	}
+	for (size_t d = 0; d < sizeof(lib_dirs) / sizeof(lib_dirs[0]) && !err; d++)
+		err = scan_dir(ps, spec, func, lib_dirs[d], &seen, found);
+	u64map_free(&seen);
+	return err;
+}
+
+int probes_resolve(struct probe_set *ps, const char *spec, const char *exe, pid_t pid)
 {
 	struct search s = { 0 };
 	struct sym_near near = { 0 }, any_near = { 0 };
@@ -163,6 +289,12 @@ int probes_resolve(struct probe_set *ps, const char *spec, const char *exe)
 		/* the executable, then what it needs, breadth first */
 		for (size_t i = 0; i < s.n; i++)
 			symbolizer__needed(s.files[i], add_needed, &s);
+		if (pid > 0)
+			add_mapped(&s, pid);
+		if (ps->nr_anywhere < SAMPLER_MAX_PROBES) {
+			ps->anywhere[ps->nr_anywhere] = func;
+			ps->anywhere_specs[ps->nr_anywhere++] = spec;
+		}
 	}
 	for (size_t i = 0; i < s.n && ret == EXIT_OK; i++) {
 		uint64_t off;
@@ -176,20 +308,24 @@ int probes_resolve(struct probe_set *ps, const char *spec, const char *exe)
 		}
 		if (err)
 			continue; /* not an ELF file, unreadable: nothing to probe there */
-		if (ps->n == SAMPLER_MAX_PROBES) {
+		err = set_add(ps, spec, s.files[i], func, off, colon != NULL);
+		if (err == -ENOSPC) {
 			ret = usage_error("record", "at most %d probes", SAMPLER_MAX_PROBES);
 			break;
 		}
-		ps->paths[ps->n] = strdup(s.files[i]);
-		ps->funcs[ps->n] = strdup(func);
-		if (!ps->paths[ps->n] || !ps->funcs[ps->n]) {
+		if (err) {
 			ret = error("out of memory");
 			break;
 		}
-		ps->probes[ps->n] =
-			(struct sampler_probe){ .path = ps->paths[ps->n], .offset = off };
-		ps->n++;
 		found++;
+	}
+	if (ret == EXIT_OK && !found && !colon) {
+		int err = scan_lib_dirs(ps, spec, func, &found);
+
+		if (err == -ENOSPC)
+			ret = usage_error("record", "at most %d probes", SAMPLER_MAX_PROBES);
+		else if (err)
+			ret = error("out of memory");
 	}
 	if (ret == EXIT_OK && !found) {
 		char like[4 * 132] = "";
@@ -198,7 +334,9 @@ int probes_resolve(struct probe_set *ps, const char *spec, const char *exe)
 			snprintf(like + strlen(like), sizeof(like) - strlen(like), "%s%s",
 				 k ? ", " : "", any_near.names[k]);
 		error("--probe %s: no function %s in %s%s%s%s", spec, func,
-		      colon ? s.files[0] : "the command or the libraries it needs",
+		      colon ? s.files[0]
+			    : "the command, the libraries it needs, nor those of the library "
+			      "directories and LD_LIBRARY_PATH",
 		      *like ? " (names like it: " : "", like, *like ? ")" : "");
 		ret = EXIT_USAGE;
 	}
@@ -214,4 +352,106 @@ void probes_free(struct probe_set *ps)
 		free(ps->funcs[i]);
 	}
 	ps->n = 0;
+	u64map_free(&ps->seen);
+	free(ps->late_failed_path);
+	ps->late_failed_path = NULL;
+}
+
+/* Whether func is probed in the file (dev, ino) already. */
+static bool probed(const struct probe_set *ps, const char *func, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->ino[i] == ino && ps->dev[i] == dev && !strcmp(ps->funcs[i], func))
+			return true;
+	return false;
+}
+
+void probes_on_map(void *ctx, const struct rec *r)
+{
+	struct probe_set *ps = ctx;
+	const struct rec_mmap2 *m = &r->mmap2;
+	char path[PATH_MAX + 64];
+	struct stat st;
+	uint64_t key, one;
+
+	/* no probes at all (no uprobe PMU, no permission): record has said so once */
+	if (!ps->nr_anywhere || sampler__stats(ps->sampler)->probe_err || !(m->prot & PROT_EXEC) ||
+	    m->filename[0] != '/' || !m->ino)
+		return;
+	key = hash_u64(((uint64_t)m->maj << 32 | m->min) * 0x9e3779b97f4a7c15ull ^ m->ino);
+	if (key == UINT64_MAX || u64map_get(&ps->seen, key, &one))
+		return;
+	if (u64map_put(&ps->seen, key, 1))
+		return; /* out of memory: looked at again at its next mapping */
+	/* the mapped file by its path here, else in the process's root (a container) */
+	snprintf(path, sizeof(path), "%s", m->filename);
+	if (stat(path, &st) || (uint64_t)st.st_ino != m->ino) {
+		snprintf(path, sizeof(path), "/proc/%u/root%s", m->pid, m->filename);
+		if (stat(path, &st) || (uint64_t)st.st_ino != m->ino)
+			return; /* replaced or gone since: nothing to put a probe on */
+	}
+	for (size_t k = 0; k < ps->nr_anywhere; k++) {
+		const char *func = ps->anywhere[k];
+		uint64_t off;
+		int idx, err;
+
+		if (probed(ps, func, (uint64_t)st.st_dev, (uint64_t)st.st_ino) ||
+		    symbolizer__function_offset(path, func, &off, NULL))
+			continue;
+		if (!ps->first_late)
+			ps->first_late = ps->n;
+		err = set_add(ps, ps->anywhere_specs[k], path, func, off, false);
+		idx = err ? err : sampler__add_probe(ps->sampler, &ps->probes[ps->n - 1]);
+		if (idx >= 0 && (size_t)idx != ps->n - 1)
+			idx = -EPROTO; /* the sampler's numbering and ours must agree */
+		if (idx < 0) {
+			if (!err) {
+				ps->n--;
+				free(ps->paths[ps->n]);
+				free(ps->funcs[ps->n]);
+			}
+			if (!ps->late_failed++) {
+				ps->late_failed_path = strdup(m->filename);
+				ps->late_err = idx;
+			}
+			continue;
+		}
+		ps->late_pid[idx] = m->pid;
+		ps->mapped_ns[idx] = r->time;
+		ps->armed_ns[idx] = monotonic_ns();
+	}
+}
+
+void probes_report_late(const struct probe_set *ps)
+{
+	char why[64];
+
+	for (size_t i = ps->first_late; ps->first_late && i < ps->n; i++)
+		info("--probe %s: also probed in %s, which process %u loaded during the recording, "
+		     "from %.1f ms after it was mapped (its calls before then are not counted)",
+		     ps->specs[i], ps->paths[i], ps->late_pid[i],
+		     ps->armed_ns[i] > ps->mapped_ns[i]
+			     ? (double)(ps->armed_ns[i] - ps->mapped_ns[i]) / 1e6
+			     : 0.0);
+	if (!ps->late_failed)
+		return;
+	if (ps->late_err == -ENOSPC)
+		snprintf(why, sizeof(why), "more than %d probes in all", SAMPLER_MAX_PROBES);
+	else
+		snprintf(why, sizeof(why), "%s", strerror(-ps->late_err));
+	warning("%zu libraries loaded during the recording define a probed function but could "
+		"not be probed (the first: %s: %s); their calls are not counted; name them as "
+		"--probe MODULE:FUNCTION to probe them from the start",
+		ps->late_failed, ps->late_failed_path ? ps->late_failed_path : "?", why);
+}
+
+void probes_warn_unmapped(const struct probe_set *ps, const struct symbolizer *sym)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->named[i] && !symbolizer__file_mapped(sym, ps->paths[i]))
+			warning("--probe %s: no recorded process loaded %s, so %s never ran there "
+				"and report --calls has no row for it; check which libraries the "
+				"command loads (ldd, or /proc/PID/maps while it runs) and name one "
+				"of them",
+				ps->specs[i], ps->paths[i], ps->funcs[i]);
 }

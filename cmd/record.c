@@ -35,6 +35,7 @@ struct record_opts {
 	struct target_opts target;
 	const char *probe_specs[SAMPLER_MAX_PROBES];
 	size_t nr_probe_specs;
+	uint32_t probe_stack; /* --probe-stack; 0: the sampler's default */
 };
 
 static void record_usage(FILE *f)
@@ -57,7 +58,10 @@ static void record_usage(FILE *f)
 		"      --probe [MODULE:]FUNCTION\n"
 		"                           count and time every call of FUNCTION (uprobes; MODULE\n"
 		"                           a path or a library's name, else COMMAND and the\n"
-		"                           libraries it needs); see report --calls\n" NO_PYTHON_USAGE
+		"                           libraries it needs); see report --calls\n"
+		"      --probe-stack BYTES  stack copied at each probed call (default 8192): more\n"
+		"                           reaches the Python frames under deep native code\n"
+		"                           (PyTorch: 32768), but a burst of calls can lose records\n" NO_PYTHON_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"
@@ -93,13 +97,14 @@ static uint64_t max_sample_rate(void)
 
 static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_index)
 {
-	enum { OPT_FORWARD_EXIT = 256, OPT_NO_OFFCPU, OPT_PROBE, OPT_FAULTS };
+	enum { OPT_FORWARD_EXIT = 256, OPT_NO_OFFCPU, OPT_PROBE, OPT_FAULTS, OPT_PROBE_STACK };
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
 		{ "call-graph", required_argument, NULL, 'g' },
 		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
 		{ "no-offcpu", no_argument, NULL, OPT_NO_OFFCPU },
 		{ "probe", required_argument, NULL, OPT_PROBE },
+		{ "probe-stack", required_argument, NULL, OPT_PROBE_STACK },
 		{ "faults", no_argument, NULL, OPT_FAULTS },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "tid", required_argument, NULL, 't' },
@@ -136,6 +141,18 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 						   SAMPLER_MAX_PROBES);
 			o->probe_specs[o->nr_probe_specs++] = optarg;
 			break;
+		case OPT_PROBE_STACK: {
+			uint64_t bytes;
+
+			if (parse_u64(optarg, 10, 8, 65528, &bytes) || bytes % 8)
+				return usage_error(
+					"record",
+					"--probe-stack takes bytes, a multiple of 8 from 8 "
+					"to 65528, got '%s'",
+					optarg);
+			o->probe_stack = (uint32_t)bytes;
+			break;
+		}
 		case 'g':
 		case 'p':
 		case 't':
@@ -171,6 +188,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			"no command to record (put it after --) and no -p PID to attach to");
 	if (o->target.nr_pids && o->forward_exit)
 		return usage_error("record", "--forward-exit needs a launched command");
+	if (o->probe_stack && !o->nr_probe_specs)
+		return usage_error("record", "--probe-stack goes with --probe");
 	if (o->target.threads_only && o->nr_probe_specs)
 		return usage_error("record", "--probe follows whole processes: use -p, not -t");
 	if (o->nr_probe_specs && o->target.callgraph != CALLGRAPH_DWARF)
@@ -298,13 +317,20 @@ int cmd_record(int argc, char **argv)
 		/* without a MODULE: the command, or the first attached process's executable */
 		if (!cmd)
 			snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)o.target.pids[0]);
-		ret = probes_resolve(&probes, o.probe_specs[i], cmd ? cmd[0] : exe);
+		ret = probes_resolve(&probes, o.probe_specs[i], cmd ? cmd[0] : exe,
+				     cmd ? 0 : o.target.pids[0]);
 		if (ret != EXIT_OK)
 			goto out;
 	}
 	ret = EXIT_BAD;
 	so.probes = probes.probes;
 	so.nr_probes = probes.n;
+	so.probe_stack_size = o.probe_stack;
+	if (probes.nr_anywhere) {
+		/* a library loaded during the recording may define a FUNCTION given without MODULE */
+		so.on_map = probes_on_map;
+		so.on_map_ctx = &probes;
+	}
 	/*
 	 * --faults (launch mode): page faults, each sample weighted by the faults
 	 * it stands for. Not by default: in frequency mode (see sampler) every new
@@ -315,6 +341,8 @@ int cmd_record(int argc, char **argv)
 	so.fault_freq = o.faults && cmd ? o.freq : 0;
 	if (session__open(&ss, &so, !o.target.no_python) || set_spill(ss.prof, o.output))
 		goto out;
+	probes.sampler = ss.s;
+	ss.watch_maps = so.on_map != NULL;
 	ss.offcpu = so.offcpu;
 
 	t0 = monotonic_ns();
@@ -389,6 +417,8 @@ int cmd_record(int argc, char **argv)
 	     strcmp(o.output, DEFAULT_OUTPUT) ? " -i " : "",
 	     strcmp(o.output, DEFAULT_OUTPUT) ? o.output : "");
 	session__warnings(&ss);
+	probes_report_late(&probes);
+	probes_warn_unmapped(&probes, ss.sym);
 	quality_symbol_hints(ss.prof, &hint_sel);
 	if (cs->samples == 0 && !cs->offcpu_samples)
 		warning("no samples were recorded: %s ran for too short a time",

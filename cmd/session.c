@@ -443,8 +443,13 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		} else if (signalled && stop_signal != signalled) {
 			break; /* a second, different signal: stop now */
 		}
-		/* with Python frames the sampler's early reader reads the rings first; this thread polls */
-		err = sampler__poll(ss->s, ss->python ? 10 : 100, collector__record, ss->col);
+		/*
+		 * With Python frames the sampler's early reader reads the rings
+		 * first; this thread polls. A library mapped now may need its
+		 * probe (watch_maps): its mapping is read within 10 ms either way.
+		 */
+		err = sampler__poll(ss->s, ss->python || ss->watch_maps ? 10 : 100,
+				    collector__record, ss->col);
 		if (err)
 			break;
 		if (end_at && monotonic_ns() >= end_at)

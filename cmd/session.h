@@ -23,6 +23,7 @@ struct session {
 	struct collector *col;
 	bool attached, offcpu;
 	bool python; /* Python frames are read */
+	bool watch_maps; /* the sampler's on_map adds probes: read the rings every 10 ms */
 	bool targets_gone; /* attach: the recording ended because they exited */
 	uint64_t start_time; /* attach: when the events were opened; 0 at launch */
 	uint64_t end_time; /* CLOCK_MONOTONIC ns when the recording stopped */

@@ -28,7 +28,9 @@
  */
 static uint32_t probe_event(const struct sampler *s, uint64_t id)
 {
-	for (size_t i = 0; i < s->nr_probe_ids; i++)
+	size_t n = __atomic_load_n(&s->nr_probe_ids, __ATOMIC_ACQUIRE);
+
+	for (size_t i = 0; i < n; i++)
 		if (s->probe_ids[i] == id)
 			return s->probe_events[i];
 	return EV_ONCPU;

@@ -191,10 +191,61 @@ int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
 	attr->config2 = p->offset; /* probe_offset */
 	attr->sample_period = 1;
 	if (s->opts.callgraph == CALLGRAPH_DWARF)
-		attr->sample_stack_user = ret ? 8 : PROBE_STACK_SIZE;
+		attr->sample_stack_user = ret			     ? 8
+					  : s->opts.probe_stack_size ? s->opts.probe_stack_size
+								     : PROBE_STACK_SIZE;
 	/* where the function was called from is the user stack's business */
 	attr->exclude_callchain_kernel = 1;
 	return 0;
+}
+
+/*
+ * Probe k's entry and return uprobes on every CPU, all or none. They are
+ * opened disabled and enabled only once all are open and their ids
+ * published: a probe without its return (or entry) would pair nothing, and
+ * the early reader must know every probe sample it may see.
+ */
+static int probe_open_one(struct sampler *s, size_t k, const struct sampler_probe *p)
+{
+	struct perf_event_attr attr;
+	size_t first = s->nr_events, nr_ids = s->nr_probe_ids;
+	int err = 0, fd;
+	uint64_t id;
+
+	if (nr_ids + 2 * s->nr_rings > SAMPLER_MAX_PROBES * 2 * s->nr_rings)
+		return -ENOSPC;
+	for (int ret = 0; ret < 2 && !err; ret++) {
+		err = event_attr_probe(s, &attr, p, ret);
+		attr.disabled = 1;
+		for (size_t i = 0; i < s->nr_rings && !err; i++) {
+			fd = event_open(&attr, -1, s->cpus[i]);
+			err = fd < 0 ? fd
+				     : event_add(s, fd, s->rings[i].fd,
+						 ret ? EV_PROBE_RETURN(k) : EV_PROBE_ENTRY(k), 0);
+			if (!err && ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
+				err = -errno;
+			if (!err) {
+				s->probe_events[nr_ids] =
+					ret ? EV_PROBE_RETURN(k) : EV_PROBE_ENTRY(k);
+				s->probe_ids[nr_ids++] = id;
+				/* system-wide: it says nothing of whether the targets live */
+				s->events[s->nr_events - 1].hup = true;
+			}
+		}
+	}
+	if (!err) {
+		__atomic_store_n(&s->nr_probe_ids, nr_ids, __ATOMIC_RELEASE);
+		for (size_t i = first; i < s->nr_events && !err; i++)
+			if (ioctl(s->events[i].fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+				err = -errno;
+	}
+	if (err) {
+		/* ids published stay so: their events are closed and write nothing more */
+		for (size_t i = first; i < s->nr_events; i++)
+			close(s->events[i].fd);
+		s->nr_events = first;
+	}
+	return err;
 }
 
 /*
@@ -204,53 +255,50 @@ int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
  */
 void probes_open(struct sampler *s, const pid_t *pids, size_t n)
 {
-	struct perf_event_attr attr;
 	size_t first = s->nr_events;
-	int err = 0, fd;
-	uint64_t id;
+	int err = 0;
 
-	for (size_t k = 0; k < s->opts.nr_probes && k < SAMPLER_MAX_PROBES && !err; k++) {
-		for (int ret = 0; ret < 2 && !err; ret++) {
-			err = event_attr_probe(s, &attr, &s->opts.probes[k], ret);
-			for (size_t i = 0; i < s->nr_rings && !err; i++) {
-				fd = event_open(&attr, -1, s->cpus[i]);
-				err = fd < 0 ? fd
-					     : event_add(s, fd, s->rings[i].fd,
-							 ret ? EV_PROBE_RETURN(k)
-							     : EV_PROBE_ENTRY(k),
-							 0);
-				if (!err && ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
-					err = -errno;
-				if (!err &&
-				    (grow_array((void **)&s->probe_ids, &s->probe_ids_cap,
-						s->nr_probe_ids + 1, sizeof(*s->probe_ids)) ||
-				     grow_array((void **)&s->probe_events, &s->probe_events_cap,
-						s->nr_probe_ids + 1, sizeof(*s->probe_events))))
-					err = -ENOMEM;
-				if (!err) {
-					s->probe_events[s->nr_probe_ids] =
-						ret ? EV_PROBE_RETURN(k) : EV_PROBE_ENTRY(k);
-					s->probe_ids[s->nr_probe_ids++] = id;
-					/* system-wide: it says nothing of whether the targets live */
-					s->events[s->nr_events - 1].hup = true;
-				}
-			}
-		}
-	}
-	if (!err && s->opts.nr_probes) {
-		s->tree_filter = true;
-		for (size_t i = 0; i < n && !err; i++)
-			if (u64map_put(&s->tree, (uint64_t)pids[i], 1))
-				err = -ENOMEM;
-	}
+	if (!s->opts.nr_probes && !s->opts.on_map)
+		return;
+	/* room for every probe there may be: the early reader reads it meanwhile */
+	s->probe_ids = calloc(SAMPLER_MAX_PROBES * 2 * s->nr_rings, sizeof(*s->probe_ids));
+	s->probe_events = calloc(SAMPLER_MAX_PROBES * 2 * s->nr_rings, sizeof(*s->probe_events));
+	if (!s->probe_ids || !s->probe_events)
+		err = -ENOMEM;
+	for (size_t k = 0; k < s->opts.nr_probes && k < SAMPLER_MAX_PROBES && !err; k++)
+		err = probe_open_one(s, k, &s->opts.probes[k]);
+	s->nr_probes_open = s->opts.nr_probes;
+	s->tree_filter = true;
+	for (size_t i = 0; i < n && !err; i++)
+		if (u64map_put(&s->tree, (uint64_t)pids[i], 1))
+			err = -ENOMEM;
 	if (!err)
 		return;
 	s->nr_probe_ids = 0;
+	s->nr_probes_open = 0;
 	/* all or none: a probe without its return (or entry) pairs nothing */
 	for (size_t i = first; i < s->nr_events; i++)
 		close(s->events[i].fd);
 	s->nr_events = first;
 	s->stats.probe_err = err;
+}
+
+int sampler__add_probe(struct sampler *s, const struct sampler_probe *p)
+{
+	int err;
+
+	if (!s || !p || !p->path)
+		return -EINVAL;
+	if (s->stats.probe_err)
+		return s->stats.probe_err;
+	if (!s->probe_ids || !s->tree_filter)
+		return -EINVAL; /* before the events were opened, or without opts.on_map */
+	if (s->nr_probes_open == SAMPLER_MAX_PROBES)
+		return -ENOSPC;
+	err = probe_open_one(s, s->nr_probes_open, p);
+	if (err)
+		return err;
+	return (int)s->nr_probes_open++;
 }
 
 /*

@@ -79,12 +79,14 @@ struct sampler {
 	 * Probes are system-wide uprobes (inherited ones would make the
 	 * kernel read their path from each new thread's memory: clone fails
 	 * with EFAULT). Their samples are kept for the launched process tree
-	 * only (tree: its pids, from FORK records); probe_ids (fixed once
-	 * opened) lets the early reader skip them.
+	 * only (tree: its pids, from FORK records); probe_ids lets the early
+	 * reader skip them. Probes are added while it runs (sampler__add_probe):
+	 * the array has room for SAMPLER_MAX_PROBES from the start and never
+	 * moves, and nr_probe_ids is stored (release) after the ids it counts.
 	 */
 	uint64_t *probe_ids;
-	uint32_t *probe_events; /* each probe id's enum rec_event */
-	size_t nr_probe_ids, probe_ids_cap, probe_events_cap;
+	uint32_t *probe_events; /* each probe id's enum rec_event, beside it */
+	size_t nr_probe_ids, nr_probes_open;
 	struct u64map tree;
 	bool tree_filter;
 
@@ -143,7 +145,7 @@ int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int 
 void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
 void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr);
 /* A probe entry's stack copy: the stack at the call, for its callers. */
-#define PROBE_STACK_SIZE 32768
+#define PROBE_STACK_SIZE 8192
 int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
 		     const struct sampler_probe *p, bool ret);
 /*

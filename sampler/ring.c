@@ -305,6 +305,8 @@ int ring_ingest(struct sampler *s, size_t ri)
 				s->stats.samples++;
 			else if (dec.type == REC_LOST)
 				count_lost(s, &dec.lost);
+			else if (dec.type == REC_MMAP2 && s->opts.on_map)
+				s->opts.on_map(s->opts.on_map_ctx, &dec); /* may add a probe */
 		}
 		pos = next;
 	}

@@ -197,6 +197,18 @@ struct sampler_opts {
 	 */
 	const struct sampler_probe *probes;
 	size_t nr_probes;
+	/* DWARF: the stack bytes copied at each probe entry, multiple of 8; 0: 8 KiB */
+	uint32_t probe_stack_size;
+	/*
+	 * Called with each MMAP2 record of the recorded processes as soon as
+	 * it is read from its ring, before records are put in time order (so
+	 * tens of milliseconds earlier than its delivery), on the thread that
+	 * polls: it may call sampler__add_probe, to probe a library loaded
+	 * during the recording. NULL: none. Probes' samples are kept for the
+	 * recorded processes only once either probes or this is set.
+	 */
+	void (*on_map)(void *ctx, const struct rec *r);
+	void *on_map_ctx;
 	/* page faults with stacks (launch mode): at most fault_freq samples a second; 0: none */
 	uint64_t fault_freq;
 };
@@ -242,6 +254,14 @@ struct sampler *sampler__new(const struct sampler_opts *opts);
  */
 void sampler__free(struct sampler *s);
 int sampler__launch(struct sampler *s, char *const argv[], char *const envp[], pid_t *child);
+/*
+ * One more probe once the events are open (from opts.on_map): entry and
+ * return uprobes like opts.probes', armed on every CPU at once. Its index
+ * (its samples' event is EV_PROBE_ENTRY(index) or EV_PROBE_RETURN(index)),
+ * -ENOSPC past SAMPLER_MAX_PROBES in all, stats.probe_err when the probes
+ * could not be opened at all, or another negative errno (nothing opened).
+ */
+int sampler__add_probe(struct sampler *s, const struct sampler_probe *p);
 /* Let the launched child exec. */
 int sampler__start(struct sampler *s);
 

@@ -107,6 +107,7 @@ static void each_function(Elf *elf, sym_fn fn, void *ctx)
 
 struct find_ctx {
 	const char *want;
+	bool want_near; /* names like it are asked for */
 	uint64_t vaddr;
 	bool found;
 	/* names like it, when it is not there */
@@ -171,7 +172,7 @@ static bool find_one(void *ctx, const char *name, const GElf_Sym *sym)
 		c->found = true;
 		return true;
 	}
-	if (c->nnear < SYM_NEAR_MAX && alike(name, c->want)) {
+	if (c->want_near && c->nnear < SYM_NEAR_MAX && alike(name, c->want)) {
 		for (size_t i = 0; i < c->nnear; i++)
 			if (!strcmp(c->near[i], name))
 				return false;
@@ -185,7 +186,7 @@ static bool find_one(void *ctx, const char *name, const GElf_Sym *sym)
 int symbolizer__function_offset(const char *path, const char *name, uint64_t *offset,
 				struct sym_near *near)
 {
-	struct find_ctx c = { .want = name };
+	struct find_ctx c = { .want = name, .want_near = near != NULL };
 	struct elf_file f;
 	int err;
 

@@ -430,3 +430,24 @@ bool symbolizer__module_identity(const struct symbolizer *s, uint32_t index, con
 	*build_id_hex = s->mods[index]->build_id_hex;
 	return true;
 }
+
+bool symbolizer__file_mapped(const struct symbolizer *s, const char *path)
+{
+	struct stat st;
+	bool have_st;
+
+	if (!s || !path)
+		return false;
+	have_st = !stat(path, &st);
+	for (size_t i = 0; i < s->nmods; i++) {
+		const struct module *m = s->mods[i];
+
+		if (!strcmp(m->path, path))
+			return true;
+		/* the same file under another name (a hard link, another mount of it) */
+		if (have_st && m->ino && m->ino == (uint64_t)st.st_ino &&
+		    (!m->dev || m->dev == (uint64_t)st.st_dev))
+			return true;
+	}
+	return false;
+}

@@ -198,6 +198,12 @@ struct sym_near {
  */
 int symbolizer__function_offset(const char *path, const char *name, uint64_t *offset,
 				struct sym_near *near);
+/*
+ * Whether a recorded process mapped the file at path during the recording
+ * (or, attached, had it mapped when the recording began): a module of that
+ * path, or of the same file under another name (device and inode).
+ */
+bool symbolizer__file_mapped(const struct symbolizer *s, const char *path);
 /* Each DT_NEEDED library name of the ELF file at path; fn's non-zero return stops it. */
 typedef int (*symbolizer_needed_fn)(void *ctx, const char *lib);
 int symbolizer__needed(const char *path, symbolizer_needed_fn fn, void *ctx);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "run.h"
@@ -249,6 +250,111 @@ Test(calls, a_function_found_nowhere_is_one_line_and_exit_2)
 	cr_assert_eq(r.status, 2, "%d: %s", r.status, r.err);
 	cr_assert_not_null(strstr(r.err, "libnosuchthing"), "%s", r.err);
 	run_free(&r);
+}
+
+/*
+ * --probe MODULE:FUNCTION whose module exists but is never loaded (the
+ * fixture does not use libm): one warning at the end naming it, and the
+ * profile is kept with the other probe's calls. A module the fixture does
+ * load (its own executable) gets no such warning.
+ */
+Test(calls, a_module_never_mapped_is_one_warning_at_the_end)
+{
+	char never[64], mapped[4096];
+	const char *probes[] = { never, mapped, NULL };
+	const char *cmd[] = { need_env("FIXTURE_CALLS"), "many", "100", "1000", NULL };
+	char *err, *table;
+	const char *w;
+	struct row r;
+
+	cr_assert_eq(access("/usr/lib/x86_64-linux-gnu/libm.so.6", R_OK), 0, "libc6 has libm");
+	snprintf(never, sizeof(never), "libm.so.6:cbrt");
+	snprintf(mapped, sizeof(mapped), "%s:quick", need_env("FIXTURE_CALLS"));
+	table = record_calls(NULL, probes, cmd, &err);
+	cr_log_info("%s\n%s", err, table);
+	cr_assert(calls_row(table, "quick", &r), "the profile is kept: %s", table);
+	cr_assert_eq(r.count, 100);
+	cr_assert_not(calls_row(table, "cbrt", &r), "%s", table);
+	cr_assert_eq(count_str(err, "warning: "), 1, "one warning: %s", err);
+	w = strstr(err, "warning: --probe libm.so.6:cbrt: no recorded process loaded ");
+	cr_assert_not_null(w, "%s", err);
+	cr_assert_not_null(strstr(w, "libm.so.6, so cbrt never ran there"), "%s", err);
+	cr_assert_null(strstr(err, "quick never ran"), "its own executable was mapped: %s", err);
+	/* at the end, after the summary, in one line */
+	cr_assert_gt(w - err, strstr(err, " samples, ") - err, "after the summary: %s", err);
+	cr_assert(strchr(w, '\n') && strstr(w, "name one of them\n") ==
+					     strchr(w, '\n') - strlen("name one of them"),
+		  "one line: %s", err);
+	free(err);
+	free(table);
+}
+
+/*
+ * A --probe without MODULE whose function is only in a library the fixture
+ * loads with dlopen (tests/fixtures/dlcalls.c), as PyTorch loads oneDNN.
+ * Found nowhere: exit 2. Loaded by name from LD_LIBRARY_PATH: probed from
+ * the start, COUNT exact. A copy loaded by path from elsewhere: probed when
+ * it is mapped, which the summary says (with how late); the fixture makes
+ * its calls 500 ms after the dlopen, as a trainer's first step comes long
+ * after its import, and COUNT is exact again.
+ */
+Test(calls, a_library_loaded_by_dlopen_is_probed_without_its_module)
+{
+	const char *lib = need_env("FIXTURE_DLCALLS");
+	char *libdir = strdup(lib), ldpath[4096], *env[] = { ldpath, NULL };
+	char *copydir = path_in(dir, "elsewhere"), *copy = path_in(copydir, "libdlcalls.so");
+	const char *probes[] = { "dl_tick", NULL };
+	const char *by_name[] = { need_env("FIXTURE_CALLS"), "dlopen", "libdlcalls.so", "1000",
+				  NULL };
+	const char *by_path[] = { need_env("FIXTURE_CALLS"), "dlopen", copy, "1000", "500", NULL };
+	const char *nowhere[] = { need_env("DLFLAME"),	     "record", "--probe", "dl_tick", "--",
+				  need_env("FIXTURE_CALLS"), "dlopen", lib,	  "10",	     NULL };
+	const char *cp[] = { "/bin/cp", lib, copy, NULL };
+	char *err, *table, want[4200];
+	const char *late;
+	double ms = -1;
+	struct row r;
+	struct run_result rr;
+
+	*strrchr(libdir, '/') = '\0';
+	snprintf(ldpath, sizeof(ldpath), "LD_LIBRARY_PATH=%s", libdir);
+
+	/* meson test sets LD_LIBRARY_PATH to the build's library directories: none here */
+	rr = run(dir, (char *[]){ "LD_LIBRARY_PATH=", NULL }, NULL, nowhere);
+	cr_assert_eq(rr.status, 2, "not in a library dlopen could find by name: %s", rr.err);
+	cr_assert_eq(count_str(rr.err, "\n"), 1, "%s", rr.err);
+	run_free(&rr);
+
+	table = record_calls(env, probes, by_name, &err);
+	cr_log_info("%s\n%s", err, table);
+	cr_assert(calls_row(table, "dl_tick", &r), "%s\n%s", err, table);
+	cr_assert_eq(r.count, 1000, "dl_tick: %lu calls", r.count);
+	cr_assert_null(strstr(err, "also probed in"), "probed from the start: %s", err);
+	free(err);
+	free(table);
+
+	cr_assert_eq(mkdir(copydir, 0755), 0);
+	rr = run(dir, NULL, NULL, cp);
+	cr_assert_eq(rr.status, 0, "%s", rr.err);
+	run_free(&rr);
+	table = record_calls(env, probes, by_path, &err);
+	cr_log_info("%s\n%s", err, table);
+	snprintf(want, sizeof(want), "--probe dl_tick: also probed in %s, which process ", copy);
+	late = strstr(err, want);
+	cr_assert_not_null(late, "the copy is probed when it is mapped: %s", err);
+	late = strstr(late, " loaded during the recording, from ");
+	cr_assert_not_null(late, "%s", err);
+	cr_assert_eq(
+		sscanf(late, " loaded during the recording, from %lf ms after it was mapped", &ms),
+		1, "%s", err);
+	cr_assert(ms >= 0 && ms < 500, "armed %.1f ms after the mapping: before the calls", ms);
+	cr_assert(calls_row(table, "dl_tick", &r), "%s\n%s", err, table);
+	cr_assert_eq(r.count, 1000, "dl_tick in the copy: %lu calls", r.count);
+	free(err);
+	free(table);
+	free(libdir);
+	free(copy);
+	free(copydir);
 }
 
 /* --from-call step:2: the first step's samples (its warm-up) are gone, the rest kept. */
