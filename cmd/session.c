@@ -428,7 +428,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		} else if (signalled && stop_signal != signalled) {
 			break; /* a second, different signal: stop now */
 		}
-		/* with Python frames the sampler's early reader reads the rings first; this thread polls */
+		/* the sampler's own threads empty the rings (and read Python frames); this thread polls */
 		err = sampler__poll(ss->s, ss->python ? 10 : 100, collector__record, ss->col);
 		if (err)
 			break;

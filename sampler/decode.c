@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include <linux/perf_event.h>
@@ -149,6 +150,7 @@ static int decode_stack(struct cur *c, struct rec_sample *s)
 	uint64_t size, dyn;
 	const uint8_t *at;
 
+	s->stack_off = (uint32_t)c->off;
 	if (!get_u64(c, &size))
 		return -EINVAL;
 	if (!size)
@@ -373,4 +375,46 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 	}
 	*out = r;
 	return 0;
+}
+
+size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst)
+{
+	const uint8_t *p = data;
+	uint8_t *d = dst;
+	uint64_t size, keep, dyn;
+	size_t off, rest, n;
+	struct rec r;
+	uint16_t hsize;
+
+	if (rec_decode(layout, data, len, &r) || r.type != REC_SAMPLE || !r.sample.stack_off) {
+		memcpy(dst, data, len);
+		return len;
+	}
+	off = r.sample.stack_off;
+	memcpy(&size, p + off, sizeof(size));
+	dyn = r.sample.stack_size;
+	keep = (dyn + 7) & ~7ull;
+	if (!size || keep == size) {
+		memcpy(dst, data, len);
+		return len;
+	}
+	/* decoded: off + 8 + size + 8 (the dyn_size field) lie within len */
+	rest = len - (off + 8 + size + 8);
+	memcpy(d, p, off);
+	n = off + sizeof(keep);
+	if (dyn) {
+		memcpy(d + off, &keep, sizeof(keep));
+		memcpy(d + n, p + off + 8, dyn);
+		memset(d + n + dyn, 0, keep - dyn);
+		n += keep;
+		memcpy(d + n, &dyn, sizeof(dyn));
+		n += sizeof(dyn);
+	} else {
+		memset(d + off, 0, sizeof(uint64_t)); /* size 0: no bytes, no dyn_size */
+	}
+	memcpy(d + n, p + len - rest, rest);
+	n += rest;
+	hsize = (uint16_t)n;
+	memcpy(d + offsetof(struct perf_event_header, size), &hsize, sizeof(hsize));
+	return n;
 }

@@ -79,6 +79,7 @@ struct rec_sample {
 	const uint8_t
 		*stack; /* copy of the user stack from regs[SP] up; valid during the callback */
 	uint64_t stack_size; /* valid bytes (the kernel's dyn_size), checked against the record */
+	uint32_t stack_off; /* where the copy's size field lies in the record; 0: no copy field */
 };
 
 struct rec_mmap2 {
@@ -151,6 +152,14 @@ struct rec_layout {
  * or -EINVAL for a malformed record (the caller reports and skips it).
  */
 int rec_decode(const struct rec_layout *layout, const void *data, size_t len, struct rec *out);
+/*
+ * Copy the record data[0..len) to dst (room for len bytes), a sample's user
+ * stack copy cut to the bytes the kernel could copy (dyn_size, rounded up to
+ * 8; a copy of none loses its dyn_size field too): it decodes as before, in
+ * fewer bytes. Any other record, or one that does not decode, is copied as
+ * it is. Returns the copy's length.
+ */
+size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst);
 
 /*
  * Ring-buffer reading, separated from mmap so that it can be tested on a
@@ -302,8 +311,9 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx);
  * the record callback. In attach mode a record may come twice here (see
  * deliverable()). Set it before the first poll. cb returns whether it wants
  * the next samples at once: then the rings are looked at every
- * EARLY_FAST_US microseconds, else every EARLY_SLOW_MS milliseconds (and
- * at every ring wakeup).
+ * EARLY_FAST_US microseconds, else every EARLY_SLOW_MS milliseconds. (The
+ * rings are emptied by another thread of the sampler's, which no callback
+ * holds up.)
  */
 #define EARLY_FAST_US 100
 #define EARLY_SLOW_MS 10
