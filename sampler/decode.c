@@ -162,10 +162,34 @@ static int decode_stack(struct cur *c, struct rec_sample *s)
 	return 0;
 }
 
+/* The layout of its own of a sample whose id is first (binary search of l->alts), or NULL. */
+static const struct rec_alt *alt_of(const struct rec_layout *l, const struct cur *c)
+{
+	size_t lo = 0, hi = l->nr_alts;
+	uint64_t id;
+
+	if (!(l->sample_type & PERF_SAMPLE_IDENTIFIER) || !l->nr_alts ||
+	    c->end - c->off < sizeof(id))
+		return NULL;
+	memcpy(&id, c->p + c->off, sizeof(id));
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->alts[mid].id == id)
+			return &l->alts[mid];
+		if (l->alts[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 static int decode_sample(const struct rec_layout *l, uint16_t misc, struct cur *c, struct rec *r)
 {
 	struct rec_sample *s = &r->sample;
-	uint64_t st = l->sample_type;
+	const struct rec_alt *alt = alt_of(l, c);
+	uint64_t st = alt ? alt->sample_type : l->sample_type;
 	const uint8_t *at;
 	uint64_t skip;
 
@@ -187,6 +211,8 @@ static int decode_sample(const struct rec_layout *l, uint16_t misc, struct cur *
 		return -EINVAL;
 	if (st & PERF_SAMPLE_PERIOD && !get_u64(c, &s->period))
 		return -EINVAL;
+	if (!(st & PERF_SAMPLE_PERIOD) && alt)
+		s->period = alt->period;
 	/* The size of read_format depends on attr.read_format, which the layout does not carry. */
 	if (st & PERF_SAMPLE_READ)
 		return -EINVAL;

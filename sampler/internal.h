@@ -82,6 +82,8 @@ struct sampler {
 	struct sampler_opts opts;
 	struct sampler_stats stats;
 	struct rec_layout layout;
+	struct rec_alt *alts; /* layout.alts: set before the rings are read, then fixed */
+	size_t nr_alts, alts_cap;
 	bool mono_clock;
 
 	/*
@@ -161,6 +163,8 @@ int event_open_or_user_only(struct sampler *s, struct perf_event_attr *attr, pid
 int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
 void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
 void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr);
+/* fd's samples have attr's layout: noted in s->layout's alts when it is not s's own. */
+int event_alt(struct sampler *s, int fd, const struct perf_event_attr *attr);
 /* A probe entry's stack copy: the stack at the call, for its callers. */
 #define PROBE_STACK_SIZE 8192
 int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,

@@ -112,6 +112,7 @@ void sampler__free(struct sampler *s)
 	u64map_free(&s->origin);
 	u64map_free(&s->tree);
 	free(s->probe_ids);
+	free(s->alts);
 	free(s->scratch);
 	free(s->threads);
 	order_free(&s->q);

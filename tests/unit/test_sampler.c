@@ -175,6 +175,61 @@ Test(decode, sample_field_order_with_identifier_addr_stream)
 	cr_assert_not(r.sample.user);
 }
 
+/* IDENTIFIER, TID, TIME, [PERIOD,] one callchain entry: the sample of event id. */
+static void build_id_sample(struct rb *b, uint64_t id, bool period)
+{
+	rb_start(b, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+	rb_u64(b, id);
+	rb_u32x2(b, 5, 6);
+	rb_u64(b, 777); /* time */
+	if (period)
+		rb_u64(b, 10);
+	rb_u64(b, 1);
+	rb_u64(b, 0x2222);
+	rb_end(b);
+}
+
+/*
+ * Events with a layout of their own share the rings: a sample whose id is
+ * an alt's has the alt's sample_type (here without PERIOD: it stands for
+ * the alt's period), any other the layout's. Non-sample records keep the
+ * one trailer.
+ */
+Test(decode, samples_of_an_event_with_a_layout_of_its_own)
+{
+	const uint64_t st =
+		PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+	const struct rec_alt alts[] = { { .id = 3, .sample_type = st, .period = 64 },
+					{ .id = 7, .sample_type = st, .period = 128 } };
+	struct rec_layout l = { .sample_type = st | PERF_SAMPLE_PERIOD,
+				.sample_id_all = true,
+				.alts = alts,
+				.nr_alts = 2 };
+	struct rb b;
+	struct rec r;
+
+	build_id_sample(&b, 7, false);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.id, 7);
+	cr_assert_eq(r.sample.period, 128, "the alt's period");
+	cr_assert_eq(r.sample.nr, 1);
+	cr_assert_eq(r.sample.ips[0], 0x2222);
+	cr_assert_eq(r.time, 777);
+	build_id_sample(&b, 3, false);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.period, 64);
+	/* another id: the layout's own, with its period */
+	build_id_sample(&b, 5, true);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.period, 10);
+	cr_assert_eq(r.sample.ips[0], 0x2222);
+	/* read with the other's layout, each is malformed: the id chooses */
+	build_id_sample(&b, 5, false);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), -EINVAL);
+	build_id_sample(&b, 7, true);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), -EINVAL);
+}
+
 Test(decode, sample_read_layout_rejected)
 {
 	struct rec_layout l = { .sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_READ };
