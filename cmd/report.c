@@ -371,7 +371,7 @@ static struct render_select selection(const struct report_opts *o, const struct 
 	kinds_present(p, present);
 	if (o->faults) {
 		if (!present[SAMPLE_FAULT])
-			warning("%s holds no page faults: it was recorded without --faults, by attaching, "
+			warning("%s holds no page faults: it was recorded with --no-faults, by attaching, "
 				"or before dlflame sampled them",
 				o->input);
 		/* weighted: folded counts in kB touched */

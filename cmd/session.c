@@ -444,8 +444,8 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 			break; /* a second, different signal: stop now */
 		}
 		/*
-		 * With Python frames the sampler's early reader reads the rings
-		 * first; this thread polls. A library mapped now may need its
+		 * The sampler's own threads empty the rings (and read Python
+		 * frames); this thread polls. A library mapped now may need its
 		 * probe (watch_maps): its mapping is read within 10 ms either way.
 		 */
 		err = sampler__poll(ss->s, ss->python || ss->watch_maps ? 10 : 100,

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include <linux/perf_event.h>
@@ -149,6 +150,7 @@ static int decode_stack(struct cur *c, struct rec_sample *s)
 	uint64_t size, dyn;
 	const uint8_t *at;
 
+	s->stack_off = (uint32_t)c->off;
 	if (!get_u64(c, &size))
 		return -EINVAL;
 	if (!size)
@@ -160,10 +162,34 @@ static int decode_stack(struct cur *c, struct rec_sample *s)
 	return 0;
 }
 
+/* The layout of its own of a sample whose id is first (binary search of l->alts), or NULL. */
+static const struct rec_alt *alt_of(const struct rec_layout *l, const struct cur *c)
+{
+	size_t lo = 0, hi = l->nr_alts;
+	uint64_t id;
+
+	if (!(l->sample_type & PERF_SAMPLE_IDENTIFIER) || !l->nr_alts ||
+	    c->end - c->off < sizeof(id))
+		return NULL;
+	memcpy(&id, c->p + c->off, sizeof(id));
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->alts[mid].id == id)
+			return &l->alts[mid];
+		if (l->alts[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
 static int decode_sample(const struct rec_layout *l, uint16_t misc, struct cur *c, struct rec *r)
 {
 	struct rec_sample *s = &r->sample;
-	uint64_t st = l->sample_type;
+	const struct rec_alt *alt = alt_of(l, c);
+	uint64_t st = alt ? alt->sample_type : l->sample_type;
 	const uint8_t *at;
 	uint64_t skip;
 
@@ -185,6 +211,8 @@ static int decode_sample(const struct rec_layout *l, uint16_t misc, struct cur *
 		return -EINVAL;
 	if (st & PERF_SAMPLE_PERIOD && !get_u64(c, &s->period))
 		return -EINVAL;
+	if (!(st & PERF_SAMPLE_PERIOD) && alt)
+		s->period = alt->period;
 	/* The size of read_format depends on attr.read_format, which the layout does not carry. */
 	if (st & PERF_SAMPLE_READ)
 		return -EINVAL;
@@ -373,4 +401,46 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 	}
 	*out = r;
 	return 0;
+}
+
+size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst)
+{
+	const uint8_t *p = data;
+	uint8_t *d = dst;
+	uint64_t size, keep, dyn;
+	size_t off, rest, n;
+	struct rec r;
+	uint16_t hsize;
+
+	if (rec_decode(layout, data, len, &r) || r.type != REC_SAMPLE || !r.sample.stack_off) {
+		memcpy(dst, data, len);
+		return len;
+	}
+	off = r.sample.stack_off;
+	memcpy(&size, p + off, sizeof(size));
+	dyn = r.sample.stack_size;
+	keep = (dyn + 7) & ~7ull;
+	if (!size || keep == size) {
+		memcpy(dst, data, len);
+		return len;
+	}
+	/* decoded: off + 8 + size + 8 (the dyn_size field) lie within len */
+	rest = len - (off + 8 + size + 8);
+	memcpy(d, p, off);
+	n = off + sizeof(keep);
+	if (dyn) {
+		memcpy(d + off, &keep, sizeof(keep));
+		memcpy(d + n, p + off + 8, dyn);
+		memset(d + n + dyn, 0, keep - dyn);
+		n += keep;
+		memcpy(d + n, &dyn, sizeof(dyn));
+		n += sizeof(dyn);
+	} else {
+		memset(d + off, 0, sizeof(uint64_t)); /* size 0: no bytes, no dyn_size */
+	}
+	memcpy(d + n, p + len - rest, rest);
+	n += rest;
+	hsize = (uint16_t)n;
+	memcpy(d + offsetof(struct perf_event_header, size), &hsize, sizeof(hsize));
+	return n;
 }

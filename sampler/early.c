@@ -1,11 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The early reader: a thread of the sampler's own that sees each sample
- * as soon as the kernel has written it, for sampler__set_early's callback,
- * while the main thread may be busy unwinding and naming older records.
- * It only peeks: each ring keeps its records until the main thread has
- * delivered them, and the main thread never gives the kernel back a part
- * of a ring the early reader has not seen yet (rings_release).
+ * The rings' readers of the sampler's own, ahead of the recording's
+ * thread, which unwinds and names older records and may wait for a cold
+ * disk meanwhile. A drain pass (drain_pass) empties the kernel's rings
+ * into each ring's spill (spill.h), stack copies cut to what the kernel
+ * could copy, and gives the kernel its space back at once.
+ *
+ *  - the drain thread makes a pass whenever a ring is a quarter full or
+ *    every EARLY_SLOW_MS. It does nothing else: no file, no callback can
+ *    hold it up, so a ring overflows only once the spills are at their
+ *    budget.
+ *  - the early thread (with an early callback only) makes a pass of its
+ *    own as often as the callback asks (EARLY_FAST_US), then hands each
+ *    sample copied since to sampler__set_early's callback, long before it
+ *    is delivered in time order. When a callback waits (a lock, a file),
+ *    the drain thread still empties the rings.
+ *
+ * One pass at a time (copy_lock). The recording's thread frames what the
+ * early thread has seen (what was copied, without one), so every sample
+ * reaches the callback before it is delivered.
  */
 #include <errno.h>
 #include <poll.h>
@@ -36,72 +49,163 @@ static uint32_t probe_event(const struct sampler *s, uint64_t id)
 	return EV_ONCPU;
 }
 
-static void *early_main(void *arg)
+/* Copy ring r's new records into its spill; false when the spill budget stopped it. */
+static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool final)
+{
+	struct perf_event_mmap_page *pg = r->map;
+	uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
+	bool all = true;
+
+	for (;;) {
+		uint64_t next = tail;
+		const void *data;
+		uint8_t *dst;
+		size_t len;
+		int ret = ring_next(r->data, r->data_size, head, &next, scratch, SCRATCH_SIZE,
+				    &data, &len);
+
+		if (ret == 0)
+			break;
+		if (ret < 0) {
+			/* a broken header: the rest of this ring cannot be framed */
+			__atomic_add_fetch(&s->early_bad, 1, __ATOMIC_RELAXED);
+			tail = head;
+			break;
+		}
+		dst = spill_room(r->spill, len, final);
+		if (!dst) {
+			all = false;
+			break;
+		}
+		spill_wrote(r->spill, rec_trim(&s->layout, data, len, dst));
+		tail = next;
+	}
+	/* the kernel may write there again */
+	__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
+	spill_publish(r->spill);
+	return all;
+}
+
+bool drain_pass(struct sampler *s, uint8_t *scratch, bool final)
+{
+	uint64_t start = monotonic_ns();
+	bool all = true;
+
+	for (size_t i = 0; i < s->nr_rings; i++)
+		all &= copy_out(s, &s->rings[i], scratch, final);
+	if (all)
+		__atomic_store_n(&s->copied_at, start, __ATOMIC_RELEASE);
+	return all;
+}
+
+/* Real-time priority (these threads sleep, then work microseconds at a time), else nice -10. */
+static void reader_priority(int prio)
+{
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO,
+				  &(struct sched_param){ .sched_priority = prio }))
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
+	/* its timer wakes it when asked, not up to 50 us later */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+}
+
+static bool locked_pass(struct sampler *s, uint8_t *scratch)
+{
+	bool all;
+
+	pthread_mutex_lock(&s->copy_lock);
+	all = drain_pass(s, scratch, false);
+	pthread_mutex_unlock(&s->copy_lock);
+	return all;
+}
+
+static void *drain_main(void *arg)
 {
 	struct sampler *s = arg;
 	size_t n = s->nr_rings;
 	struct pollfd *pfds = calloc(n + 1, sizeof(*pfds));
 	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	bool fast = false;
+	bool left = false;
 
 	if (!pfds || !scratch)
 		goto out;
-	/*
-	 * Ahead of the recording's own thread, which unwinds and names: a read
-	 * that waits for it finds a Python stack that has moved on. Real-time
-	 * priority (it sleeps in ppoll and works microseconds at a time), else
-	 * a higher nice level; only root may have either. Its timer wakes it
-	 * when asked, not up to 50 us later.
-	 */
-	if (pthread_setschedparam(pthread_self(), SCHED_FIFO,
-				  &(struct sched_param){ .sched_priority = 1 }))
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
-	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	/* above the early thread: a ring must never wait for a callback */
+	reader_priority(2);
 	for (size_t i = 0; i < n; i++)
 		pfds[i] = (struct pollfd){ .fd = s->rings[i].fd, .events = POLLIN };
 	pfds[n] = (struct pollfd){ .fd = s->early_stop, .events = POLLIN };
 	for (;;) {
-		struct timespec wait = { .tv_nsec = fast ? EARLY_FAST_US * 1000L
+		struct timespec wait = { .tv_nsec = left ? EARLY_FAST_US * 1000L
 							 : EARLY_SLOW_MS * 1000000L };
 
 		if (ppoll(pfds, n + 1, &wait, NULL) < 0 && errno != EINTR)
 			break;
 		if (pfds[n].revents)
 			break;
-		for (size_t i = 0; i < n; i++) {
-			struct ring *r = &s->rings[i];
-			struct perf_event_mmap_page *pg = r->map;
-			uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
-			uint64_t pos = __atomic_load_n(&r->early_pos, __ATOMIC_RELAXED), next;
-			const void *data;
-			struct rec dec;
-			size_t len;
-
-			/* a gone target's ring says POLLHUP for ever: read it, then stop asking */
+		/* a gone target's ring says POLLHUP for ever: read it, then stop asking */
+		for (size_t i = 0; i < n; i++)
 			if (pfds[i].revents & (POLLHUP | POLLERR | POLLNVAL))
 				pfds[i].fd = -1;
-			if (head - pos > r->data_size)
-				pos = head; /* cannot be: lost track, start afresh */
-			for (;;) {
-				next = pos;
-				if (ring_next(r->data, r->data_size, head, &next, scratch,
-					      SCRATCH_SIZE, &data, &len) <= 0)
-					break;
-				if (rec_decode(&s->layout, data, len, &dec) == 0 &&
-				    dec.type == REC_SAMPLE) {
-					dec.sample.event = probe_event(s, dec.id);
-					/* a return's stack is not kept */
-					if (!EV_IS_PROBE(dec.sample.event) ||
-					    !EV_PROBE_IS_RETURN(dec.sample.event))
-						fast = s->early(s->early_ctx, &dec);
-				}
-				pos = next;
-			}
-			__atomic_store_n(&r->early_pos, pos, __ATOMIC_RELEASE);
-		}
+		/* a ring left behind (the budget) is looked at again soon: it may be released */
+		left = !locked_pass(s, scratch);
 	}
 out:
 	free(pfds);
+	free(scratch);
+	return NULL;
+}
+
+/* The early callback for each sample copied since the last pass. */
+static bool early_pass(struct sampler *s, bool fast)
+{
+	/* loaded first: what was copied by then is below the heads loaded next */
+	uint64_t copied_at = __atomic_load_n(&s->copied_at, __ATOMIC_ACQUIRE);
+
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		struct ring *r = &s->rings[i];
+		uint64_t head = spill_head(r->spill), pos = r->early_pos, at;
+		const void *data;
+		struct rec dec;
+		size_t len;
+
+		while (spill_next(r->spill, head, &pos, &at, &data, &len) > 0) {
+			if (rec_decode(&s->layout, data, len, &dec) || dec.type != REC_SAMPLE)
+				continue;
+			dec.sample.event = probe_event(s, dec.id);
+			/* a return's stack is not kept */
+			if (!EV_IS_PROBE(dec.sample.event) || !EV_PROBE_IS_RETURN(dec.sample.event))
+				fast = s->early(s->early_ctx, &dec);
+		}
+		__atomic_store_n(&r->early_pos, pos, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&s->early_seen, copied_at, __ATOMIC_RELEASE);
+	return fast;
+}
+
+static void *early_main(void *arg)
+{
+	struct sampler *s = arg;
+	struct pollfd stop = { .fd = s->early_stop, .events = POLLIN };
+	uint8_t *scratch = malloc(SCRATCH_SIZE);
+	bool fast = false;
+
+	if (!scratch)
+		return NULL;
+	/*
+	 * Ahead of the recording's own thread: a read that waits for it finds
+	 * a Python stack that has moved on.
+	 */
+	reader_priority(1);
+	for (;;) {
+		struct timespec wait = { .tv_nsec = fast ? EARLY_FAST_US * 1000L
+							 : EARLY_SLOW_MS * 1000000L };
+
+		if (ppoll(&stop, 1, &wait, NULL) < 0 && errno != EINTR)
+			break;
+		if (stop.revents)
+			break;
+		locked_pass(s, scratch);
+		fast = early_pass(s, fast);
+	}
 	free(scratch);
 	return NULL;
 }
@@ -110,33 +214,42 @@ int early_start(struct sampler *s)
 {
 	int err;
 
-	if (!s->early || s->early_running || !s->nr_rings)
+	if (s->drain_running || !s->nr_rings)
 		return 0;
 	s->early_stop = eventfd(0, EFD_CLOEXEC);
 	if (s->early_stop < 0)
 		return -errno;
-	for (size_t i = 0; i < s->nr_rings; i++)
-		s->rings[i].early_pos = s->rings[i].read_pos;
-	err = pthread_create(&s->early_thread, NULL, early_main, s);
-	if (err) {
-		close(s->early_stop);
-		s->early_stop = -1;
-		return -err;
+	if (s->early) {
+		for (size_t i = 0; i < s->nr_rings; i++)
+			s->rings[i].early_pos = s->rings[i].read_pos;
+		err = -pthread_create(&s->early_thread, NULL, early_main, s);
+		if (err)
+			goto fail;
+		s->early_running = true;
 	}
-	s->early_running = true;
+	err = -pthread_create(&s->drain_thread, NULL, drain_main, s);
+	if (err)
+		goto fail;
+	s->drain_running = true;
 	return 0;
+fail:
+	early_stop(s);
+	return err;
 }
 
 void early_stop(struct sampler *s)
 {
 	uint64_t one = 1;
 
-	if (!s->early_running)
+	if (s->early_stop < 0)
 		return;
 	if (write(s->early_stop, &one, sizeof(one)) != sizeof(one))
 		abort(); /* an eventfd write cannot fail here; a thread left running would */
-	pthread_join(s->early_thread, NULL);
+	if (s->drain_running)
+		pthread_join(s->drain_thread, NULL);
+	if (s->early_running)
+		pthread_join(s->early_thread, NULL);
 	close(s->early_stop);
 	s->early_stop = -1;
-	s->early_running = false;
+	s->drain_running = s->early_running = false;
 }

@@ -23,9 +23,13 @@
 	(((1ull << (PERF_REG_X86_FLAGS + 1)) - 1) | \
 	 (((1ull << (PERF_REG_X86_R15 + 1)) - 1) & ~((1ull << PERF_REG_X86_R8) - 1)))
 
+/*
+ * IDENTIFIER: a sample's id comes first, so that events with a layout of
+ * their own (page faults) can share the rings (struct rec_layout's alts).
+ */
 #define SAMPLE_TYPE                                                                               \
 	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_CPU | \
-	 PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN)
+	 PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN | PERF_SAMPLE_IDENTIFIER)
 
 void event_layout(struct sampler *s)
 {
@@ -302,20 +306,42 @@ int sampler__add_probe(struct sampler *s, const struct sampler_probe *p)
 }
 
 /*
- * Page faults of the user code: where memory is first touched. In frequency
- * mode (fault_freq samples a second at most, each with the number of faults
- * it stands for as its period): a software event whose samples carry
+ * Page faults of the user code: where memory is first touched, a sample
+ * every fault_period faults. A software event whose samples carry
  * PERF_SAMPLE_PERIOD takes a sample at every fault whatever sample_period
- * says, and every event here shares one record layout.
+ * says (and in frequency mode every new thread's event starts at period 1:
+ * up to 400 samples a tick from a process that faults fast), so these
+ * samples have a layout of their own, without it.
  */
 void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr)
 {
 	base_attr(s, attr);
+	attr->sample_type &= ~(uint64_t)PERF_SAMPLE_PERIOD;
 	attr->type = PERF_TYPE_SOFTWARE;
 	attr->config = PERF_COUNT_SW_PAGE_FAULTS;
-	attr->freq = 1;
-	attr->sample_freq = s->opts.fault_freq;
+	attr->sample_period = s->opts.fault_period;
 	attr->exclude_callchain_kernel = 1; /* the faulting user code is the leaf */
+}
+
+int event_alt(struct sampler *s, int fd, const struct perf_event_attr *attr)
+{
+	struct rec_alt alt = { .sample_type = attr->sample_type, .period = attr->sample_period };
+	size_t at;
+
+	if (attr->sample_type == s->layout.sample_type)
+		return 0;
+	if (ioctl(fd, PERF_EVENT_IOC_ID, &alt.id) < 0)
+		return -errno;
+	if (grow_array((void **)&s->alts, &s->alts_cap, s->nr_alts + 1, sizeof(*s->alts)))
+		return -ENOMEM;
+	/* sorted by id, for rec_decode's binary search */
+	for (at = s->nr_alts; at > 0 && s->alts[at - 1].id > alt.id; at--)
+		s->alts[at] = s->alts[at - 1];
+	s->alts[at] = alt;
+	s->nr_alts++;
+	s->layout.alts = s->alts;
+	s->layout.nr_alts = s->nr_alts;
+	return 0;
 }
 
 /* The side-band records (maps, names, threads): one event per ring asks for them. */

@@ -5,13 +5,16 @@
  *   sampler.c  the coordinator: options, lifetime, draining rounds in time order
  *   launch.c   launching the target stopped before exec, and its events
  *   attach.c   attaching to running processes and threads, and the threads found
+ *   early.c    the drain thread (rings -> spills) and the early thread
  *   ring.c     the per-CPU mmap rings: opening, mapping, framing records in place
  *   events.c   perf event attributes, probing, opening; error messages
+ *   spill.c    the FIFOs records are copied into out of the rings
  *   order.c    the time-ordering queue (also the perf.data reader's)
  *   decode.c   decoding records
  *
  * Calls go down that list, never up: sampler.c calls the others; launch.c
- * and attach.c call ring.c and events.c; ring.c calls events.c and order.c.
+ * and attach.c call ring.c and events.c; early.c calls ring.c (ring_next),
+ * spill.c and decode.c; ring.c calls events.c, spill.c and order.c.
  */
 #ifndef DLFLAME_SAMPLER_INTERNAL_H
 #define DLFLAME_SAMPLER_INTERNAL_H
@@ -28,6 +31,7 @@
 #include <linux/perf_event.h>
 
 #include "sampler/order.h"
+#include "sampler/spill.h"
 
 #include "sampler/sampler.h"
 #include "util/util.h"
@@ -43,14 +47,19 @@ struct ring {
 	size_t data_size;
 	uint64_t last_time; /* time given to records that carry none */
 	/*
-	 * Records up to here are framed: delivered, or waiting in the queue. They
-	 * stay in the ring until delivered (data_tail is the oldest waiting
-	 * one), so that a sample's 32 KiB stack copy is read where the kernel
-	 * wrote it instead of being copied out first.
+	 * The drain thread (early.c) copies the kernel's records out of the
+	 * ring into spill as soon as they are written (stack copies cut to
+	 * what the kernel could copy) and gives the kernel its space back at
+	 * once: the kernel never waits for the recording's thread, which only
+	 * the spill budget keeps from falling further behind. Records up to
+	 * read_pos are framed: delivered, or waiting in the queue where they
+	 * lie in spill, which keeps them until delivered (its tail is the
+	 * oldest waiting one).
 	 */
+	struct spill *spill;
+	uint64_t early_pos; /* the early thread has seen its records up to here (atomic) */
 	uint64_t read_pos;
 	uint64_t release; /* scratch of rings_release() */
-	uint64_t early_pos; /* what the early reader has seen (atomic: its thread writes it) */
 	bool hup;
 };
 
@@ -73,6 +82,8 @@ struct sampler {
 	struct sampler_opts opts;
 	struct sampler_stats stats;
 	struct rec_layout layout;
+	struct rec_alt *alts; /* layout.alts: set before the rings are read, then fixed */
+	size_t nr_alts, alts_cap;
 	bool mono_clock;
 
 	/*
@@ -105,9 +116,20 @@ struct sampler {
 	struct u64map tids; /* attach mode: tids we opened events on (or gave up on) */
 	rec_early_cb early; /* sampler__set_early */
 	void *early_ctx;
-	pthread_t early_thread; /* early.c */
-	int early_stop; /* eventfd that stops it */
-	bool early_running;
+	/* early.c: the drain thread, and the early thread when there is an early callback */
+	pthread_t drain_thread, early_thread;
+	bool drain_running, early_running;
+	int early_stop; /* eventfd that stops both */
+	pthread_mutex_t copy_lock; /* one drain pass at a time */
+	/*
+	 * Every record the kernel wrote before copied_at is in the spills
+	 * (atomic: the start of the last pass that copied every ring), and the
+	 * early thread has seen those written before early_seen (atomic).
+	 * Records a pass found malformed (atomic), for stats.bad_records.
+	 */
+	uint64_t copied_at, early_seen;
+	uint64_t early_bad;
+	struct spill_budget budget; /* of every ring's spill */
 	struct u64map origin; /* attach mode: tid -> the tid whose events it is followed by */
 	bool woken; /* targets_gone may have taken a ring's wakeup */
 	size_t fd_budget; /* attach mode: fds the rings and events may use */
@@ -144,6 +166,8 @@ int event_open_or_user_only(struct sampler *s, struct perf_event_attr *attr, pid
 int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
 void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
 void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr);
+/* fd's samples have attr's layout: noted in s->layout's alts when it is not s's own. */
+int event_alt(struct sampler *s, int fd, const struct perf_event_attr *attr);
 /* A probe entry's stack copy: the stack at the call, for its callers. */
 #define PROBE_STACK_SIZE 8192
 int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
@@ -174,15 +198,28 @@ int ring_ingest(struct sampler *s, size_t ri);
 void rings_release(struct sampler *s, size_t from);
 bool rings_filling(const struct sampler *s);
 
-/* early.c: the early reader's thread (no-ops without an early callback). */
+/* Where the recording's thread may frame ring r's spill up to (what the early thread saw). */
+uint64_t ring_readable(const struct sampler *s, const struct ring *r);
+/* Every record written before this time (CLOCK_MONOTONIC) can be framed. */
+uint64_t rings_copied_at(const struct sampler *s);
+
+/* ---- early.c ------------------------------------------------------------- */
+
+/* The threads that empty the rings into spill, and see each sample early. */
 int early_start(struct sampler *s);
 void early_stop(struct sampler *s);
-/* The bytes of a queued record, in its ring or copied. */
+/*
+ * One pass of the drain thread over every ring, on whichever thread: the
+ * caller's once it is stopped (final: past the spill budget). False when
+ * the budget left records in a ring.
+ */
+bool drain_pass(struct sampler *s, uint8_t *scratch, bool final);
+/* The bytes of a queued record, in its ring's spill or copied. */
 static inline const uint8_t *ring_rec_data(const struct sampler *s, const struct order_rec *p)
 {
 	if (p->off != ORDER_IN_PLACE)
 		return order_copied(&s->q, p);
-	return s->rings[p->src].data + (p->pos & (s->rings[p->src].data_size - 1));
+	return spill_at(s->rings[p->src].spill, p->pos);
 }
 
 /* ---- launch.c ------------------------------------------------------------ */

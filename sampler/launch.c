@@ -133,6 +133,8 @@ static int open_on_cpus(struct sampler *s, struct perf_event_attr *attr, pid_t p
 	for (size_t i = 0; i < s->nr_rings && !err; i++) {
 		fd = event_open(attr, pid, s->cpus[i]);
 		err = fd < 0 ? event_errno(fd) : event_add(s, fd, s->rings[i].fd, ev, 0);
+		if (!err)
+			err = event_alt(s, fd, attr);
 	}
 	return err;
 }
@@ -161,7 +163,7 @@ static int open_events(struct sampler *s, pid_t pid)
 		event_attr_switch(s, &attr);
 		err = open_on_cpus(s, &attr, pid, EV_SWITCH);
 	}
-	if (!err && s->opts.fault_freq && !s->opts.offcpu_only) {
+	if (!err && s->opts.fault_period && !s->opts.offcpu_only) {
 		event_attr_fault(s, &attr);
 		err = open_on_cpus(s, &attr, pid, EV_FAULT);
 	}

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The per-CPU mmap rings: opening the event that owns each and mapping it,
- * reading records in place where the kernel wrote them, and giving their
- * space back (data_tail) once they are delivered.
+ * reading records (ring_next: for early.c's drain passes, which copy them
+ * into each ring's spill), framing them where they lie in the spill, and
+ * giving their space back once they are delivered.
  *
  * The kernel writes records at data_head, 8-byte aligned and never larger
- * than 64 KiB (header.size is a u16); we consume from data_tail. A record
- * may straddle the end of the data area: then it is reassembled in
- * `scratch` and queued as a copy.
+ * than 64 KiB (header.size is a u16); a drain pass consumes from
+ * data_tail. A record may straddle the end of the data area: then
+ * ring_next reassembles it in `scratch`.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -137,6 +138,10 @@ static int map_rings(struct sampler *s, uint32_t pages)
 		r->data = (const uint8_t *)r->map + off;
 		r->data_size = size;
 		s->ring_bytes += size;
+		r->spill = calloc(1, sizeof(*r->spill));
+		if (!r->spill)
+			return -ENOMEM;
+		r->spill->budget = &s->budget;
 	}
 	return 0;
 }
@@ -147,6 +152,10 @@ static void unmap_rings(struct sampler *s)
 		if (s->rings[i].map)
 			munmap(s->rings[i].map, s->rings[i].map_size);
 		s->rings[i].map = NULL;
+		if (s->rings[i].spill)
+			spill_free(s->rings[i].spill);
+		free(s->rings[i].spill);
+		s->rings[i].spill = NULL;
 	}
 }
 
@@ -239,9 +248,8 @@ void rings_close(struct sampler *s)
 {
 	/* the events writing into the rings first, then the rings */
 	events_close(s);
+	unmap_rings(s);
 	for (size_t i = 0; i < s->nr_rings; i++) {
-		if (s->rings[i].map)
-			munmap(s->rings[i].map, s->rings[i].map_size);
 		if (s->rings[i].fd >= 0)
 			close(s->rings[i].fd);
 	}
@@ -257,31 +265,34 @@ void rings_close(struct sampler *s)
 
 /* ---- framing records ------------------------------------------------------ */
 
-/* Frame every new complete record of ring ri into the queue; they stay in the ring. */
+uint64_t ring_readable(const struct sampler *s, const struct ring *r)
+{
+	return s->early_running ? __atomic_load_n(&r->early_pos, __ATOMIC_ACQUIRE)
+				: spill_head(r->spill);
+}
+
+uint64_t rings_copied_at(const struct sampler *s)
+{
+	return __atomic_load_n(s->early_running ? &s->early_seen : &s->copied_at, __ATOMIC_ACQUIRE);
+}
+
+/* Frame every record of ring ri copied into its spill (and seen early); they stay there. */
 int ring_ingest(struct sampler *s, size_t ri)
 {
 	struct ring *r = &s->rings[ri];
-	struct perf_event_mmap_page *pg = r->map;
-	uint64_t head, pos = r->read_pos, next;
+	uint64_t head = ring_readable(s, r), pos = r->read_pos, next, at;
 	const void *data;
 	struct rec dec;
 	size_t len;
 	int err = 0, ret;
 
-	head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
-	if (head - pg->data_tail > r->data_size || head - pos > head - pg->data_tail) {
-		s->stats.bad_records++;
-		pos = head;
-		goto out;
-	}
 	for (;;) {
 		next = pos;
-		ret = ring_next(r->data, r->data_size, head, &next, s->scratch, SCRATCH_SIZE, &data,
-				&len);
+		ret = spill_next(r->spill, head, &next, &at, &data, &len);
 		if (ret == 0)
 			break;
 		if (ret < 0) {
-			/* A broken header: the rest of this ring cannot be framed. */
+			/* cannot be (a drain pass wrote it): the rest cannot be framed */
 			s->stats.bad_records++;
 			pos = head;
 			break;
@@ -292,12 +303,7 @@ int ring_ingest(struct sampler *s, size_t ri)
 			uint64_t time = dec.time ? dec.time : r->last_time;
 
 			r->last_time = time;
-			/* only a record that straddles the ring's end is copied */
-			if (data == s->scratch)
-				err = order_push_copy(&s->q, time, pos, data, (uint32_t)len,
-						      (uint32_t)ri, 0);
-			else
-				err = order_push(&s->q, time, pos, (uint32_t)len, (uint32_t)ri, 0);
+			err = order_push(&s->q, time, at, (uint32_t)len, (uint32_t)ri, 0);
 			if (err)
 				break;
 			s->stats.records++;
@@ -310,15 +316,14 @@ int ring_ingest(struct sampler *s, size_t ri)
 		}
 		pos = next;
 	}
-out:
 	r->read_pos = pos;
 	return err;
 }
 
 /*
- * Give the rings back the space of every record before the oldest one of
- * the queue's recs[from..] still in them (records are framed in ring order,
- * so that is all of them but the waiting ones and what follows).
+ * Give the spills back the space of every record before the oldest one of
+ * the queue's recs[from..] still in them (records are framed in spill
+ * order, so that is all of them but the waiting ones and what follows).
  */
 void rings_release(struct sampler *s, size_t from)
 {
@@ -330,29 +335,17 @@ void rings_release(struct sampler *s, size_t from)
 		if (p->off == ORDER_IN_PLACE && p->pos < s->rings[p->src].release)
 			s->rings[p->src].release = p->pos;
 	}
-	for (size_t i = 0; i < s->nr_rings; i++) {
-		struct perf_event_mmap_page *pg = s->rings[i].map;
-
-		/* what the early reader has not seen yet stays too */
-		if (s->early_running) {
-			uint64_t seen = __atomic_load_n(&s->rings[i].early_pos, __ATOMIC_ACQUIRE);
-
-			if (seen - pg->data_tail < s->rings[i].release - pg->data_tail)
-				s->rings[i].release = seen;
-		}
-		if (pg->data_tail != s->rings[i].release)
-			__atomic_store_n(&pg->data_tail, s->rings[i].release, __ATOMIC_RELEASE);
-	}
+	for (size_t i = 0; i < s->nr_rings; i++)
+		spill_release(s->rings[i].spill, s->rings[i].release);
 }
 
-/* Whether some ring is more than half full of framed records. */
+/* Whether some ring has framed records waiting of more than half its kernel ring's size. */
 bool rings_filling(const struct sampler *s)
 {
 	for (size_t i = 0; i < s->nr_rings; i++) {
 		const struct ring *r = &s->rings[i];
-		const struct perf_event_mmap_page *pg = r->map;
 
-		if (r->read_pos - pg->data_tail > r->data_size / 2)
+		if (r->read_pos - r->spill->tail > r->data_size / 2)
 			return true;
 	}
 	return false;

@@ -29,6 +29,27 @@
 #define HOLDBACK_NS 50000000ull
 /* While records are being handed out, the rings are emptied this often. */
 #define REINGEST_NS 2000000ull
+/*
+ * What the rings' spills may hold in all: how far the recording's thread may
+ * fall behind the kernel (a cold page cache, a busy machine) before records
+ * are lost. At most an eighth of the memory. Stack copies are cut to what
+ * the kernel could copy there, about 12 KiB of 32 on a DDP job, which wrote
+ * some 30,000 records a second while it imported torch.
+ */
+#define SPILL_BUDGET (1ull << 30)
+
+/* SPILL_BUDGET in chunks, or an eighth of the memory, whichever is less; 64 MiB at least. */
+static size_t spill_budget(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t bytes = SPILL_BUDGET;
+
+	if (pages > 0 && psz > 0 && (uint64_t)pages * (uint64_t)psz / 8 < bytes)
+		bytes = (uint64_t)pages * (uint64_t)psz / 8;
+	if (bytes < 64 * (uint64_t)SPILL_CHUNK)
+		bytes = 64 * (uint64_t)SPILL_CHUNK;
+	return (size_t)(bytes / SPILL_CHUNK);
+}
 
 struct sampler *sampler__new(const struct sampler_opts *opts)
 {
@@ -55,6 +76,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	if (s->opts.callgraph == CALLGRAPH_DWARF && !s->opts.stack_size)
 		s->opts.stack_size = SAMPLER_DEFAULT_STACK_SIZE;
 	event_layout(s);
+	s->budget.max = spill_budget();
 	if (!s->opts.mmap_pages)
 		s->opts.mmap_pages =
 			s->opts.callgraph == CALLGRAPH_DWARF ? DEFAULT_PAGES_DWARF : DEFAULT_PAGES;
@@ -64,12 +86,14 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	u64map_init(&s->tree);
 	s->go_fd = -1;
 	s->err_fd = -1;
+	s->early_stop = -1;
 	s->scratch = malloc(SCRATCH_SIZE);
 	if (!s->scratch) {
 		free(s);
 		errno = ENOMEM;
 		return NULL;
 	}
+	pthread_mutex_init(&s->copy_lock, NULL);
 	return s;
 }
 
@@ -89,9 +113,11 @@ void sampler__free(struct sampler *s)
 	u64map_free(&s->tree);
 	free(s->probe_ids);
 	free(s->probe_events);
+	free(s->alts);
 	free(s->scratch);
 	free(s->threads);
 	order_free(&s->q);
+	pthread_mutex_destroy(&s->copy_lock);
 	free(s);
 }
 
@@ -168,11 +194,19 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	size_t i, due;
 	int err = 0;
 
-	/* Taken before the heads are read: see HOLDBACK_NS. */
+	/*
+	 * Taken before the heads are read: see HOLDBACK_NS. What the kernel
+	 * wrote after the last whole drain pass began may still be in a ring.
+	 */
 	if (holdback && s->mono_clock) {
+		uint64_t seen = rings_copied_at(s);
+
 		now = monotonic_ns();
+		if (s->drain_running && seen < now)
+			now = seen;
 		cut = now > HOLDBACK_NS ? now - HOLDBACK_NS : 0;
 	}
+	s->stats.bad_records += __atomic_exchange_n(&s->early_bad, 0, __ATOMIC_RELAXED);
 	for (i = 0; i < s->nr_rings && !err; i++)
 		err = ring_ingest(s, i);
 	/* Held-back records must not fill a ring, nor the round buffer grow past the rings. */
@@ -210,6 +244,15 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	return err;
 }
 
+/* Whether the rings' spills hold records this thread has not framed yet. */
+static bool spills_pending(const struct sampler *s)
+{
+	for (size_t i = 0; i < s->nr_rings; i++)
+		if (ring_readable(s, &s->rings[i]) != s->rings[i].read_pos)
+			return true;
+	return false;
+}
+
 int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 {
 	size_t live = 0;
@@ -217,7 +260,7 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 
 	if (!s || !cb || !s->nr_rings)
 		return -EINVAL;
-	if (s->early && !s->early_running) {
+	if (!s->drain_running) {
 		int err = early_start(s);
 
 		if (err)
@@ -237,13 +280,28 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 		timeout_ms = 0;
 		s->woken = false;
 	}
-	if (s->early_running) {
+	if (s->drain_running) {
 		/*
-		 * The early reader wakes for every record; this thread only needs
-		 * to deliver them in time order, and comes back every timeout_ms.
+		 * The drain thread empties the rings as records come; this thread
+		 * only needs to deliver them in time order. It waits up to
+		 * timeout_ms, in slices: what waits in the spills takes memory,
+		 * so it comes back within a slice of new records.
 		 */
-		if (timeout_ms > 0 && poll(NULL, 0, timeout_ms) < 0 && errno != EINTR)
-			return -errno;
+		uint64_t until =
+			monotonic_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+
+		while (!spills_pending(s)) {
+			uint64_t t = monotonic_ns(),
+				 left = t < until ? (until - t) / 1000000 + 1 : 0;
+
+			if (!left)
+				break;
+			if (poll(NULL, 0, left < EARLY_SLOW_MS ? (int)left : EARLY_SLOW_MS) < 0) {
+				if (errno != EINTR)
+					return -errno;
+				break;
+			}
+		}
 	} else if (live || timeout_ms >= 0) {
 		n = poll(s->pfds, s->nr_rings, timeout_ms);
 		if (n < 0)
@@ -268,5 +326,7 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx)
 	if (!s || !cb)
 		return -EINVAL;
 	early_stop(s); /* what is left is delivered now: no more early reads */
+	if (s->nr_rings)
+		drain_pass(s, s->scratch, true);
 	return round_run(s, false, cb, ctx);
 }

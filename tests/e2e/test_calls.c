@@ -395,10 +395,11 @@ Test(calls, from_call_leaves_out_the_warm_up)
 }
 
 /*
- * Page faults (record --faults): a fixture that first touches 96 MiB in
+ * Page faults (sampled by default): a fixture that first touches 96 MiB in
  * touch_a and 32 MiB in touch_b; report --faults weighs each sample by the
  * bytes its faults touched, so the shares are those of the memory: 75/25
- * within 5 points, and about the 128 MiB in all. Without --faults: none.
+ * within 5 points, and about the 128 MiB in all. With --no-faults: none.
+ * (Sampling them is the default; --faults is still accepted.)
  */
 Test(calls, page_fault_shares_follow_the_memory_touched)
 {
@@ -407,7 +408,7 @@ Test(calls, page_fault_shares_follow_the_memory_touched)
 			      need_env("FIXTURE_CALLS"), "touch",  NULL };
 	const char *rep[] = { need_env("DLFLAME"), "report",   "-i", data,
 			      "--faults",	   "--folded", NULL };
-	const char *off[] = { need_env("DLFLAME"),	 "record", "-o", data, "--",
+	const char *off[] = { need_env("DLFLAME"),	 "record", "--no-faults", "-o", data, "--",
 			      need_env("FIXTURE_CALLS"), "touch",  NULL };
 	struct run_result r = run(dir, NULL, NULL, rec);
 	unsigned long a, b, total = 0;

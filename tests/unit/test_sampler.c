@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #include "sampler/order.h"
 #include "sampler/sampler.h"
+#include "sampler/spill.h"
 #include "util/util.h"
 
 #define ST_DEFAULT                                                                                \
@@ -171,6 +173,61 @@ Test(decode, sample_field_order_with_identifier_addr_stream)
 	cr_assert_eq(r.sample.nr, 1);
 	cr_assert_eq(r.sample.ips[0], 0x2222);
 	cr_assert_not(r.sample.user);
+}
+
+/* IDENTIFIER, TID, TIME, [PERIOD,] one callchain entry: the sample of event id. */
+static void build_id_sample(struct rb *b, uint64_t id, bool period)
+{
+	rb_start(b, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+	rb_u64(b, id);
+	rb_u32x2(b, 5, 6);
+	rb_u64(b, 777); /* time */
+	if (period)
+		rb_u64(b, 10);
+	rb_u64(b, 1);
+	rb_u64(b, 0x2222);
+	rb_end(b);
+}
+
+/*
+ * Events with a layout of their own share the rings: a sample whose id is
+ * an alt's has the alt's sample_type (here without PERIOD: it stands for
+ * the alt's period), any other the layout's. Non-sample records keep the
+ * one trailer.
+ */
+Test(decode, samples_of_an_event_with_a_layout_of_its_own)
+{
+	const uint64_t st =
+		PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+	const struct rec_alt alts[] = { { .id = 3, .sample_type = st, .period = 64 },
+					{ .id = 7, .sample_type = st, .period = 128 } };
+	struct rec_layout l = { .sample_type = st | PERF_SAMPLE_PERIOD,
+				.sample_id_all = true,
+				.alts = alts,
+				.nr_alts = 2 };
+	struct rb b;
+	struct rec r;
+
+	build_id_sample(&b, 7, false);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.id, 7);
+	cr_assert_eq(r.sample.period, 128, "the alt's period");
+	cr_assert_eq(r.sample.nr, 1);
+	cr_assert_eq(r.sample.ips[0], 0x2222);
+	cr_assert_eq(r.time, 777);
+	build_id_sample(&b, 3, false);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.period, 64);
+	/* another id: the layout's own, with its period */
+	build_id_sample(&b, 5, true);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_eq(r.sample.period, 10);
+	cr_assert_eq(r.sample.ips[0], 0x2222);
+	/* read with the other's layout, each is malformed: the id chooses */
+	build_id_sample(&b, 5, false);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), -EINVAL);
+	build_id_sample(&b, 7, true);
+	cr_assert_eq(rec_decode(&l, rb_bytes(&b), b.len, &r), -EINVAL);
 }
 
 Test(decode, sample_read_layout_rejected)
@@ -534,6 +591,61 @@ Test(decode_dwarf, dyn_size_below_size_limits_the_copy)
 	cr_assert_null(r.sample.stack);
 }
 
+/* A copy cut by rec_trim decodes as the record did, in fewer bytes. */
+static void assert_trimmed(struct rb *b, size_t want_len)
+{
+	struct rb t;
+	struct rec r, rt;
+	size_t n;
+
+	memset(&t, 0xee, sizeof(t));
+	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(b), b->len, &r), 0);
+	n = rec_trim(&dwarf_layout, rb_bytes(b), b->len, t.words);
+	cr_assert_eq(n, want_len, "%zu bytes, not %zu, of %zu", n, want_len, b->len);
+	cr_assert_eq(rec_decode(&dwarf_layout, t.words, n, &rt), 0, "the copy decodes");
+	cr_assert_eq(rt.sample.time, r.sample.time);
+	cr_assert_eq(rt.sample.nr, r.sample.nr);
+	cr_assert_eq(memcmp(rt.sample.ips, r.sample.ips, r.sample.nr * 8), 0);
+	cr_assert_eq(memcmp(&rt.sample.uregs, &r.sample.uregs, sizeof(r.sample.uregs)), 0);
+	cr_assert_eq(rt.sample.stack_size, r.sample.stack_size);
+	if (r.sample.stack_size)
+		cr_assert_eq(memcmp(rt.sample.stack, r.sample.stack, r.sample.stack_size), 0);
+	else
+		cr_assert_null(rt.sample.stack);
+}
+
+Test(decode_dwarf, trim_cuts_the_copy_to_dyn_size)
+{
+	struct rb b, t;
+
+	/* 256 bytes copied, 40 valid: 40 kept; 37 valid: 40 kept (8-byte aligned) */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 40);
+	assert_trimmed(&b, b.len - 256 + 40);
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 37);
+	assert_trimmed(&b, b.len - 256 + 40);
+	/* nothing valid: no bytes, and no dyn_size field either */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 0);
+	assert_trimmed(&b, b.len - 256 - 8);
+	/* all valid, or no copy at all: the record as it is */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 64, 64);
+	assert_trimmed(&b, b.len);
+	build_dwarf_sample(&b, 0, 0, 0);
+	assert_trimmed(&b, b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words), b.len);
+	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
+	/* another kind of record, and one that does not decode: copied as they are */
+	rb_start(&b, PERF_RECORD_COMM, 0);
+	rb_u32x2(&b, 5, 5);
+	rb_str(&b, "sh");
+	rb_trailer(&b, 5, 5, 1);
+	rb_end(&b);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words), b.len);
+	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 300); /* dyn_size > size */
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words), b.len);
+	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
+}
+
 Test(decode_dwarf, kernel_thread_has_no_regs_and_no_stack)
 {
 	struct rb b;
@@ -880,6 +992,205 @@ Test(ring, corrupt_headers)
 	assert_corrupt(ring, RING, RING + 8, 0, 256);
 	/* a ring that is not a power of two */
 	assert_corrupt(ring, 96, head, 0, 256);
+}
+
+/* ---- spills: records copied out of the rings ------------------------------ */
+
+/* A record of len bytes (a multiple of 8) whose bytes after the header say seq. */
+static void spill_rec(uint8_t *p, size_t len, uint32_t seq)
+{
+	struct perf_event_header h = { .type = PERF_RECORD_COMM, .size = (uint16_t)len };
+
+	memcpy(p, &h, sizeof(h));
+	for (size_t i = sizeof(h); i < len; i++)
+		p[i] = (uint8_t)(seq + i);
+}
+
+static bool spill_rec_is(const uint8_t *p, size_t len, uint32_t seq)
+{
+	for (size_t i = sizeof(struct perf_event_header); i < len; i++)
+		if (p[i] != (uint8_t)(seq + i))
+			return false;
+	return true;
+}
+
+/* Sizes that do not divide a chunk: records go to the next one, the rest is padding. */
+static size_t spill_len(uint32_t seq)
+{
+	static const size_t lens[] = { 65528, 8, 33032, 12344, 64, 40000 };
+
+	return lens[seq % 6];
+}
+
+Test(spill, records_never_straddle_chunks_and_come_back_in_order)
+{
+	struct spill_budget budget = { .max = 1000 };
+	struct spill *f = calloc(1, sizeof(*f));
+	uint64_t pos = 0, at, written = 0;
+	const void *rec;
+	size_t len;
+	uint32_t n = 400;
+
+	cr_assert_not_null(f);
+	f->budget = &budget;
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t *dst = spill_room(f, spill_len(i), false);
+
+		cr_assert_not_null(dst);
+		spill_rec(dst, spill_len(i), i);
+		spill_wrote(f, spill_len(i));
+		written += spill_len(i);
+	}
+	cr_assert_eq(spill_head(f), 0, "nothing is visible before spill_publish");
+	spill_publish(f);
+	cr_assert_gt(spill_head(f), written, "padding at the chunks' ends");
+	for (uint32_t i = 0; i < n; i++) {
+		cr_assert_eq(spill_next(f, spill_head(f), &pos, &at, &rec, &len), 1);
+		cr_assert_eq(len, spill_len(i));
+		cr_assert_eq(rec, (const void *)spill_at(f, at));
+		cr_assert_leq(at % SPILL_CHUNK + len, SPILL_CHUNK, "record %u straddles a chunk",
+			      i);
+		cr_assert(spill_rec_is(rec, len, i), "record %u", i);
+	}
+	cr_assert_eq(spill_next(f, spill_head(f), &pos, &at, &rec, &len), 0);
+	cr_assert_eq(pos, spill_head(f));
+	/* released: the chunks go, but for one kept for the writer */
+	cr_assert_gt(budget.used, 5);
+	spill_release(f, pos);
+	cr_assert_leq(budget.used, 2);
+	spill_free(f);
+	cr_assert_eq(budget.used, 0);
+	free(f);
+}
+
+Test(spill, budget_stops_the_writer_until_released)
+{
+	struct spill_budget budget = { .max = 2 };
+	struct spill *f = calloc(1, sizeof(*f));
+	uint64_t pos = 0, at, wpos;
+	const void *rec;
+	size_t len;
+	uint32_t i;
+	uint8_t *dst;
+
+	cr_assert_not_null(f);
+	f->budget = &budget;
+	for (i = 0; (dst = spill_room(f, 65528, false)); i++) {
+		spill_rec(dst, 65528, i);
+		spill_wrote(f, 65528);
+	}
+	cr_assert_eq(i, 2 * (SPILL_CHUNK / 65528), "two chunks' worth, then none");
+	cr_assert_eq(budget.used, 2);
+	wpos = f->wpos;
+	cr_assert_null(spill_room(f, 65528, false));
+	cr_assert_eq(f->wpos, wpos, "a refusal changes nothing");
+	spill_publish(f);
+	/* the first chunk read and released: its memory is the next one's */
+	for (uint32_t k = 0; k < SPILL_CHUNK / 65528; k++)
+		cr_assert_eq(spill_next(f, spill_head(f), &pos, &at, &rec, &len), 1);
+	cr_assert_eq(spill_next(f, spill_head(f), &pos, &at, &rec, &len), 1);
+	spill_release(f, at);
+	cr_assert_eq(budget.used, 2, "the released chunk is kept for the writer");
+	dst = spill_room(f, 65528, false);
+	cr_assert_not_null(dst);
+	spill_rec(dst, 65528, i);
+	spill_wrote(f, 65528);
+	/* past the budget only when forced (the last pass, once the threads stopped) */
+	while ((dst = spill_room(f, 65528, false))) {
+		spill_rec(dst, 65528, ++i);
+		spill_wrote(f, 65528);
+	}
+	cr_assert_not_null(spill_room(f, 65528, true));
+	cr_assert_eq(budget.used, 3);
+	spill_free(f);
+	cr_assert_eq(budget.used, 0);
+	free(f);
+}
+
+Test(spill, corrupt_header_is_rejected)
+{
+	struct spill_budget budget = { .max = 4 };
+	struct spill *f = calloc(1, sizeof(*f));
+	uint64_t pos = 0, at;
+	const void *rec;
+	size_t len;
+	uint8_t *dst;
+	uint16_t bad = 12;
+
+	cr_assert_not_null(f);
+	f->budget = &budget;
+	dst = spill_room(f, 64, false);
+	spill_rec(dst, 64, 1);
+	memcpy(dst + 6, &bad, sizeof(bad));
+	spill_wrote(f, 64);
+	spill_publish(f);
+	cr_assert_eq(spill_next(f, spill_head(f), &pos, &at, &rec, &len), -EINVAL);
+	cr_assert_eq(pos, 0);
+	/* a head before the position (a reader past what was written) */
+	cr_assert_eq(spill_next(f, 0, &(uint64_t){ 64 }, &at, &rec, &len), -EINVAL);
+	spill_free(f);
+	free(f);
+}
+
+/* One thread writes while another reads and releases, as the drain thread and the recording's do. */
+struct spill_race {
+	struct spill *f;
+	uint32_t n;
+};
+
+static void *spill_writer(void *arg)
+{
+	struct spill_race *w = arg;
+
+	for (uint32_t i = 0; i < w->n; i++) {
+		uint8_t *dst;
+
+		/* over the budget: what it wrote is the reader's, then it waits for it */
+		while (!(dst = spill_room(w->f, spill_len(i), false))) {
+			spill_publish(w->f);
+			sched_yield();
+		}
+		spill_rec(dst, spill_len(i), i);
+		spill_wrote(w->f, spill_len(i));
+		if (i % 7 == 0)
+			spill_publish(w->f);
+	}
+	spill_publish(w->f);
+	return NULL;
+}
+
+Test(spill, a_writer_and_a_reader_at_once, .timeout = 60)
+{
+	struct spill_budget budget = { .max = 3 };
+	struct spill_race w = { .f = calloc(1, sizeof(*w.f)), .n = 20000 };
+	uint64_t pos = 0, at;
+	const void *rec;
+	size_t len;
+	pthread_t t;
+
+	cr_assert_not_null(w.f);
+	w.f->budget = &budget;
+	cr_assert_eq(pthread_create(&t, NULL, spill_writer, &w), 0);
+	for (uint32_t i = 0; i < w.n;) {
+		int ret = spill_next(w.f, spill_head(w.f), &pos, &at, &rec, &len);
+
+		cr_assert_geq(ret, 0);
+		if (!ret) {
+			sched_yield();
+			continue;
+		}
+		cr_assert_eq(len, spill_len(i));
+		cr_assert(spill_rec_is(rec, len, i), "record %u", i);
+		if (i % 5 == 0)
+			spill_release(w.f, pos);
+		i++;
+	}
+	pthread_join(t, NULL);
+	cr_assert_leq(budget.used, budget.max);
+	spill_release(w.f, pos);
+	spill_free(w.f);
+	cr_assert_eq(budget.used, 0);
+	free(w.f);
 }
 
 /* ---- the ordering queue ------------------------------------------------ */
