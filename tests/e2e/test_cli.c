@@ -32,49 +32,61 @@ static void teardown(void)
 TestSuite(record, .init = setup, .fini = teardown, .timeout = 180);
 TestSuite(report, .init = setup, .fini = teardown, .timeout = 60);
 
-static char *record_split(const char *name)
+/* Records the split fixture; its functions' CPU-time shares (%) into truth, if not NULL. */
+static char *record_split_truth(const char *name, double truth[3])
 {
 	char *data = path_in(dir, name);
 	const char *argv[] = { need_env("DLFLAME"),	  "record", "-o", data, "--",
 			       need_env("FIXTURE_SPLIT"), NULL };
 	struct run_result r = run(dir, NULL, NULL, argv);
+	unsigned long long ns[3];
+	const char *line = strstr(r.err, "split: ");
 
 	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
 	cr_assert_not_null(strstr(r.err, " samples, "), "summary line: %s", r.err);
 	cr_assert_not_null(strstr(r.err, data), "summary names the output: %s", r.err);
 	cr_assert_not_null(strstr(r.err, "next: dlflame report"), "%s", r.err);
 	cr_assert_null(strstr(r.err, "\r"), "a status line on a pipe: %s", r.err);
+	cr_assert(line && sscanf(line, "split: alpha %llu bravo %llu charlie %llu", &ns[0], &ns[1],
+				 &ns[2]) == 3,
+		  "no CPU times from the fixture: %s", r.err);
+	for (int k = 0; truth && k < 3; k++)
+		truth[k] = 100.0 * (double)ns[k] / (double)(ns[0] + ns[1] + ns[2]);
 	run_free(&r);
 	return data;
 }
 
+static char *record_split(const char *name)
+{
+	return record_split_truth(name, NULL);
+}
+
 Test(record, split_fixture_shares_match_the_truth)
 {
-	char *data = record_split("split.data");
+	double truth[3];
+	char *data = record_split_truth("split.data", truth);
 	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
 	struct run_result r = run(dir, NULL, NULL, argv);
 	unsigned long total;
-	static const struct {
-		const char *fn;
-		double truth;
-	} parts[] = { { "alpha", 20 }, { "bravo", 30 }, { "charlie", 50 } };
+	static const char *const parts[] = { "alpha", "bravo", "charlie" };
 
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	count_frame(r.out, "main", &total);
 	cr_assert_gt(total, 800, "about 999 Hz x 1.7 s of samples expected, got %lu", total);
+	/* the truth: the CPU time each function took (about 20/30/50) */
 	for (size_t i = 0; i < 3; i++) {
-		unsigned long n = count_frame(r.out, parts[i].fn, NULL);
+		unsigned long n = count_frame(r.out, parts[i], NULL);
 		double share = 100.0 * n / total;
-		cr_assert(fabs(share - parts[i].truth) <= 3.0,
-			  "%s: %.1f%% of %lu samples, truth %.0f%%", parts[i].fn, share, total,
-			  parts[i].truth);
+		cr_assert(fabs(share - truth[i]) <= 3.0,
+			  "%s: %.1f%% of %lu samples, truth (its CPU time) %.1f%%", parts[i], share,
+			  total, truth[i]);
 	}
 	/* frame pointers give the whole chain: every alpha sample sits on main */
 	for (size_t i = 0; i < 3; i++) {
 		char chain[64];
-		snprintf(chain, sizeof(chain), "main;%s", parts[i].fn);
-		cr_assert_eq(count_frame(r.out, parts[i].fn, NULL), count_chain(r.out, chain),
-			     "every %s sample sits on main", parts[i].fn);
+		snprintf(chain, sizeof(chain), "main;%s", parts[i]);
+		cr_assert_eq(count_frame(r.out, parts[i], NULL), count_chain(r.out, chain),
+			     "every %s sample sits on main", parts[i]);
 	}
 	cr_assert_gt(count_str(r.out, "split;"), 0, "lines are rooted at the comm");
 	cr_assert_not_null(strstr(r.out, ";main;alpha "), "%s", r.out);
