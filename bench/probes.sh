@@ -9,7 +9,7 @@
 #
 # Then what page-fault sampling costs the MLP (examples/mlp MLP_ITER
 # iterations, OMP_NUM_THREADS=1 unless set), in the same run, alternating:
-# unprofiled; dlflame record without and with --faults; perf record of
+# unprofiled; dlflame record --no-faults and record (faults on, the default); perf record of
 # cpu-clock alone, of cpu-clock and page-faults, and of page-faults alone,
 # each at dlflame's frequency (999 Hz at most, the fault event included)
 # with stacks as dlflame takes them (--call-graph dwarf,32768). Medians of
@@ -60,7 +60,7 @@ t0=$(median < "$tmp/none"); td=$(median < "$tmp/dlflame"); tp=$(median < "$tmp/p
 tq=$(median < "$tmp/perfd")
 awk -v n="$N" -v gap="$GAP" -v t0="$t0" -v td="$td" -v tp="$tp" -v tq="$tq" -v r="$ROUNDS" 'BEGIN {
   printf "%d calls of a tiny function, %s us apart, median of %d rounds: unprobed %.3f s\n", n, gap, r, t0
-  printf "  dlflame --probe (entry + return, 8 KiB stack at entry): %.3f s, %.2f us per call\n", td, (td - t0) / n * 1e6
+  printf "  dlflame --probe (entry + return, 32 KiB stack at entry): %.3f s, %.2f us per call\n", td, (td - t0) / n * 1e6
   printf "  perf record -e probe entry + return (no stack):          %.3f s, %.2f us per call\n", tp, (tp - t0) / n * 1e6
   printf "  perf record --call-graph dwarf,8192 -e the same:         %.3f s, %.2f us per call\n", tq, (tq - t0) / n * 1e6 }'
 
@@ -84,8 +84,8 @@ for ((r = 1; r <= MLP_ROUNDS; r++)); do
   for m in "${modes[@]}"; do
     case $m in
       unprofiled) timed $m "$MLP" "$MLP_ITER" ;;
-      dlflame) timed $m "$DL" record -o "$tmp/d.data" -- "$MLP" "$MLP_ITER" ;;
-      dlflame-faults) timed $m "$DL" record --faults -o "$tmp/d.data" -- "$MLP" "$MLP_ITER"
+      dlflame) timed $m "$DL" record --no-faults -o "$tmp/d.data" -- "$MLP" "$MLP_ITER" ;;
+      dlflame-faults) timed $m "$DL" record -o "$tmp/d.data" -- "$MLP" "$MLP_ITER"
         "$DL" report -i "$tmp/d.data" --faults --folded -o "$tmp/f.folded" 2>&1 |
           sed -n 's/.*wrote .* (\([0-9]*\) samples).*/\1/p' >> "$tmp/$m.n" ;;
       perf) timed $m perf record "${pstack[@]}" -e cpu-clock -o "$tmp/p.data" -- "$MLP" "$MLP_ITER" ;;
@@ -110,8 +110,8 @@ printf '  %-36s %7s %7s %7s %8s %10s %7s  %s\n' mode "wall s" paired "CPU s" "+C
 for m in "${modes[@]}"; do
   case $m in
     unprofiled) what="unprofiled" ;;
-    dlflame) what="dlflame record (on-CPU + off-CPU)" ;;
-    dlflame-faults) what="dlflame record --faults" ;;
+    dlflame) what="dlflame record --no-faults" ;;
+    dlflame-faults) what="dlflame record (faults on)" ;;
     perf) what="perf record -e cpu-clock" ;;
     perf-faults) what="perf record -e cpu-clock,page-faults" ;;
     perf-faults-only) what="perf record -e page-faults" ;;
