@@ -48,7 +48,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 : > "$tmp/none"; : > "$tmp/dlflame"; : > "$tmp/perf"; : > "$tmp/perfd"
 for ((r = 1; r <= ROUNDS; r++)); do
   "$FX" many "$N" "$GAP" | secs >> "$tmp/none"
-  "$DL" record --no-offcpu --probe quick -o "$tmp/d.data" -- "$FX" many "$N" "$GAP" 2>"$tmp/err" |
+  "$DL" record --no-offcpu --probe quick --probe-stack 32768 -o "$tmp/d.data" -- "$FX" many "$N" "$GAP" 2>"$tmp/err" |
     secs >> "$tmp/dlflame"
   grep -q "^dlflame: $N probed calls" "$tmp/err" || { echo "dlflame counted: $(grep 'probed calls' "$tmp/err")" >&2; exit 1; }
   perf record -q -e probe_calls:quick -e probe_calls:quick__return -o "$tmp/p.data" -- \

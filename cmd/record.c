@@ -59,9 +59,9 @@ static void record_usage(FILE *f)
 		"                           count and time every call of FUNCTION (uprobes; MODULE\n"
 		"                           a path or a library's name, else COMMAND and the\n"
 		"                           libraries it needs); see report --calls\n"
-		"      --probe-stack BYTES  stack copied at each probed call (default 32768, as\n"
-		"                           for samples): what reaches the Python frames under\n"
-		"                           deep native code such as libtorch's\n" NO_PYTHON_USAGE
+		"      --probe-stack BYTES  stack copied at each probed call (default 8192): more\n"
+		"                           reaches the Python frames under deep native code\n"
+		"                           (PyTorch: 32768), but bursts of calls lose records\n" NO_PYTHON_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"

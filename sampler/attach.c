@@ -337,6 +337,10 @@ int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads
 	read_threads(s);
 	if (!threads_only)
 		probes_open(s, pids, n);
+	/* the rings are emptied from now on, not from the first poll */
+	err = early_start(s);
+	if (err)
+		goto fail;
 	return 0;
 
 fail:

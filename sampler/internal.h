@@ -169,7 +169,7 @@ void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr);
 /* fd's samples have attr's layout: noted in s->layout's alts when it is not s's own. */
 int event_alt(struct sampler *s, int fd, const struct perf_event_attr *attr);
 /* A probe entry's stack copy: the stack at the call, for its callers. */
-#define PROBE_STACK_SIZE 32768
+#define PROBE_STACK_SIZE 8192
 int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
 		     const struct sampler_probe *p, bool ret);
 /*

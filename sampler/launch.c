@@ -238,6 +238,12 @@ int sampler__start(struct sampler *s)
 		return -EINVAL;
 	if (s->started)
 		return -EALREADY;
+	/* the rings are emptied from the target's first instruction: a burst at its start fills them */
+	e = s->drain_running ? 0 : early_start(s);
+	if (e) {
+		launch_kill(s);
+		return e;
+	}
 	do
 		n = send(s->go_fd, "g", 1, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);

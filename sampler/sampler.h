@@ -226,7 +226,7 @@ struct sampler_opts {
 	 */
 	const struct sampler_probe *probes;
 	size_t nr_probes;
-	/* DWARF: the stack bytes copied at each probe entry, multiple of 8; 0: 32 KiB */
+	/* DWARF: the stack bytes copied at each probe entry, multiple of 8; 0: 8 KiB */
 	uint32_t probe_stack_size;
 	/*
 	 * Called with each MMAP2 record of the recorded processes as soon as

@@ -471,7 +471,7 @@ Test(python, probe_entries_have_python_frames)
 /*
  * The framework profiler's question, from outside: which Python line calls
  * oneDNN. Debian's PyTorch CNN trainer with dnnl_primitive_execute probed
- * (32 KiB copied at each entry: libtorch's frames take more than 16):
+ * and 32 KiB copied at each entry (libtorch's frames take more than 16):
  * nearly every call's stack reaches through libtorch to the Python frame
  * that made it (the convolution's forward, autograd's backward).
  */
@@ -489,8 +489,8 @@ Test(python, probe_calls_by_python_line, .timeout = 600)
 	script = path_in(need_env("EXAMPLES"), "cnn_train.py");
 	r = run(dir, (char *[]){ "MALLOC_PERTURB_=0", NULL }, NULL,
 		(const char *[]){ need_env("DLFLAME"), "record", "--probe",
-				  "libdnnl.so.2:dnnl_primitive_execute", "-o", data, "--",
-				  "/usr/bin/python3", script, "60", NULL });
+				  "libdnnl.so.2:dnnl_primitive_execute", "--probe-stack", "32768",
+				  "-o", data, "--", "/usr/bin/python3", script, "60", NULL });
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	run_free(&r);
 	r = run(dir, NULL, NULL, rep);

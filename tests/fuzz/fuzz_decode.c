@@ -5,7 +5,11 @@
  * sample_id_all) and then a ring buffer's bytes with its head and tail (16
  * bytes); each record ring_next() takes out is decoded and read to its last
  * byte. The data area is the rest of the input, cut to a power of two.
+ * Samples whose id (first, with PERF_SAMPLE_IDENTIFIER) is ALT_ID have a
+ * layout of their own: sample_type without PERF_SAMPLE_PERIOD, as the live
+ * page-fault events do.
  */
+#include <linux/perf_event.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,13 +19,15 @@
 
 #define HDR 33
 #define MAX_RECS 256
+#define ALT_ID 0x2a
 
 static volatile uint64_t sink;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_in in = { .p = data, .size = size };
-	struct rec_layout layout;
+	struct rec_layout layout = { 0 };
+	struct rec_alt alt;
 	uint64_t head, tail, sum = 0;
 	uint8_t *ring, *scratch;
 	size_t rsize = 1;
@@ -34,6 +40,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	layout.sample_type = fuzz_u64(&in, 8);
 	layout.sample_regs_user = fuzz_u64(&in, 8);
 	layout.sample_id_all = fuzz_u64(&in, 1) & 1;
+	alt = (struct rec_alt){ .id = ALT_ID,
+				.sample_type = layout.sample_type & ~(uint64_t)PERF_SAMPLE_PERIOD,
+				.period = 64 };
+	layout.alts = &alt;
+	layout.nr_alts = 1;
 	head = fuzz_u64(&in, 8);
 	tail = fuzz_u64(&in, 8);
 	while (rsize * 2 <= size - HDR)
