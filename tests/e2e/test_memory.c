@@ -310,20 +310,16 @@ Test(memory, fork_storm_in_bounded_memory)
 	free(data);
 }
 
-/*
- * One 40,000-frame chain with a sample at every level (a 200 KB file): every
- * output used to build depth x samples in memory (1.6 GB, 20 s). Deeper than
- * the recorder writes, it is refused at once, with one line saying so.
- */
-Test(memory, deep_chain_is_refused_in_bounded_memory)
+/* A profile of one chain of `depth` frames named `name`, a sample at every level; its path. */
+static char *chain_profile(const char *name, uint32_t depth)
 {
-	static const char *const outputs[] = { "--folded", "--svg", "--top", "--pprof", "--trace" };
 	char *data = path_in(dir, "deep.data");
 	struct profile *p = profile__new();
-	int64_t name = profile__string(p, "frame", 5), t = profile__thread(p, 1, 1, (uint32_t)name);
-	int64_t fr = profile__frame(p, (uint32_t)name, 0, FRAME_USER), st = 0;
+	int64_t id = profile__string(p, name, strlen(name)),
+		t = profile__thread(p, 1, 1, (uint32_t)id);
+	int64_t fr = profile__frame(p, (uint32_t)id, 0, FRAME_USER), st = 0;
 
-	for (uint32_t i = 0; i < 40000; i++) {
+	for (uint32_t i = 0; i < depth; i++) {
 		st = profile__stack(p, (uint32_t)st, (uint32_t)fr);
 		cr_assert_geq(st, 0);
 		cr_assert_eq(profile__add_sample(p, &(struct pf_sample){ .time = i,
@@ -334,6 +330,18 @@ Test(memory, deep_chain_is_refused_in_bounded_memory)
 	}
 	cr_assert_eq(profile__write(p, data), 0);
 	profile__free(p);
+	return data;
+}
+
+/*
+ * One 40,000-frame chain with a sample at every level (a 200 KB file): every
+ * output used to build depth x samples in memory (1.6 GB, 20 s). Deeper than
+ * the recorder writes, it is refused at once, with one line saying so.
+ */
+Test(memory, deep_chain_is_refused_in_bounded_memory)
+{
+	static const char *const outputs[] = { "--folded", "--svg", "--top", "--pprof", "--trace" };
+	char *data = chain_profile("frame", 40000);
 	for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
 		struct cost c = report_cost(data, outputs[i]);
 
@@ -356,24 +364,7 @@ Test(memory, deep_chain_is_refused_in_bounded_memory)
 Test(memory, deep_chain_outputs_stream)
 {
 	static const char *const outputs[] = { "--folded", "--svg", "--top", "--pprof", "--trace" };
-	static const char long_name[] = "a_rather_long_templated_function_name_of_48_byte";
-	char *data = path_in(dir, "deep.data");
-	struct profile *p = profile__new();
-	int64_t name = profile__string(p, long_name, sizeof(long_name) - 1),
-		t = profile__thread(p, 1, 1, (uint32_t)name);
-	int64_t fr = profile__frame(p, (uint32_t)name, 0, FRAME_USER), st = 0;
-
-	for (uint32_t i = 0; i < 2500; i++) {
-		st = profile__stack(p, (uint32_t)st, (uint32_t)fr);
-		cr_assert_geq(st, 0);
-		cr_assert_eq(profile__add_sample(p, &(struct pf_sample){ .time = i,
-									 .weight = 1,
-									 .stack = (uint32_t)st,
-									 .thread = (uint32_t)t }),
-			     0);
-	}
-	cr_assert_eq(profile__write(p, data), 0);
-	profile__free(p);
+	char *data = chain_profile("a_rather_long_templated_function_name_of_48_byte", 2500);
 	for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
 		struct cost c = report_cost(data, outputs[i]);
 

@@ -420,6 +420,19 @@ Test(python, cnn_trainer, .timeout = 600)
 	free(f);
 }
 
+/* The COUNT of the --calls row whose text holds `what`; 0 if there is none. */
+static unsigned long calls_of(const char *table, const char *what)
+{
+	const char *at = strstr(table, what);
+	unsigned long n = 0;
+
+	if (!at)
+		return 0;
+	while (at > table && at[-1] != '\n')
+		at--;
+	return sscanf(at, " %lu", &n) == 1 ? n : 0;
+}
+
 /*
  * Probes carry Python frames: the stack at a probed native function's entry
  * holds the Python function that called it, so `report --calls --by caller`
@@ -443,26 +456,14 @@ Test(python, probe_entries_have_python_frames)
 		"--lines",	     NULL
 	};
 	struct run_result r = run(dir, NULL, NULL, argv);
-	unsigned long n = 0;
-	const char *at;
 
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	run_free(&r);
 	r = run(dir, NULL, NULL, rep);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_log_info("%s", r.out);
-	at = strstr(r.out, "<- napper (napper.py:9)");
-	cr_assert_not_null(at, "%s", r.out);
-	while (at > r.out && at[-1] != '\n')
-		at--;
-	cr_assert_eq(sscanf(at, " %lu", &n), 1);
-	cr_assert_eq(n, 40, "%s", r.out);
-	at = strstr(r.out, "<- dozer (napper.py:13)");
-	cr_assert_not_null(at, "%s", r.out);
-	while (at > r.out && at[-1] != '\n')
-		at--;
-	cr_assert_eq(sscanf(at, " %lu", &n), 1);
-	cr_assert_eq(n, 20, "%s", r.out);
+	cr_assert_eq(calls_of(r.out, "<- napper (napper.py:9)"), 40, "%s", r.out);
+	cr_assert_eq(calls_of(r.out, "<- dozer (napper.py:13)"), 20, "%s", r.out);
 	run_free(&r);
 	free(script);
 	free(data);
