@@ -45,20 +45,26 @@ int profile__merge_clash(const struct profile *a, const struct profile *b,
 		err = -EEXIST;
 	}
 	u64map_free(&pids);
+	/* ranks: b's by rank, then a's looked up (a rank may stand in many processes of one) */
+	u64map_init(&pids);
+	for (size_t k = 0; !err && k < profile__nr_processes(b); k++) {
+		const struct pf_process *y = profile__get_process(b, k);
+
+		if (y->rank != PF_NO_RANK)
+			err = u64map_put(&pids, y->rank, k);
+	}
 	for (size_t i = 0; !err && i < profile__nr_processes(a); i++) {
 		const struct pf_process *x = profile__get_process(a, i);
+		uint64_t k;
 
-		for (size_t k = 0; !err && k < profile__nr_processes(b); k++) {
-			const struct pf_process *y = profile__get_process(b, k);
-
-			if (x->rank == PF_NO_RANK || x->rank != y->rank)
-				continue;
-			clash->rank = x->rank;
-			clash->host = host_name(a, x->host);
-			clash->other_host = host_name(b, y->host);
-			err = -EEXIST;
-		}
+		if (x->rank == PF_NO_RANK || !u64map_get(&pids, x->rank, &k))
+			continue;
+		clash->rank = x->rank;
+		clash->host = host_name(a, x->host);
+		clash->other_host = host_name(b, profile__get_process(b, (size_t)k)->host);
+		err = -EEXIST;
 	}
+	u64map_free(&pids);
 	return err;
 }
 

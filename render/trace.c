@@ -48,7 +48,7 @@ struct trace {
 	size_t *name_len;
 	bool first;
 	/* the hosts met so far (a merged profile): the first keeps its pids */
-	uint32_t hosts[MAX_HOSTS];
+	struct u64map host_index; /* host string id -> index */
 	size_t nr_hosts;
 };
 
@@ -59,15 +59,16 @@ struct trace {
  */
 static uint32_t trace_pid(struct trace *t, const struct pf_thread *th)
 {
-	uint32_t host = profile__thread_host(t->p, th);
-	size_t i = 0;
+	uint64_t i;
 
-	while (i < t->nr_hosts && t->hosts[i] != host)
-		i++;
-	if (i == t->nr_hosts && i < MAX_HOSTS)
-		t->hosts[t->nr_hosts++] = host;
-	if (i >= MAX_HOSTS)
-		i = MAX_HOSTS - 1;
+	if (!u64map_get(&t->host_index, profile__thread_host(t->p, th), &i)) {
+		i = t->nr_hosts < MAX_HOSTS ? t->nr_hosts : MAX_HOSTS - 1;
+		/* out of memory: the pid as it is, tracks of two hosts may share it */
+		if (u64map_put(&t->host_index, profile__thread_host(t->p, th), i))
+			i = 0;
+		else
+			t->nr_hosts += t->nr_hosts < MAX_HOSTS;
+	}
 	return i ? (uint32_t)i << 22 | (th->pid & 0x3fffff) : th->pid;
 }
 
@@ -372,6 +373,7 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	char tail[160], suffix[128];
 	int err = -ENOMEM;
 
+	u64map_init(&t.host_index);
 	select_kinds(sel, kinds);
 	kinds[SAMPLE_CALL] = false;
 	v = malloc((n ? n : 1) * sizeof(*v));
@@ -472,6 +474,7 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	if (!err && (fflush(out) == EOF || ferror(out)))
 		err = render_write_error();
 out:
+	u64map_free(&t.host_index);
 	free(v);
 	free(calls);
 	free(rss);
