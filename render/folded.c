@@ -268,6 +268,7 @@ struct fstream {
 	uint64_t *own; /* the current comm's weight ending at each stack */
 	uint32_t gen;
 	struct strbuf path; /* the text of the current level's parent */
+	size_t *comm_off, *comm_len; /* each agg entry's comm name in comms */
 };
 
 static const struct fstream *fitem_fs; /* qsort's context */
@@ -428,16 +429,15 @@ static int emit_items(struct fstream *fs, struct fitem *items, size_t n, const u
 	return err;
 }
 
-/* Entries by comm name. */
-static const struct fstream *entry_fs;
-static size_t *entry_name_off, *entry_name_len;
+/* Entries (agg indices) by comm name. */
 
 static int entry_cmp(const void *a, const void *b)
 {
 	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-	size_t lx = entry_name_len[x], ly = entry_name_len[y];
-	int c = memcmp(entry_fs->comms.buf + entry_name_off[x],
-		       entry_fs->comms.buf + entry_name_off[y], lx < ly ? lx : ly);
+	const struct fstream *fs = fitem_fs;
+	size_t lx = fs->comm_len[x], ly = fs->comm_len[y];
+	int c = memcmp(fs->comms.buf + fs->comm_off[x], fs->comms.buf + fs->comm_off[y],
+		       lx < ly ? lx : ly);
 
 	if (c)
 		return c;
@@ -512,10 +512,10 @@ int render_folded(const struct profile *p, const struct render_select *sel, FILE
 		err = build_children(&fs);
 	if (!err) {
 		order = malloc((agg.len ? agg.len : 1) * sizeof(*order));
-		entry_name_off = malloc((agg.len ? agg.len : 1) * sizeof(*entry_name_off));
-		entry_name_len = malloc((agg.len ? agg.len : 1) * sizeof(*entry_name_len));
+		fs.comm_off = malloc((agg.len ? agg.len : 1) * sizeof(*fs.comm_off));
+		fs.comm_len = malloc((agg.len ? agg.len : 1) * sizeof(*fs.comm_len));
 		items = malloc((2 * agg.len + 1) * sizeof(*items));
-		if (!order || !entry_name_off || !entry_name_len || !items)
+		if (!order || !fs.comm_off || !fs.comm_len || !items)
 			err = -ENOMEM;
 	}
 	/* the comms' names; entries grouped by name */
@@ -523,13 +523,13 @@ int render_folded(const struct profile *p, const struct render_select *sel, FILE
 		uint32_t comm = agg.v[i].comm;
 
 		order[i] = i;
-		entry_name_off[i] = fs.comms.len;
+		fs.comm_off[i] = fs.comms.len;
 		err = sb_add_folded_name(&fs.comms, profile__str(p, comm),
 					 profile__str_len(p, comm));
-		entry_name_len[i] = fs.comms.len - entry_name_off[i];
+		fs.comm_len[i] = fs.comms.len - fs.comm_off[i];
 	}
 	if (!err) {
-		entry_fs = &fs;
+		fitem_fs = &fs;
 		qsort(order, agg.len, sizeof(*order), entry_cmp);
 	}
 	/* the top level: a comm's own line (empty stacks) and the lines under it */
@@ -545,13 +545,13 @@ int render_folded(const struct profile *p, const struct render_select *sel, FILE
 		}
 		own = print_count(own, fs.by_ns);
 		if (own)
-			items[ni++] = (struct fitem){ .off = entry_name_off[order[a]],
-						      .len = entry_name_len[order[a]],
+			items[ni++] = (struct fitem){ .off = fs.comm_off[order[a]],
+						      .len = fs.comm_len[order[a]],
 						      .comm = true,
 						      .count = own };
 		if (sub)
-			items[ni++] = (struct fitem){ .off = entry_name_off[order[a]],
-						      .len = entry_name_len[order[a]],
+			items[ni++] = (struct fitem){ .off = fs.comm_off[order[a]],
+						      .len = fs.comm_len[order[a]],
 						      .comm = true,
 						      .sub = true,
 						      .first = a,
@@ -585,8 +585,7 @@ int render_folded(const struct profile *p, const struct render_select *sel, FILE
 	free(fs.own);
 	free(order);
 	free(items);
-	free(entry_name_off);
-	free(entry_name_len);
-	entry_name_off = entry_name_len = NULL;
+	free(fs.comm_off);
+	free(fs.comm_len);
 	return err;
 }

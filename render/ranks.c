@@ -186,11 +186,13 @@ int render_ranks(const struct profile *p, FILE *out)
 	size_t n = profile__nr_samples(p), nr = 0, cap = 0, pcap = 0;
 	struct rank_row *rows = NULL;
 	struct u64map index, seen; /* rank -> row; host << 32 | pid -> 1 */
+	struct u64map depths; /* stack << 1 | main -> comm_depth + 1 */
 	uint32_t *path = NULL;
 	int err = 0;
 
 	u64map_init(&index);
 	u64map_init(&seen);
+	u64map_init(&depths);
 	for (size_t i = 0; i < n && !err; i++) {
 		const struct pf_sample *s = profile__get_sample(p, i);
 		const struct pf_process *pr;
@@ -233,10 +235,20 @@ int render_ranks(const struct profile *p, FILE *out)
 			continue;
 		}
 		r->blocked = sat_add(r->blocked, s->weight);
-		d = comm_depth(p, s->stack, t->tid == t->pid, &path, &pcap);
-		if (d < -1) {
-			err = (int)d;
-			break;
+		/* blocks repeat their stacks: each (stack, main thread or not) is looked at once */
+		key = (uint64_t)s->stack << 1 | (t->tid == t->pid);
+		if (u64map_get(&depths, key, &v)) {
+			d = (int64_t)v - 1;
+		} else {
+			d = comm_depth(p, s->stack, t->tid == t->pid, &path, &pcap);
+			if (d < -1) {
+				err = (int)d;
+				break;
+			}
+			if (u64map_put(&depths, key, (uint64_t)(d + 1))) {
+				err = -ENOMEM;
+				break;
+			}
 		}
 		if (d < 0)
 			continue;
@@ -257,6 +269,7 @@ int render_ranks(const struct profile *p, FILE *out)
 		u64map_free(&rows[i].waits);
 	u64map_free(&index);
 	u64map_free(&seen);
+	u64map_free(&depths);
 	free(rows);
 	return err;
 }

@@ -342,6 +342,7 @@ Test(memory, deep_chain_is_refused_in_bounded_memory)
 {
 	static const char *const outputs[] = { "--folded", "--svg", "--top", "--pprof", "--trace" };
 	char *data = chain_profile("frame", 40000);
+
 	for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
 		struct cost c = report_cost(data, outputs[i]);
 
@@ -365,6 +366,7 @@ Test(memory, deep_chain_outputs_stream)
 {
 	static const char *const outputs[] = { "--folded", "--svg", "--top", "--pprof", "--trace" };
 	char *data = chain_profile("a_rather_long_templated_function_name_of_48_byte", 2500);
+
 	for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
 		struct cost c = report_cost(data, outputs[i]);
 
