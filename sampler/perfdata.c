@@ -85,7 +85,11 @@
 #define COMP_MMAP_MAX ((uint64_t)1 << 30) /* a larger mmap_len in HEADER_COMPRESSED is corrupt */
 /* decompressed records waiting for their round: more is no perf output */
 #define COMP_HELD_MAX ((size_t)1 << 30)
+#define HEADER_BUILD_ID 2 /* the feature bit of the build-id table */
 #define HEADER_COMPRESSED 27 /* the feature bit of the compression header */
+#define BUILD_IDS_MAX ((uint64_t)16 << 20) /* a larger build-id table is no perf output */
+#define BUILD_ID_FIXED 36 /* a build-id entry: header, s32 pid, u8 build_id[24]; then the name */
+#define MISC_BUILD_ID_SIZE (1u << 15) /* the entry's byte 32 says how long the build-id is */
 /* perf_event_attr's flags word, and its bit for deferred user callchains (Linux 6.19) */
 #define ATTR_FLAGS_OFF 40
 #define ATTR_DEFER_CALLCHAIN (1ULL << 38)
@@ -96,7 +100,7 @@ enum {
 	PD_HEADER_ATTR = 64,
 	PD_HEADER_EVENT_TYPE = 65,
 	PD_HEADER_TRACING_DATA = 66,
-	PD_HEADER_BUILD_ID = 67,
+	PD_HEADER_BUILD_ID = 67, /* also the entries of the build-id table */
 	PD_FINISHED_ROUND = 68,
 	PD_ID_INDEX = 69,
 	PD_AUXTRACE_INFO = 70,
@@ -111,6 +115,12 @@ struct pd_attr {
 	struct perf_event_attr attr;
 	struct rec_layout layout;
 	enum rec_event event;
+};
+
+/* A file's build-id, from perf's build-id table, by the path mappings name it with. */
+struct build_id {
+	char *path;
+	uint8_t size, id[20];
 };
 
 struct reader {
@@ -150,6 +160,11 @@ struct reader {
 	uint64_t comp_cap; /* what one may expand to: perf's buffer for it */
 	uint32_t comp_type; /* COMPRESSED or COMPRESSED2 */
 	char name[32]; /* a kind without a name, for errors without a perfdata_error */
+
+	/* perf's build-id table (HEADER_BUILD_ID, or such records in pipe mode), by path hash */
+	struct build_id *bids;
+	size_t nbids, cap_bids;
+	struct u64map bid_of; /* hash of the path -> index in bids (first of that hash) */
 };
 
 /* ---- the SIGBUS guard over the mapped window ------------------------------ */
@@ -259,6 +274,7 @@ static const struct kind {
 	K(22, "CALLCHAIN_DEFERRED"),
 	K(PD_HEADER_ATTR, "HEADER_ATTR"),
 	K(PD_HEADER_TRACING_DATA, "HEADER_TRACING_DATA"),
+	K(PD_HEADER_BUILD_ID, "HEADER_BUILD_ID"),
 	K(PD_FINISHED_ROUND, "FINISHED_ROUND"),
 	K(PD_AUXTRACE, "AUXTRACE"),
 	K(PD_HEADER_FEATURE, "HEADER_FEATURE"),
@@ -677,6 +693,33 @@ static int decode(const struct pd_attr *pa, const uint8_t *d, size_t len, struct
 	return e;
 }
 
+/*
+ * A mapping without a build-id whose path perf's build-id table lists gets
+ * that build-id, in place of its device and inode: those name a file of the
+ * machine (or container) where perf ran, the build-id the file wherever it
+ * is read, as perf itself matches them.
+ */
+static void attach_build_id(const struct reader *r, struct rec_mmap2 *m)
+{
+	uint64_t idx;
+
+	if (m->has_build_id || !r->nbids ||
+	    !u64map_get(&r->bid_of, hash_bytes(m->filename, strlen(m->filename), 0), &idx))
+		return;
+	for (size_t i = (size_t)idx; i < r->nbids; i++) {
+		const struct build_id *b = &r->bids[i];
+
+		if (strcmp(b->path, m->filename))
+			continue;
+		m->has_build_id = true;
+		m->build_id_size = b->size;
+		memcpy(m->build_id, b->id, b->size);
+		m->maj = m->min = 0;
+		m->ino = 0;
+		return;
+	}
+}
+
 static int deliver(struct reader *r, const struct order_rec *q)
 {
 	const uint8_t *d = qrec_data(r, q);
@@ -698,6 +741,8 @@ static int deliver(struct reader *r, const struct order_rec *q)
 		return fail(r, "malformed record", q->pos, type_name(r, get_le32(d)));
 	if (rec.type == REC_MMAP2 && rec.mmap2.pid == UINT32_MAX)
 		return 0; /* the kernel's own maps: kernel frames are named from kallsyms */
+	if (rec.type == REC_MMAP2)
+		attach_build_id(r, &rec.mmap2);
 	if (r->info) {
 		r->info->records++;
 		if (rec.type == REC_SAMPLE)
@@ -885,6 +930,51 @@ static int read_compressed2(struct reader *r, const uint8_t *rec, uint16_t size,
 }
 
 /*
+ * One entry of perf's build-id table (len bytes at d, at off): { header,
+ * s32 pid, u8 build_id[20], u8 size, u8 pad[3], NUL-terminated path }. The
+ * size byte counts when misc says so, else the build-id is 20 bytes. An
+ * entry of a path already listed changes nothing (the first one holds).
+ */
+static int add_build_id(struct reader *r, const uint8_t *d, size_t len, uint64_t off)
+{
+	const char *path = (const char *)d + BUILD_ID_FIXED;
+	size_t plen, size = 20;
+	uint64_t key, idx;
+	struct build_id *b;
+
+	if (len < BUILD_ID_FIXED + 1 || !memchr(path, '\0', len - BUILD_ID_FIXED))
+		return fail(r, "malformed build-id entry", off, "HEADER_BUILD_ID");
+	if (get_le32(d + 4) & MISC_BUILD_ID_SIZE) {
+		size = d[32];
+		if (size > 20)
+			return fail(r, "build-id longer than 20 bytes", off, "HEADER_BUILD_ID");
+	}
+	plen = strlen(path);
+	if (!size || !plen)
+		return 0;
+	key = hash_bytes(path, plen, 0);
+	if (u64map_get(&r->bid_of, key, &idx)) {
+		for (size_t i = (size_t)idx; i < r->nbids; i++)
+			if (!strcmp(r->bids[i].path, path))
+				return 0;
+	}
+	if (grow_array((void **)&r->bids, &r->cap_bids, r->nbids + 1, sizeof(*r->bids)))
+		return -ENOMEM;
+	b = &r->bids[r->nbids];
+	b->path = strdup(path);
+	if (!b->path)
+		return -ENOMEM;
+	b->size = (uint8_t)size;
+	memcpy(b->id, d + 12, size);
+	if (!u64map_get(&r->bid_of, key, &idx) && u64map_put(&r->bid_of, key, r->nbids)) {
+		free(b->path);
+		return -ENOMEM;
+	}
+	r->nbids++;
+	return 0;
+}
+
+/*
  * A HEADER_FEATURE record (pipe mode's header sections): only the
  * compression header is read, for the bound it sets on the records after.
  */
@@ -924,6 +1014,9 @@ static int handle_record(struct reader *r, const uint8_t *rec, uint16_t size, ui
 		return handle_header_attr(r, rec, size, off);
 	case PD_HEADER_FEATURE:
 		return read_feature(r, rec, size, off);
+	case PD_HEADER_BUILD_ID:
+		/* pipe mode (perf inject -b): the build-ids of the files mapped after it */
+		return add_build_id(r, rec, size, off);
 	case PD_FINISHED_ROUND:
 		/* everything up to the previous round's latest time is now complete */
 		e = flush(r, r->round_max, false);
@@ -1054,29 +1147,71 @@ static int read_file_records(struct reader *r)
 
 /*
  * Feature sections follow the data, one { u64 offset, size } per feature
- * bit set, in bit order; the compression header is read (read_compression).
+ * bit set, in bit order. Finds feature bit's section: 1 (*off, *size set,
+ * inside the file), 0 when the file has none, or -EINVAL.
  */
-static int read_compression_header(struct reader *r, const uint8_t *h, uint64_t table,
-				   uint64_t file_size)
+static int feature_section(struct reader *r, const uint8_t *h, uint64_t table, uint64_t file_size,
+			   unsigned int bit, uint64_t *off, uint64_t *size)
 {
 	const uint8_t *bits = h + 72;
-	uint8_t sec[16], feat[20];
-	uint64_t off, size, at;
 	unsigned int nth = 0;
+	uint8_t sec[16];
+	uint64_t at;
 
-	if (!(bits[HEADER_COMPRESSED / 8] & (1u << (HEADER_COMPRESSED % 8))))
+	if (!(bits[bit / 8] & (1u << (bit % 8))))
 		return 0;
-	for (unsigned int b = 0; b < HEADER_COMPRESSED; b++)
+	for (unsigned int b = 0; b < bit; b++)
 		nth += (bits[b / 8] >> (b % 8)) & 1;
 	at = table + nth * 16;
 	if (at > file_size || file_size - at < 16 || pread_exact(r->fd, sec, 16, at))
 		return fail(r, "feature sections outside the file (truncated file?)", at, "header");
-	off = get_le64(sec);
-	size = get_le64(sec + 8);
-	if (size < 20 || off > file_size || size > file_size - off ||
-	    pread_exact(r->fd, feat, 20, off))
-		return fail(r, "compression header outside the file", at, "header");
-	return read_compression(r, feat, 20, off, "header");
+	*off = get_le64(sec);
+	*size = get_le64(sec + 8);
+	if (*off > file_size || *size > file_size - *off)
+		return fail(r, "feature section outside the file (truncated file?)", at, "header");
+	return 1;
+}
+
+/* The compression header (read_compression), and the build-id table (add_build_id). */
+static int read_features(struct reader *r, const uint8_t *h, uint64_t table, uint64_t file_size)
+{
+	uint8_t feat[20], *ids;
+	uint64_t off, size;
+	int e;
+
+	e = feature_section(r, h, table, file_size, HEADER_COMPRESSED, &off, &size);
+	if (e == 1 && (size < 20 || pread_exact(r->fd, feat, 20, off)))
+		return fail(r, "compression header outside the file", off, "header");
+	if (e == 1)
+		e = read_compression(r, feat, 20, off, "header");
+	if (e)
+		return e;
+	e = feature_section(r, h, table, file_size, HEADER_BUILD_ID, &off, &size);
+	if (e <= 0 || !size)
+		return e;
+	if (size > BUILD_IDS_MAX)
+		return fail(r, "build-id table larger than 16 MiB", off, "HEADER_BUILD_ID");
+	ids = malloc(size);
+	if (!ids)
+		return -ENOMEM;
+	e = pread_exact(r->fd, ids, size, off);
+	for (uint64_t at = 0; !e && at < size;) {
+		uint16_t len;
+
+		if (size - at < 8) {
+			e = fail(r, "malformed build-id entry", off + at, "HEADER_BUILD_ID");
+			break;
+		}
+		len = (uint16_t)(get_le32(ids + at + 4) >> 16);
+		if (len < 8 || len > size - at) {
+			e = fail(r, "malformed build-id entry", off + at, "HEADER_BUILD_ID");
+			break;
+		}
+		e = add_build_id(r, ids + at, len, off + at);
+		at += len;
+	}
+	free(ids);
+	return e == -ENODATA ? fail(r, "build-id table outside the file", off, "header") : e;
 }
 
 static int read_file_header(struct reader *r, const uint8_t *h, uint64_t file_size)
@@ -1128,7 +1263,7 @@ static int read_file_header(struct reader *r, const uint8_t *h, uint64_t file_si
 	if (r->nattrs == 0)
 		return fail(r, "no events described", 24, "header");
 	if (data_size) {
-		e = read_compression_header(r, h, data_off + data_size, file_size);
+		e = read_features(r, h, data_off + data_size, file_size);
 		if (e)
 			return e;
 	}
@@ -1161,6 +1296,7 @@ int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info 
 		info->finalized = true;
 	}
 	u64map_init(&r.ids);
+	u64map_init(&r.bid_of);
 	if (strcmp(path, "-") == 0) {
 		r.fd = dup(STDIN_FILENO);
 	} else {
@@ -1237,5 +1373,9 @@ out:
 	free(r.scratch);
 	unzstd_free(&r.z);
 	u64map_free(&r.ids);
+	for (size_t i = 0; i < r.nbids; i++)
+		free(r.bids[i].path);
+	free(r.bids);
+	u64map_free(&r.bid_of);
 	return e;
 }

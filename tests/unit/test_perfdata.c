@@ -1474,3 +1474,74 @@ Test(perfdata_files, unsupported_is_named_not_corrupt)
 	free(s.b);
 	free(got.s);
 }
+
+struct maps_seen {
+	const char *path;
+	unsigned int maps, with_build_id;
+	uint8_t build_id[20];
+	uint8_t size;
+	uint64_t ino;
+};
+
+static int map_cb(void *ctx, const struct rec *r)
+{
+	struct maps_seen *m = ctx;
+
+	if (r->type != REC_MMAP2 || strcmp(r->mmap2.filename, m->path))
+		return 0;
+	m->maps++;
+	if (r->mmap2.has_build_id) {
+		m->with_build_id++;
+		m->size = r->mmap2.build_id_size;
+		memcpy(m->build_id, r->mmap2.build_id, r->mmap2.build_id_size);
+	}
+	m->ino |= r->mmap2.ino;
+	return 0;
+}
+
+/*
+ * perf 6.12 writes mappings with device and inode, and the build-ids of the
+ * files it sampled in its build-id table: the mappings of those files get
+ * their build-id (that of bin/split, the file recorded), not an inode of
+ * the root it ran in. perf 7.2 puts the build-id in the mapping itself.
+ */
+Test(perfdata_files, mappings_get_the_build_id_of_perfs_table)
+{
+	static const uint8_t split_id[20] = { 0xf8, 0x60, 0xd9, 0x4a, 0x37, 0xf6, 0xc3,
+					      0x0b, 0x96, 0xc7, 0x74, 0xc3, 0x62, 0xde,
+					      0xa5, 0x3a, 0x44, 0x20, 0xf7, 0xec };
+	const char *files[] = { "trixie-plain", "sid-plain" };
+
+	for (size_t i = 0; i < ARRAY_LEN(files); i++) {
+		struct maps_seen m = { .path = "/tmp/dlflame-perfdata-fixtures/split" };
+		struct perfdata_error e = { 0 };
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/%s.data", PD_FIXTURES, files[i]);
+		cr_assert_eq(perfdata__read(path, map_cb, &m, NULL, &e), 0, "%s", e.what);
+		cr_assert_gt(m.maps, 0, "%s", files[i]);
+		cr_assert_eq(m.with_build_id, m.maps, "%s", files[i]);
+		cr_assert_eq(m.size, 20);
+		cr_assert_eq(memcmp(m.build_id, split_id, 20), 0, "%s", files[i]);
+		cr_assert_eq(m.ino, 0, "%s: no inode of the root perf ran in", files[i]);
+	}
+	/* a build-id table entry cut short: malformed */
+	size_t len;
+	char path[512], bad[128];
+	snprintf(path, sizeof(path), "%s/trixie-plain.data", PD_FIXTURES);
+	snprintf(bad, sizeof(bad), "%s/bid.data", fdir);
+	uint8_t *b = slurp(path, &len);
+	uint64_t data_off = *(uint64_t *)(b + 40), data_size = *(uint64_t *)(b + 48);
+	uint64_t table = data_off + data_size, sec_off, sec_size;
+	cr_assert(b[72] & (1u << 2), "the file has a build-id table");
+	/* the build-id table is the first section after the tracing data (bit 1, unset) */
+	cr_assert(!(b[72] & (1u << 1)));
+	memcpy(&sec_off, b + table, 8);
+	memcpy(&sec_size, b + table + 8, 8);
+	cr_assert_gt(sec_size, 36);
+	uint16_t big = 0xfff8;
+	memcpy(b + sec_off + 6, &big, 2);
+	spit(bad, b, len);
+	expect_einval(bad, "build-id entry past its table");
+	free(b);
+}
