@@ -414,6 +414,14 @@ Test(perfdata, mapped_and_read_give_the_same_records)
 	memcpy(c, b, data_off);
 	memcpy(c + data_off + 4, b + data_off, len - data_off);
 	*(uint64_t *)(c + 40) = data_off + 4;
+	/* the feature sections after the data moved too: one { offset, size } per bit set */
+	uint64_t table = data_off + 4 + *(uint64_t *)(b + 48);
+	for (int bit = 0, nth = 0; bit < 256; bit++) {
+		if (!(b[72 + bit / 8] & (1u << (bit % 8))))
+			continue;
+		*(uint64_t *)(c + table + 16 * nth) += 4;
+		nth++;
+	}
 	spit(moved, c, len + 4);
 	for (size_t w = 0; w < NWINDOWS; w++) {
 		struct digest d = digest_of(moved, windows[w]);
