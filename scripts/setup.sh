@@ -32,12 +32,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Quiet when it works; a failed configure or build shows its errors on
+# stderr and exits non-zero.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+built() {
+  if ! "$@" >"$log" 2>&1; then
+    grep -E -A4 'error|ERROR|Error' "$log" | head -n 60 >&2 || tail -n 40 "$log" >&2
+    echo "setup: '$*' failed (above); fix it and run scripts/setup.sh again" >&2
+    exit 1
+  fi
+}
 if [ -d build ]; then
-  meson setup --reconfigure build >/dev/null
+  built meson setup --reconfigure build
 else
-  meson setup build >/dev/null
+  built meson setup build
 fi
-ninja -C build >/dev/null
+built ninja -C build
 
 # --- output tests (render/): the browser test's node packages and the real pprof ---
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

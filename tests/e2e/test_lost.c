@@ -69,19 +69,17 @@ static void need_torch(void)
 	const char *probe[] = { "/usr/bin/python3", "-c", "import torch", NULL };
 	struct run_result r = run(dir, NULL, NULL, probe);
 
-	if (r.status)
-		cr_skip_test("python3-torch is not installed");
+	cr_assert_eq(r.status, 0, "python3 cannot import torch: scripts/setup.sh installs python3-torch\n%s",
+		     r.err);
 	run_free(&r);
 }
 
 Test(lost, mlp_two_threads)
 {
 	char *env[] = { "OMP_NUM_THREADS=2", NULL };
-	const char *mlp = getenv("MLP");
+	const char *mlp = need_mlp();
 	const char *cmd[] = { mlp, "1500", NULL };
 
-	if (!mlp)
-		cr_skip_test("the MLP needs libdnnl-dev");
 	no_loss(env, cmd);
 }
 

@@ -40,8 +40,8 @@ static void need_torch(void)
 	const char *probe[] = { "/usr/bin/python3", "-c", "import torch.distributed", NULL };
 	struct run_result r = run(dir, NULL, NULL, probe);
 
-	if (r.status)
-		cr_skip_test("python3-torch is not installed");
+	cr_assert_eq(r.status, 0, "python3 cannot import torch: scripts/setup.sh installs python3-torch\n%s",
+		     r.err);
 	run_free(&r);
 }
 

@@ -206,14 +206,12 @@ static char last_summary[4096];
 
 static char *record_mlp(char *const env[], const char *const *opts, const char *iterations)
 {
-	const char *mlp = getenv("MLP");
+	const char *mlp = need_mlp();
 	char *data = path_in(dir, "mlp.data");
 	const char *argv[16] = { need_env("DLFLAME"), "record", "-o", data };
 	struct run_result r;
 	size_t n = 4;
 
-	if (!mlp)
-		cr_skip_test("examples/mlp was not built (libdnnl missing)");
 	for (; opts && *opts; opts++)
 		argv[n++] = *opts;
 	argv[n++] = "--";
