@@ -60,8 +60,8 @@ static char *record_calls(char *const env[], const char *const *probes, const ch
 			  char **err_out)
 {
 	char *data = path_in(dir, "c.data");
-	const char *argv[40] = { need_env("DLFLAME"), "record", "-o", data };
-	size_t n = 4;
+	const char *argv[40] = { need_env("DLFLAME"), "record", "--forward-exit", "-o", data };
+	size_t n = 5;
 	struct run_result r;
 
 	for (size_t i = 0; probes[i]; i++) {

@@ -83,8 +83,10 @@ static char *record(const char *const *cmd, char **out)
 {
 	char *env[] = { "MALLOC_PERTURB_=0", NULL };
 	char *data = path_in(dir, "py.data");
-	const char *argv[32] = { need_env("DLFLAME"), "record", "-o", data, "--" };
-	size_t n = 5;
+	const char *argv[32] = {
+		need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--"
+	};
+	size_t n = 6;
 	struct run_result r;
 
 	for (; *cmd && n < 31; cmd++)
@@ -403,7 +405,8 @@ Test(python, cnn_trainer, .timeout = 600)
 	struct run_result r = run(dir, NULL, NULL, probe);
 	char *script, *out, *data, *f;
 
-	cr_assert_eq(r.status, 0, "python3 cannot import torch: scripts/setup.sh installs python3-torch\n%s",
+	cr_assert_eq(r.status, 0,
+		     "python3 cannot import torch: scripts/setup.sh installs python3-torch\n%s",
 		     r.err);
 	run_free(&r);
 	script = path_in(need_env("EXAMPLES"), "cnn_train.py");

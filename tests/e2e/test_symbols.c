@@ -37,10 +37,12 @@ TestSuite(symbols, .init = setup, .fini = teardown, .timeout = 180);
 static char *record_folded(char *const env[], const char *const *cmd)
 {
 	char *data = path_in(dir, "sym.data");
-	const char *argv[16] = { need_env("DLFLAME"), "record", "-o", data, "--" };
+	const char *argv[16] = {
+		need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--"
+	};
 	const char *rep[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
 	struct run_result r;
-	size_t n = 5;
+	size_t n = 6;
 	char *out;
 
 	for (; *cmd && n < 15; cmd++)
