@@ -114,6 +114,45 @@ const char *need_env(const char *name)
 	return v;
 }
 
+const char *need_mlp(void)
+{
+	const char *v = getenv("MLP");
+
+	cr_assert(v && *v,
+		  "examples/mlp was not built: scripts/setup.sh installs libdnnl-dev, and meson "
+		  "builds the MLP whenever it finds oneDNN (see meson's log for why it did not)");
+	return v;
+}
+
+char *linked_library(const char *binary, const char *stem)
+{
+	char *cmd, line[4096], *found = NULL;
+	size_t len = strlen(stem);
+	FILE *f;
+
+	cr_assert_geq(asprintf(&cmd, "ldd '%s' 2>/dev/null", binary), 0);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f, "cannot run ldd on %s", binary);
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *name = line + strspn(line, " \t"), *arrow, *path, *end;
+
+		if (strncmp(name, stem, len) || (name[len] != '.' && name[len] != ' '))
+			continue;
+		arrow = strstr(name, "=> ");
+		if (!arrow)
+			continue;
+		path = arrow + 3;
+		end = path + strcspn(path, " \t\n(");
+		*end = '\0';
+		found = realpath(path, NULL);
+	}
+	pclose(f);
+	free(cmd);
+	cr_assert_not_null(found, "%s is not linked against %s.* (ldd found no such library)",
+			   binary, stem);
+	return found;
+}
+
 char *make_dir(void)
 {
 	char *d = strdup("/tmp/dlflame-e2e-XXXXXX");
