@@ -90,7 +90,7 @@
 #define BUILD_IDS_MAX ((uint64_t)16 << 20) /* a larger build-id table is no perf output */
 #define BUILD_ID_FIXED 36 /* a build-id entry: header, s32 pid, u8 build_id[24]; then the name */
 #define MISC_BUILD_ID_SIZE (1u << 15) /* the entry's byte 32 says how long the build-id is */
-/* perf_event_attr's flags word, and its bit for deferred user callchains (Linux 6.19) */
+/* perf_event_attr's flags word, and its bit for deferred user callchains (uapi after 6.12) */
 #define ATTR_FLAGS_OFF 40
 #define ATTR_DEFER_CALLCHAIN (1ULL << 38)
 #define ZSTD_COMPRESSION 1 /* HEADER_COMPRESSED's type for zstd */
@@ -108,7 +108,7 @@ enum {
 	PD_HEADER_FEATURE = 80, /* pipe mode's header features: { header, u64 feat_id, data } */
 	PD_COMPRESSED = 81,
 	PD_COMPRESSED2 = 83, /* perf 6.16's -z: { header, u64 data_size, data, padding } */
-	PD_LAST_KNOWN = 86, /* perf's kinds up to here (SCHEDSTAT_DOMAIN, Linux 6.17) */
+	PD_LAST_KNOWN = 86, /* perf's kinds up to here (SCHEDSTAT_DOMAIN), all perf 7.2 knows */
 };
 
 struct pd_attr {
