@@ -1187,8 +1187,10 @@ static int read_features(struct reader *r, const uint8_t *h, uint64_t table, uin
 	if (e)
 		return e;
 	e = feature_section(r, h, table, file_size, HEADER_BUILD_ID, &off, &size);
-	if (e <= 0 || !size)
+	if (e <= 0)
 		return e;
+	if (!size)
+		return 0;
 	if (size > BUILD_IDS_MAX)
 		return fail(r, "build-id table larger than 16 MiB", off, "HEADER_BUILD_ID");
 	ids = malloc(size);

@@ -1547,6 +1547,14 @@ Test(perfdata_files, mappings_get_the_build_id_of_perfs_table)
 	memcpy(&sec_off, b + table, 8);
 	memcpy(&sec_size, b + table + 8, 8);
 	cr_assert_gt(sec_size, 36);
+	/* an empty table: no build-ids, the file reads whole */
+	uint64_t zero = 0;
+	uint8_t *z = malloc(len);
+	memcpy(z, b, len);
+	memcpy(z + table + 8, &zero, 8);
+	spit(bad, z, len);
+	cr_assert_eq(same_result(bad, "empty build-id table"), 0);
+	free(z);
 	uint16_t big = 0xfff8;
 	memcpy(b + sec_off + 6, &big, 2);
 	spit(bad, b, len);
