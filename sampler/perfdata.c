@@ -342,7 +342,10 @@ static const char *type_name(struct reader *r, uint32_t type)
 
 bool perfdata__is_perf_file(const void *buf, size_t len)
 {
-	return len >= 8 && get_le64(buf) == PERF_MAGIC2;
+	uint64_t m = len >= 8 ? get_le64(buf) : 0;
+
+	/* the ones not read are read far enough to say so */
+	return m == PERF_MAGIC2 || m == __builtin_bswap64(PERF_MAGIC2) || m == PERF_MAGIC1;
 }
 
 /* ---- reading bytes --------------------------------------------------------- */

@@ -43,7 +43,11 @@ struct perfdata_info {
 	bool compressed; /* perf record -z: COMPRESSED or COMPRESSED2 records were read */
 };
 
-/* True when buf starts with perf.data's magic ("PERFILE2"). */
+/*
+ * True when buf starts with perf.data's magic ("PERFILE2", in either byte
+ * order, or "PERFFILE" of perf's first format): perfdata__read says what
+ * it is, if it does not read it.
+ */
 bool perfdata__is_perf_file(const void *buf, size_t len);
 
 /*

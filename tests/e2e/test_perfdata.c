@@ -468,3 +468,45 @@ Test(perfdata_files, perf612_compressed_file_without_build_ids)
 	cr_assert_eq(sum_counts(all), script_samples("trixie-z-dwarf"));
 	free(all);
 }
+
+/*
+ * A whole file dlflame does not read (here another byte order) is said as
+ * such, in one line, not called corrupt; records of a kind it does not know
+ * (a later perf's) are skipped with a warning that names their type.
+ */
+Test(perfdata_files, unsupported_is_said_and_unknown_kinds_skipped)
+{
+	const char *src = need_env("PERFDATA_FIXTURES");
+	char *be = path_in(dir, "be.data"), *later = path_in(dir, "later.data");
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", be, "--folded", NULL };
+	const char *argv2[] = { need_env("DLFLAME"), "report", "-i", later, "--folded", NULL };
+
+	sh("python3 -c \"import sys; b=bytearray(open(sys.argv[1],'rb').read()); "
+	   "b[0:16]=b[0:8][::-1]+b[8:16][::-1]; open(sys.argv[2],'wb').write(b)\" "
+	   "'%s/sid-z-fp-pipe.data' '%s'",
+	   src, be);
+	struct run_result r = run(dir, NULL, NULL, argv);
+	cr_assert_eq(r.status, 1, "%d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err, "big-endian"), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "does not read"), "%s", r.err);
+	cr_assert_null(strstr(r.err, "corrupt"), "%s", r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
+	run_free(&r);
+	/* a pipe-mode stream with two records of type 200 after perf's own */
+	sh("cp '%s/sid-z-fp-pipe.data' '%s' && printf '\\310\\0\\0\\0\\0\\0\\10\\0' >> '%s' && "
+	   "printf '\\310\\0\\0\\0\\0\\0\\10\\0' >> '%s'",
+	   src, later, later, later);
+	r = run(dir, NULL, NULL, argv2);
+	cr_assert_eq(r.status, 0, "%d: %s", r.status, r.err);
+	cr_assert_not_null(strstr(r.err,
+				  "2 records of kinds dlflame does not know (the first: type "
+				  "200"),
+			   "%s", r.err);
+	run_free(&r);
+	char *out = path_in(dir, "later.folded");
+	sh("'%s' report -i '%s' --folded > '%s' 2>/dev/null", need_env("DLFLAME"), later, out);
+	cr_assert_eq(sum_counts(out), script_samples("sid-z-fp-pipe"), "every sample read");
+	free(out);
+	free(be);
+	free(later);
+}
