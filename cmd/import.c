@@ -60,8 +60,8 @@ static int import_perfdata(const char *path, struct profile **out)
 		goto out;
 	}
 	if (err == -EOPNOTSUPP && e.what) {
-		error("cannot read %s: %s (%s record at byte offset %llu); the file is whole, but "
-		      "dlflame does not read this (docs/perfdata.md lists what it reads)",
+		error("cannot read %s: %s (%s record at byte offset %llu); not corrupt, but not what "
+		      "dlflame reads (docs/perfdata.md lists what it reads)",
 		      path, e.what, e.record ? e.record : "?", (unsigned long long)e.offset);
 		goto out;
 	}
