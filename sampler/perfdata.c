@@ -909,6 +909,10 @@ static int read_compressed(struct reader *r, uint32_t type, const uint8_t *p, si
 	return e == -EINVAL && r->z.what ? zstd_fail(r) : e;
 }
 
+#define COMPRESSED2_WRAPPED                                                                      \
+	"compressed data larger than its record (perf record -z from Linux 6.16 on writes this " \
+	"when a buffer compresses to more than 64 KiB: record with a smaller -m, or without -z)"
+
 /*
  * A COMPRESSED2 record: { header, u64 data_size, payload of data_size bytes,
  * zero padding to the next multiple of 8 }. A data_size past the record's
@@ -924,11 +928,7 @@ static int read_compressed2(struct reader *r, const uint8_t *rec, uint16_t size,
 		return fail(r, "record too short", off, "COMPRESSED2");
 	data_size = get_le64(rec + 8);
 	if (data_size > size - 16u)
-		return fail(r,
-			    "compressed data larger than its record (perf record -z of Linux "
-			    "6.16 or later writes this when a buffer compresses to more than "
-			    "64 KiB: record with a smaller -m, or without -z)",
-			    off, "COMPRESSED2");
+		return fail(r, COMPRESSED2_WRAPPED, off, "COMPRESSED2");
 	return read_compressed(r, PD_COMPRESSED2, rec + 16, (size_t)data_size, off);
 }
 
@@ -1093,6 +1093,8 @@ static int read_records(struct reader *r)
 			return e;
 		type = get_le32(rec);
 		size = (uint16_t)(get_le32(rec + 4) >> 16);
+		if (type == PD_COMPRESSED2 && size < 8)
+			return fail(r, COMPRESSED2_WRAPPED, off, "COMPRESSED2"); /* wrapped to 0 */
 		if (size < 8)
 			return fail(r, "record size smaller than its header", off,
 				    type_name(r, type));

@@ -1182,6 +1182,16 @@ Test(perfdata_files, compressed2_bounds)
 		int r = same_result(bad, "short data_size");
 		cr_assert(r == 0 || r == -EINVAL, "record %zu: %d", k, r);
 	}
+	/* perf 6.16's wrapped size: 0 for a record of 64 KiB */
+	struct perfdata_error ew = { 0 };
+	memcpy(x, b, len);
+	memset(x + c.offs[1] + 6, 0, 2);
+	spit(bad, x, len);
+	expect_einval(bad, "COMPRESSED2 of size 0");
+	perfdata__read(bad, count_cb, &(struct counts){ 0 }, NULL, &ew);
+	cr_assert_str_eq(ew.record, "COMPRESSED2");
+	cr_assert_eq(ew.offset, c.offs[1]);
+	cr_assert_not_null(strstr(ew.what, "smaller -m"), "%s", ew.what);
 	/* a COMPRESSED2 record's header too short for its data size */
 	memcpy(x, b, len);
 	uint16_t eight = 8;
