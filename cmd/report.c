@@ -32,13 +32,16 @@ enum report_format {
 	FMT_CALLS,
 	FMT_MEMORY,
 	FMT_RANKS,
+	FMT_SPEEDSCOPE,
+	FMT_MAX,
 };
 
 /* Where each format goes without -o; NULL: standard output. */
-static const char *const default_output[FMT_RANKS + 1] = {
+static const char *const default_output[FMT_MAX] = {
 	[FMT_SVG] = "flame.svg",
 	[FMT_PPROF] = "profile.pb.gz",
 	[FMT_TRACE] = "trace.json",
+	[FMT_SPEEDSCOPE] = "speedscope.json",
 };
 
 struct report_opts {
@@ -56,7 +59,7 @@ struct report_opts {
 static void report_usage(FILE *f)
 {
 	fputs("Usage: dlflame report [-i FILE] (--folded | --svg | --top | --pprof | --trace |\n"
-	      "                      --calls)\n"
+	      "                      --speedscope | --calls | --memory | --ranks)\n"
 	      "                      [-o OUT] [OPTIONS]\n\n"
 	      "Draw a recorded profile.\n\n"
 	      "Output (choose one):\n"
@@ -65,6 +68,9 @@ static void report_usage(FILE *f)
 	      "      --top             self and total per function, stdout unless -o\n"
 	      "      --pprof           gzip'ed pprof profile.proto, profile.pb.gz unless -o\n"
 	      "      --trace           Chrome Trace Event JSON timeline, trace.json unless -o\n"
+	      "      --speedscope      speedscope JSON: a profile per thread (on-CPU, off-CPU;\n"
+	      "                        --wall: both in one), samples in time order,\n"
+	      "                        speedscope.json unless -o\n"
 	      "      --calls           probed functions (record --probe): count, total, min,\n"
 	      "                        max, average ms; --by caller splits them by caller\n"
 	      "                        (the Python line, past the interpreter's own frames)\n"
@@ -124,15 +130,17 @@ static void report_usage(FILE *f)
 	      "  dlflame report --wall --svg --per-thread -o wall.svg\n"
 	      "  dlflame report --folded | flamegraph.pl > flame.svg\n"
 	      "  dlflame report --pprof && pprof -http=: profile.pb.gz\n"
-	      "  dlflame report --trace      # then open trace.json in ui.perfetto.dev\n",
+	      "  dlflame report --trace      # then open trace.json in ui.perfetto.dev\n"
+	      "  dlflame report --speedscope # then open speedscope.json in speedscope\n",
 	      f);
 }
 
 static int set_format(struct report_opts *o, enum report_format f)
 {
 	if (o->format != FMT_NONE && o->format != f)
-		return usage_error("report", "choose one of --folded, --svg, --top, --pprof, "
-					     "--trace, --calls, --memory and --ranks");
+		return usage_error("report",
+				   "choose one of --folded, --svg, --top, --pprof, "
+				   "--trace, --speedscope, --calls, --memory and --ranks");
 	o->format = f;
 	return 0;
 }
@@ -148,6 +156,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_CALLS,
 		OPT_MEMORY,
 		OPT_RANKS,
+		OPT_SPEEDSCOPE,
 		OPT_FAULTS,
 		OPT_BY,
 		OPT_SORT,
@@ -164,6 +173,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "calls", no_argument, NULL, OPT_CALLS },
 		{ "memory", no_argument, NULL, OPT_MEMORY },
 		{ "ranks", no_argument, NULL, OPT_RANKS },
+		{ "speedscope", no_argument, NULL, OPT_SPEEDSCOPE },
 		{ "rank", required_argument, NULL, OPT_RANK },
 		{ "per-rank", no_argument, NULL, OPT_PER_RANK },
 		{ "faults", no_argument, NULL, OPT_FAULTS },
@@ -219,6 +229,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_CALLS:
 		case OPT_MEMORY:
 		case OPT_RANKS:
+		case OPT_SPEEDSCOPE:
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
@@ -279,8 +290,8 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		return usage_error("report", "unexpected argument '%s'", argv[optind]);
 	if (o->format == FMT_NONE)
 		return usage_error("report",
-				   "choose an output: --folded, --svg, --top, --pprof, --trace "
-				   "or --calls");
+				   "choose an output: --folded, --svg, --top, --pprof, --trace, "
+				   "--speedscope or --calls");
 	if (o->by_caller && o->format != FMT_CALLS)
 		return usage_error("report", "--by caller applies to --calls only");
 	if (o->faults &&
@@ -407,6 +418,13 @@ static struct render_select selection(const struct report_opts *o, const struct 
 		sel.kinds[SAMPLE_RUNQUEUE] = present[SAMPLE_RUNQUEUE];
 		return sel;
 	}
+	if (o->format == FMT_SPEEDSCOPE && !so->offcpu && !so->wall) {
+		/* speedscope: off-CPU profiles beside the on-CPU ones when there are any */
+		sel = select_opts__select(so);
+		sel.kinds[SAMPLE_OFFCPU] = present[SAMPLE_OFFCPU];
+		sel.weight_ns = true;
+		return sel;
+	}
 	if ((so->offcpu || so->wall) && !present[SAMPLE_OFFCPU])
 		warning("%s holds no off-CPU samples: it was recorded without context switches",
 			o->input);
@@ -433,6 +451,11 @@ static int render(const struct report_opts *o, const struct profile *p,
 		return render_memory(p, f);
 	case FMT_RANKS:
 		return render_ranks(p, f);
+	case FMT_SPEEDSCOPE: {
+		struct speedscope_opts so = { .wall = o->sel.wall, .lines = o->lines };
+
+		return render_speedscope(p, sel, &so, f);
+	}
 	default:
 		return render_trace(p, sel, f);
 	}
@@ -464,7 +487,11 @@ int cmd_report(int argc, char **argv)
 	/* a probed function's caller is the nearest frame not of the interpreter: a Python line */
 	if (o.format == FMT_CALLS && o.by_caller)
 		o.sel.filter.python = true;
-	if (o.format != FMT_PPROF) {
+	/* a profile per thread, named as --per-thread and --per-rank name it */
+	if (o.format == FMT_SPEEDSCOPE)
+		o.sel.filter.per_thread = o.sel.filter.per_rank = true;
+	/* pprof and speedscope keep source files and lines in frames of their own */
+	if (o.format != FMT_PPROF && o.format != FMT_SPEEDSCOPE) {
 		err = relabel(&p, o.lines);
 		if (err) {
 			error("cannot relabel %s: %s", o.input, strerror(-err));

@@ -100,6 +100,26 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
  */
 int render_trace(const struct profile *p, const struct render_select *sel, FILE *out);
 /*
+ * speedscope's JSON file format: a shared frames table (name with the kind
+ * suffix of folded output; file: the source file, else the module; line
+ * with opts->lines) and one "sampled" profile per thread (host, pid, tid)
+ * and view, named after the thread's comm as the profile holds it (a
+ * filtered view's --per-thread label) and the view: " (on-CPU)", with
+ * off-CPU and runqueue samples " (off-CPU)", or with opts->wall both in
+ * " (wall)", blocked time under an "[off-CPU]" leaf; page faults
+ * " (page faults)" in bytes. Samples in time order (an on-CPU sample at
+ * its period's start), consecutive samples of one stack merged, weights
+ * in ns. activeProfileIndex: the thread with the most on-CPU (or wall)
+ * time. sel->weight_ns is ignored.
+ */
+struct speedscope_opts {
+	bool wall;
+	bool lines;
+};
+int render_speedscope(const struct profile *p, const struct render_select *sel,
+		      const struct speedscope_opts *opts, FILE *out);
+
+/*
  * The probed functions' calls (SAMPLE_CALL samples): COUNT, TOTAL, MIN,
  * MAX, AVG in ms and the share of the recording's wall time, by function
  * or (by_caller) by function and calling frame, largest total first.
