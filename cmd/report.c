@@ -21,6 +21,8 @@
 
 #define DEFAULT_INPUT "dlflame.data"
 #define DEFAULT_TOP_ROWS 25
+/* --trace: a file Perfetto and chrome://tracing open (bytes) */
+#define DEFAULT_TRACE_BYTES 100000000ULL
 
 enum report_format {
 	FMT_NONE,
@@ -52,6 +54,9 @@ struct report_opts {
 	const char *top_only; /* a --top option given */
 	bool by_caller; /* --calls --by caller */
 	bool faults; /* --faults: where memory was first touched */
+	bool max_spans_set; /* --max-spans given */
+	struct trace_opts trace;
+	struct trace_result traced;
 	struct select_opts sel;
 	struct top_opts top;
 };
@@ -67,7 +72,10 @@ static void report_usage(FILE *f)
 	      "      --svg             interactive SVG flame graph, flame.svg unless -o\n"
 	      "      --top             self and total per function, stdout unless -o\n"
 	      "      --pprof           gzip'ed pprof profile.proto, profile.pb.gz unless -o\n"
-	      "      --trace           Chrome Trace Event JSON timeline, trace.json unless -o\n"
+	      "      --trace           Chrome Trace Event JSON timeline, trace.json unless -o;\n"
+	      "                        each thread keeps its longest spans, 100 MB in all\n"
+	      "      --max-spans N     --trace: at most N spans per thread instead (0: every\n"
+	      "                        span); --time shows a stretch in full\n"
 	      "      --speedscope      speedscope JSON: a profile per thread (on-CPU, off-CPU;\n"
 	      "                        --wall: both in one), samples in time order,\n"
 	      "                        speedscope.json unless -o\n"
@@ -161,6 +169,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_BY,
 		OPT_SORT,
 		OPT_LINES,
+		OPT_MAX_SPANS,
 	};
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
@@ -202,6 +211,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "from-call", required_argument, NULL, OPT_FROM_CALL },
 		{ "cut", no_argument, NULL, OPT_CUT },
 		{ "lines", no_argument, NULL, OPT_LINES },
+		{ "max-spans", required_argument, NULL, OPT_MAX_SPANS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -268,6 +278,15 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_LINES:
 			o->lines = true;
 			break;
+		case OPT_MAX_SPANS:
+			if (parse_u64(optarg, 10, 0, UINT64_MAX, &u))
+				return usage_error("report",
+						   "--max-spans takes a number of spans per thread "
+						   "(0: no bound), got '%s'",
+						   optarg);
+			o->trace.max_spans = u;
+			o->max_spans_set = true;
+			break;
 		case OPT_FAULTS:
 			o->faults = true;
 			break;
@@ -301,6 +320,10 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	err = select_opts__check(&o->sel, "report", o->format == FMT_SVG);
 	if (err)
 		return err;
+	if (o->max_spans_set && o->format != FMT_TRACE)
+		return usage_error("report", "--max-spans applies to --trace only");
+	if (!o->max_spans_set)
+		o->trace.max_bytes = DEFAULT_TRACE_BYTES;
 	if (o->top_only && o->format != FMT_TOP)
 		return usage_error("report", "%s applies to --top only", o->top_only);
 	if (f->reverse && o->format != FMT_SVG && o->format != FMT_FOLDED)
@@ -433,8 +456,8 @@ static struct render_select selection(const struct report_opts *o, const struct 
 	return select_opts__select(so);
 }
 
-static int render(const struct report_opts *o, const struct profile *p,
-		  const struct render_select *sel, FILE *f)
+static int render(struct report_opts *o, const struct profile *p, const struct render_select *sel,
+		  FILE *f)
 {
 	switch (o->format) {
 	case FMT_FOLDED:
@@ -457,7 +480,7 @@ static int render(const struct report_opts *o, const struct profile *p,
 		return render_speedscope(p, sel, &so, f);
 	}
 	default:
-		return render_trace(p, sel, f);
+		return render_trace_bounded(p, sel, &o->trace, &o->traced, f);
 	}
 }
 
@@ -561,6 +584,21 @@ int cmd_report(int argc, char **argv)
 	}
 	if (o.output && strcmp(o.output, "-"))
 		info("wrote %s (%zu samples)", o.output, drawn_samples(view ? view : p, &sel));
+	if (o.format == FMT_TRACE && o.traced.tracks_cut) {
+		char bound[64];
+
+		if (o.trace.max_spans)
+			snprintf(bound, sizeof(bound), "%llu spans a thread",
+				 (unsigned long long)o.trace.max_spans);
+		else
+			snprintf(bound, sizeof(bound), "%llu MB in all",
+				 (unsigned long long)(o.trace.max_bytes / 1000000));
+		info("the trace keeps each thread's longest spans (%s): %llu shorter spans (under "
+		     "%.3g ms in %zu tracks) are hidden, counted in the span above them; --time "
+		     "START,END shows a stretch in full, --max-spans N changes the bound",
+		     bound, (unsigned long long)o.traced.hidden, (double)o.traced.min_ns / 1e6,
+		     o.traced.tracks_cut);
+	}
 	/* --top has it in its header */
 	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY &&
 	    o.format != FMT_RANKS)
