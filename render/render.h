@@ -106,7 +106,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
  * the tracks (what a track does not need goes to the others). Shorter
  * spans are left out: the span they were under says how many in
  * "args":{"hidden":N}, the track's name says under which duration spans
- * are hidden, otherData says the bound ("span_bound") and "hidden_spans".
+ * are hidden, otherData says the bound ("span_bound") and "hidden_spans"
+ * (only when something was left out: else the output is render_trace's).
  * o NULL or both 0: render_trace. res (may be NULL) says what was cut.
  */
 struct trace_opts {

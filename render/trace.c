@@ -836,7 +836,8 @@ int render_trace_bounded(const struct profile *p, const struct render_select *se
 		 (unsigned long long)m->lost);
 	if (!err)
 		err = put_buf(out, tail, strlen(tail));
-	if (!err && bounded) {
+	/* stated where something was left out: else the trace is whole */
+	if (!err && r.tracks_cut) {
 		if (o->max_spans)
 			snprintf(tail, sizeof(tail), "\"span_bound\":\"%llu spans per track\",",
 				 (unsigned long long)o->max_spans);
