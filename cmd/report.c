@@ -594,10 +594,10 @@ int cmd_report(int argc, char **argv)
 			snprintf(bound, sizeof(bound), "%llu MB in all",
 				 (unsigned long long)(o.trace.max_bytes / 1000000));
 		info("the trace keeps each thread's longest spans (%s): %llu shorter spans (under "
-		     "%.3g ms in %zu tracks) are hidden, counted in the span above them; --time "
+		     "%.3g ms in %zu track%s) are hidden, counted in the span above them; --time "
 		     "START,END shows a stretch in full, --max-spans N changes the bound",
 		     bound, (unsigned long long)o.traced.hidden, (double)o.traced.min_ns / 1e6,
-		     o.traced.tracks_cut);
+		     o.traced.tracks_cut, o.traced.tracks_cut == 1 ? "" : "s");
 	}
 	/* --top has it in its header */
 	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY &&
