@@ -46,8 +46,8 @@ struct span {
  * two (within 1.6%). A bucket's spans are kept or left out together.
  */
 #define NR_BUCKETS (58 * 64 + 128)
-/* what "args":{"hidden":N} may add to a kept span */
-#define HIDDEN_ARGS_MAX (sizeof(",\"args\":{\"hidden\":}") - 1 + 20)
+/* what "args":{"hidden":N} adds to a kept span, but N's digits */
+#define HIDDEN_ARGS (sizeof(",\"args\":{\"hidden\":}") - 1)
 /*
  * Outermost spans left out in a row become one span of this name, from
  * the first one's start to the last one's end, that counts them.
@@ -55,12 +55,11 @@ struct span {
 #define SUMMARY_FRAME UINT32_MAX
 #define SUMMARY_NAME "\"[shorter spans]\""
 #define SUMMARY_CAT "hidden"
-/* the most a summary span writes: 20 digits for every number */
-#define SUMMARY_MAX                                                                             \
+/* what a summary span writes, but its numbers' digits */
+#define SUMMARY_FIXED                                                                           \
 	(2 +                                                                                    \
 	 sizeof("{\"name\":,\"cat\":\"\",\"ph\":\"X\",\"ts\":.,\"dur\":.,\"pid\":,\"tid\":}") - \
-	 1 + sizeof(SUMMARY_NAME) - 1 + sizeof(SUMMARY_CAT) - 1 + 4 * 20 + 2 * 10 +             \
-	 HIDDEN_ARGS_MAX)
+	 1 + sizeof(SUMMARY_NAME) - 1 + sizeof(SUMMARY_CAT) - 1 + HIDDEN_ARGS)
 
 static uint32_t bucket_of(uint64_t ns)
 {
@@ -114,6 +113,7 @@ struct trace {
 	uint32_t keep_from; /* SPANS_KEEP: the shortest bucket kept */
 	uint32_t pid, tid; /* as written: for a span's size */
 	uint64_t count, bytes; /* SPANS_COUNT: the track's spans and their size */
+	uint64_t max_end; /* SPANS_COUNT: the latest end */
 	uint64_t *hist_count, *hist_bytes; /* SPANS_COUNT: per bucket, or NULL */
 	uint64_t *hist_roots; /* SPANS_COUNT: the outermost spans per bucket */
 	uint64_t hidden; /* SPANS_KEEP: spans left out */
@@ -191,6 +191,7 @@ static int span_done(struct trace *t, const struct span *s)
 		if (err)
 			return err;
 		t->count++;
+		t->max_end = s->end > t->max_end ? s->end : t->max_end;
 		t->bytes = sat_add(t->bytes, bytes);
 		if (t->hist_count) {
 			b = bucket_of(s->end - s->start);
@@ -539,6 +540,7 @@ struct track {
 	bool calls;
 	uint32_t pid, tid; /* as written */
 	uint64_t count, bytes; /* all its spans */
+	uint64_t max_end; /* the latest end of one */
 	uint64_t share; /* spans (max_spans) or bytes it may write */
 	uint32_t keep_from; /* the shortest bucket written; 0: all */
 };
@@ -602,16 +604,19 @@ static int share_out(struct track *tr, size_t n, const struct trace_opts *o, uin
 /* The shortest bucket whose spans, with every longer one, fit the track's share. */
 static uint32_t keep_from(const struct trace *t, const struct track *tr, bool by_count)
 {
+	/* the most a kept span's "args" and a summary span add: no number is longer */
+	uint64_t args = HIDDEN_ARGS + digits(tr->count);
+	uint64_t summary = SUMMARY_FIXED + 2 * (digits(tr->max_end / 1000) + 3) + digits(tr->pid) +
+			   digits(tr->tid) + args;
 	/* the summary spans: at most one more than the outermost spans kept */
-	uint64_t used = by_count ? 1 : SUMMARY_MAX;
+	uint64_t used = by_count ? 1 : summary;
 	uint32_t from = NR_BUCKETS;
 
 	for (uint32_t b = NR_BUCKETS; b-- > 0;) {
 		uint64_t cost =
 			by_count ? sat_add(t->hist_count[b], t->hist_roots[b])
-				 : sat_add(sat_add(t->hist_bytes[b],
-						   t->hist_count[b] * (uint64_t)HIDDEN_ARGS_MAX),
-					   t->hist_roots[b] * (uint64_t)SUMMARY_MAX);
+				 : sat_add(sat_add(t->hist_bytes[b], t->hist_count[b] * args),
+					   t->hist_roots[b] * summary);
 
 		if (sat_add(used, cost) > tr->share)
 			break;
@@ -751,7 +756,7 @@ int render_trace_bounded(const struct profile *p, const struct render_select *se
 		for (size_t k = 0; k < ntracks; k++) {
 			uint64_t *hc = t.hist_count, *hb = t.hist_bytes;
 
-			t.count = t.bytes = 0;
+			t.count = t.bytes = t.max_end = 0;
 			t.hist_count = t.hist_bytes = NULL;
 			err = make_spans(&t, &tracks[k], v, calls, &frames, &frames_cap);
 			t.hist_count = hc;
@@ -760,6 +765,7 @@ int render_trace_bounded(const struct profile *p, const struct render_select *se
 				goto out;
 			tracks[k].count = t.count;
 			tracks[k].bytes = t.bytes;
+			tracks[k].max_end = t.max_end;
 		}
 		err = share_out(tracks, ntracks, o, reserve);
 		for (size_t k = 0; k < ntracks && !err; k++) {
