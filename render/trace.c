@@ -197,7 +197,7 @@ static int span_done(struct trace *t, const struct span *s)
 			b = bucket_of(s->end - s->start);
 			t->hist_count[b]++;
 			t->hist_bytes[b] = sat_add(t->hist_bytes[b], bytes);
-			if (!s->depth)
+			if (!s->depth && t->summaries)
 				t->hist_roots[b]++;
 		}
 		return 0;

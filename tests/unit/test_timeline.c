@@ -312,3 +312,31 @@ Test(bounded, spans_per_thread)
 	cr_assert(has(&out, "\"span_bound\":\"100 spans per track\""));
 	free(out.buf);
 }
+
+Test(bounded, calls_track)
+{
+	struct trace_opts o = { .max_spans = 100 };
+	struct trace_result r;
+	struct out out;
+	int64_t th, s;
+
+	recorded = profile__new();
+	cr_assert_not_null(recorded);
+	th = fixed_thread(recorded, 10, 10, "trainer", 0);
+	s = FSTACK(recorded, { "main", 0, MLP, FRAME_USER, NULL, 0 },
+		   { "step", 0, MLP, FRAME_USER, NULL, 0 });
+	/* 1000 calls of step, one every 2 ms, lasting 0.5 to 1.5 ms */
+	for (int i = 0; i < 1000; i++)
+		cr_assert_eq(fixed_samples(recorded, th, s, SAMPLE_CALL, (uint64_t)i * 2 * MS, 0,
+					   MS / 2 + (uint64_t)(i % 100) * MS / 100, 1),
+			     0);
+	profile__meta(recorded)->start_time = FIXED_START;
+	out = trace_of(&o, &r);
+	cr_assert_eq(r.tracks_cut, 1);
+	cr_assert_leq(r.spans, o.max_spans);
+	cr_assert_geq(r.spans, o.max_spans / 2, "%llu", (unsigned long long)r.spans);
+	cr_assert_eq(r.spans + r.hidden, 1000);
+	cr_assert_eq(count(&out, "\"cat\":\"call\""), r.spans);
+	cr_assert(has(&out, "\"args\":{\"name\":\"trainer calls (calls under "));
+	free(out.buf);
+}
