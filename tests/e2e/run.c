@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +67,8 @@ struct run_result run(const char *dir, char *const env[], const char *stdout_pat
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
+		/* a test killed by its timeout takes its recorder (and trainer) with it */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		dup2(ofd, 1);
 		dup2(efd, 2);
 		if (dir && chdir(dir))
@@ -90,6 +94,8 @@ pid_t run_bg(const char *dir, const char *const argv[])
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		int fd = open("/dev/null", O_WRONLY);
+
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		dup2(fd, 1);
 		dup2(fd, 2);
 		if (dir && chdir(dir))
