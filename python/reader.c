@@ -1212,7 +1212,7 @@ static bool varint(const uint8_t *t, size_t len, size_t *i, uint32_t *out)
 }
 
 /*
- * The line of code unit `unit` from a locations table (3.11-3.13, as
+ * The line of code unit `unit` from a locations table (3.11-3.14, as
  * CPython's Objects/locations.md lays it out), starting at firstline.
  * 0 when the table does not cover it.
  */
