@@ -84,15 +84,20 @@ static const uint8_t *section(Elf *elf, size_t shstrndx, const char *want, uint6
 	return NULL;
 }
 
-/* The eval function's cold parts, from the jumps out of its hot part, if no symbol named them. */
+/*
+ * The eval function's parts apart, from the jumps out of its hot part,
+ * added to those .symtab named (a part entered only through the dispatch
+ * table of computed gotos has a name but no direct jump).
+ */
 static void find_cold(Elf *elf, struct py_syms *out)
 {
+	uint64_t lo[PY_EVAL_COLD_MAX], hi[PY_EVAL_COLD_MAX];
 	struct py_ehframe ef = { 0 };
 	const uint8_t *code;
 	size_t shstrndx;
 	int n;
 
-	if (out->nr_cold || !out->eval || !out->eval_size || out->eval_size > (1u << 24) ||
+	if (!out->eval || !out->eval_size || out->eval_size > (1u << 24) ||
 	    elf_getshdrstrndx(elf, &shstrndx))
 		return;
 	code = bytes_at(elf, out->eval, out->eval_size);
@@ -100,12 +105,26 @@ static void find_cold(Elf *elf, struct py_syms *out)
 	ef.eh = section(elf, shstrndx, ".eh_frame", &ef.eh_vaddr, &ef.eh_size);
 	if (!code || !ef.hdr || !ef.eh)
 		return;
-	n = py_cold_parts(code, (size_t)out->eval_size, out->eval, &ef, out->cold_lo, out->cold_hi,
-			  PY_EVAL_COLD_MAX);
-	out->nr_cold = n > 0 ? (uint32_t)n : 0;
+	n = py_cold_parts(code, (size_t)out->eval_size, out->eval, &ef, lo, hi, PY_EVAL_COLD_MAX);
+	out->eval_decoded = n >= 0;
+	for (int i = 0; i < n; i++) {
+		bool known = false;
+
+		for (uint32_t j = 0; j < out->nr_cold; j++)
+			known |= lo[i] < out->cold_hi[j] && out->cold_lo[j] < hi[i];
+		if (!known && out->nr_cold < PY_EVAL_COLD_MAX) {
+			out->cold_lo[out->nr_cold] = lo[i];
+			out->cold_hi[out->nr_cold++] = hi[i];
+		}
+	}
 }
 
 int py_elf_syms(const char *path, struct py_syms *out)
+{
+	return py_elf_syms_from(path, out, true);
+}
+
+int py_elf_syms_from(const char *path, struct py_syms *out, bool symtab)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr eh;
@@ -139,7 +158,7 @@ int py_elf_syms(const char *path, struct py_syms *out)
 		Elf_Data *d;
 
 		if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize ||
-		    (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB))
+		    (sh.sh_type != SHT_DYNSYM && (sh.sh_type != SHT_SYMTAB || !symtab)))
 			continue;
 		d = elf_getdata(scn, NULL);
 		if (!d)

@@ -54,6 +54,11 @@ int py_layout_for(uint32_t version, const uint64_t *dbg, size_t n, struct py_lay
 /* Words of _Py_DebugOffsets read (3.13 has 73, 3.14 more; only the first are used). */
 #define PY_DEBUG_OFFSETS_WORDS 96
 
+/* ---- reader.c, for tests ---- */
+
+/* The layout the last probe of pid took; false if it found no interpreter it reads. */
+bool pyreader__layout(const struct pyreader *r, pid_t pid, struct py_layout *out);
+
 /* ---- mem.c ---- */
 
 /* Read n bytes at addr of pid: 0, -EFAULT (not all mapped), -ESRCH, -EPERM. */
@@ -76,11 +81,14 @@ struct py_syms {
 	uint64_t runtime, runtime_size, version, code_type, none, eval, eval_size;
 	/* the eval function's parts the compiler put apart ([lo, hi) file vaddrs) */
 	uint32_t nr_cold;
+	bool eval_decoded; /* its hot part decoded to its end (the jumps out of it are known) */
 	uint64_t cold_lo[PY_EVAL_COLD_MAX], cold_hi[PY_EVAL_COLD_MAX];
 };
 
 /* 0 (*out filled, maybe with nothing found) or a negative errno. */
 int py_elf_syms(const char *path, struct py_syms *out);
+/* The same; symtab false: .dynsym only, the cold parts found from the code (tests). */
+int py_elf_syms_from(const char *path, struct py_syms *out, bool symtab);
 
 /* ---- evalparts.c ---- */
 

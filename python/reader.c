@@ -364,6 +364,16 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 	return p->state = 1;
 }
 
+bool pyreader__layout(const struct pyreader *r, pid_t pid, struct py_layout *out)
+{
+	const struct proc *p = proc_get(r, pid);
+
+	if (!p || p->state != 1)
+		return false;
+	*out = p->L;
+	return true;
+}
+
 bool pyreader__free_threaded(const struct pyreader *r, pid_t pid)
 {
 	const struct proc *p = proc_get(r, pid);
