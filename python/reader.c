@@ -660,12 +660,17 @@ static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct p
 			  (L->ts_interp == PY_NO_FIELD || f->code == p->none);
 		f->code_ref = 0;
 		frame = u64_at(fb, L->fr_previous);
-		/* another frame the interpreter owns (no code object to show) is skipped */
 		if (++steps > 2 * PY_MAX_FRAMES) {
 			err = -EFAULT;
 			goto fail;
 		}
-		if (!f->stub && L->stub_owner != PY_NO_FIELD && owner >= L->stub_owner)
+		/*
+		 * Not shown: another frame the interpreter owns (no code object to
+		 * show), and 3.14's frame whose executable is still NULL (being set
+		 * up: CPython's own remote reader skips it too).
+		 */
+		if (!f->stub && ((L->stub_owner != PY_NO_FIELD && owner >= L->stub_owner) ||
+				 (L->tag_mask && !f->code)))
 			goto next;
 		out->n++;
 next:

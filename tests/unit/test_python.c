@@ -190,7 +190,10 @@ static void churn_case(const char *python)
 	for (int t = 0; t < 300 || (!partial && t < 30000); t++) {
 		uint32_t depth = 0; /* frames named, from the outermost */
 
-		cr_assert_eq(pyreader__snapshot(r, c.pid, c.tid, snap), 0);
+		int ret = pyreader__snapshot(r, c.pid, c.tid, snap);
+
+		cr_assert_eq(ret, 0, "snapshot %d: %s (%u whole, %u partial before)", t,
+			     strerror(-ret), whole, partial);
 		partial += snap->partial;
 		whole += !snap->partial;
 		for (uint32_t i = snap->n; i-- > 0;) {
