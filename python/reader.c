@@ -261,6 +261,9 @@ static int find_runtime(struct pyreader *r, pid_t pid, struct py_syms *found, ui
 			*bias = s->is_exec ? 0 : start - s->load_vaddr;
 			break;
 		}
+		/* 3.6 has the eval function but no _PyRuntime yet: an older CPython */
+		if (s->eval && !found->eval)
+			found->eval = s->eval;
 	}
 	u64map_free(&seen);
 	fclose(f);
@@ -321,6 +324,8 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 	if (!p)
 		return -ENOMEM;
 	err = find_runtime(r, pid, &s, &bias);
+	if (!err && !s.runtime && s.eval)
+		return p->state = -EPROTONOSUPPORT; /* CPython 3.6 */
 	if (err || !s.runtime)
 		return p->state = err;
 	/* Py_Version is new in 3.11: a runtime without it is an older CPython */
