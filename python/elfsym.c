@@ -27,6 +27,10 @@ static void take(struct py_syms *s, const char *name, const GElf_Sym *sym)
 		s->cold_hi[s->nr_cold++] = sym->st_value + sym->st_size;
 	} else if (!strcmp(name, "Py_Version"))
 		s->version = sym->st_value;
+	else if (!strcmp(name, "PyUnicode_Type"))
+		s->str_type = sym->st_value;
+	else if (!strcmp(name, "PyBytes_Type"))
+		s->bytes_type = sym->st_value;
 	else if (!strcmp(name, "PyCode_Type"))
 		s->code_type = sym->st_value;
 	else if (!strcmp(name, "_Py_NoneStruct"))

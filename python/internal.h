@@ -79,6 +79,7 @@ struct py_syms {
 	bool is_exec; /* ET_EXEC: no load bias */
 	uint64_t load_vaddr; /* p_vaddr of the first PT_LOAD, page-aligned down */
 	uint64_t runtime, runtime_size, version, code_type, none, eval, eval_size;
+	uint64_t str_type, bytes_type; /* PyUnicode_Type, PyBytes_Type */
 	/* the eval function's parts the compiler put apart ([lo, hi) file vaddrs) */
 	uint32_t nr_cold;
 	bool eval_decoded; /* its hot part decoded to its end (the jumps out of it are known) */

@@ -53,6 +53,7 @@ struct proc {
 	struct py_layout L;
 	bool free_threaded; /* a free-threaded build (not read) */
 	uint64_t runtime, code_type, none;
+	uint64_t str_type, bytes_type; /* 0 if not known: names are not checked for their type */
 	/* _PyEval_EvalFrameDefault: its symbol's range, then the parts put apart */
 	uint64_t eval_lo[EVAL_PARTS], eval_hi[EVAL_PARTS];
 	uint32_t nr_eval;
@@ -337,6 +338,8 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 	p->version = version;
 	p->runtime = s.runtime + bias;
 	p->code_type = s.code_type ? s.code_type + bias : 0;
+	p->str_type = s.str_type ? s.str_type + bias : 0;
+	p->bytes_type = s.bytes_type ? s.bytes_type + bias : 0;
 	p->none = s.none ? s.none + bias : 0;
 	p->eval_lo[0] = s.eval + bias;
 	p->eval_hi[0] = p->eval_lo[0] + (s.eval_size ? s.eval_size : 1);
@@ -1046,6 +1049,9 @@ static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
 
 	if (L->uni_compact_size > sizeof(hdr) || rd(r, p->pid, addr, hdr, L->uni_ascii_size))
 		return NULL;
+	/* a str: what the code object's offsets point to must be one */
+	if (p->str_type && u64_at(hdr, L->ob_type) != p->str_type)
+		return NULL;
 	length = u64_at(hdr, L->uni_length);
 	state = u32_at(hdr, L->uni_state);
 	kind = state >> 2 & 7;
@@ -1081,10 +1087,13 @@ static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
 static uint8_t *read_bytes(struct pyreader *r, const struct proc *p, uint64_t addr, size_t max,
 			   size_t *len)
 {
-	uint64_t size;
+	uint64_t size, type;
 	uint8_t *buf;
 
 	if (rd(r, p->pid, addr + p->L.bytes_size, &size, sizeof(size)) || size > max)
+		return NULL;
+	if (p->bytes_type &&
+	    (rd(r, p->pid, addr + p->L.ob_type, &type, sizeof(type)) || type != p->bytes_type))
 		return NULL;
 	buf = malloc(size ? size : 1);
 	if (buf && rd(r, p->pid, addr + p->L.bytes_data, buf, (size_t)size)) {
