@@ -125,10 +125,10 @@ static void find_cold(Elf *elf, struct py_syms *out)
 
 int py_elf_syms(const char *path, struct py_syms *out)
 {
-	return py_elf_syms_from(path, out, true);
+	return py_elf_syms_from(path, out, PY_PARTS_SYMTAB | PY_PARTS_JUMPS);
 }
 
-int py_elf_syms_from(const char *path, struct py_syms *out, bool symtab)
+int py_elf_syms_from(const char *path, struct py_syms *out, int parts)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr eh;
@@ -162,7 +162,8 @@ int py_elf_syms_from(const char *path, struct py_syms *out, bool symtab)
 		Elf_Data *d;
 
 		if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize ||
-		    (sh.sh_type != SHT_DYNSYM && (sh.sh_type != SHT_SYMTAB || !symtab)))
+		    (sh.sh_type != SHT_DYNSYM &&
+		     (sh.sh_type != SHT_SYMTAB || !(parts & PY_PARTS_SYMTAB))))
 			continue;
 		d = elf_getdata(scn, NULL);
 		if (!d)
@@ -184,7 +185,8 @@ int py_elf_syms_from(const char *path, struct py_syms *out, bool symtab)
 				take(out, name, &sym);
 		}
 	}
-	find_cold(elf, out);
+	if (parts & PY_PARTS_JUMPS)
+		find_cold(elf, out);
 	out->elf_ok = true;
 out:
 	if (elf)

@@ -88,8 +88,10 @@ struct py_syms {
 
 /* 0 (*out filled, maybe with nothing found) or a negative errno. */
 int py_elf_syms(const char *path, struct py_syms *out);
-/* The same; symtab false: .dynsym only, the cold parts found from the code (tests). */
-int py_elf_syms_from(const char *path, struct py_syms *out, bool symtab);
+/* The same, the eval's parts apart found only from .symtab or only from its jumps (tests). */
+#define PY_PARTS_SYMTAB 1
+#define PY_PARTS_JUMPS 2
+int py_elf_syms_from(const char *path, struct py_syms *out, int parts);
 
 /* ---- evalparts.c ---- */
 

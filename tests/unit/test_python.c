@@ -483,29 +483,18 @@ Test(python, insn_lengths)
 	}
 }
 
-/* Whether file's .symtab names a part of the eval function apart. */
-static bool has_cold_symbol(const char *file)
-{
-	char cmd[700];
-
-	snprintf(cmd, sizeof(cmd),
-		 "readelf -Ws '%s' 2>/dev/null | grep -q ' _PyEval_EvalFrameDefault\\.cold'", file);
-	return system(cmd) == 0;
-}
-
 /* The ELF file that holds an interpreter's eval function: itself or its libpython. */
-static bool eval_file(const struct python *py, char *out, size_t size, struct py_syms *s,
-		      bool symtab)
+static bool eval_file(const struct python *py, char *out, size_t size, struct py_syms *s, int parts)
 {
 	char lib[300];
 
 	snprintf(out, size, "%s", py->path);
-	if (!py_elf_syms_from(out, s, symtab) && s->eval)
+	if (!py_elf_syms_from(out, s, parts) && s->eval)
 		return true;
 	snprintf(lib, sizeof(lib), "%s", py->path);
 	*strrchr(lib, '/') = '\0';
 	snprintf(out, size, "%s/../lib/libpython3.%u.so.1.0", lib, py->minor);
-	return !py_elf_syms_from(out, s, symtab) && s->eval;
+	return !py_elf_syms_from(out, s, parts) && s->eval;
 }
 
 /*
@@ -525,11 +514,11 @@ ParameterizedTest(struct python *py, python, eval_parts)
 	struct py_syms code, sym;
 	char file[600];
 
-	cr_assert(eval_file(py, file, sizeof(file), &code, false), "%s: no eval function",
+	cr_assert(eval_file(py, file, sizeof(file), &code, PY_PARTS_JUMPS), "%s: no eval function",
 		  py->path);
-	cr_assert(eval_file(py, file, sizeof(file), &sym, true));
-	cr_log_info("%s: eval %#lx, %lu bytes; %u parts apart found from its jumps, %u in all",
-		    file, (unsigned long)code.eval, (unsigned long)code.eval_size, code.nr_cold,
+	cr_assert(eval_file(py, file, sizeof(file), &sym, PY_PARTS_SYMTAB));
+	cr_log_info("%s: eval %#lx, %lu bytes; %u parts apart found from its jumps, %u named", file,
+		    (unsigned long)code.eval, (unsigned long)code.eval_size, code.nr_cold,
 		    sym.nr_cold);
 	cr_assert(code.eval_decoded, "%s: the eval function did not decode to its end", file);
 	for (uint32_t i = 0; i < code.nr_cold; i++) {
@@ -542,8 +531,8 @@ ParameterizedTest(struct python *py, python, eval_parts)
 				 sym.cold_hi[j] <= code.cold_hi[i];
 		cr_log_info("  %#lx-%#lx%s", (unsigned long)code.cold_lo[i],
 			    (unsigned long)code.cold_hi[i], named ? ", named .cold" : "");
-		cr_assert(named || !has_cold_symbol(file), "%s: %#lx is no part the symbols name",
-			  file, (unsigned long)code.cold_lo[i]);
+		cr_assert(named || !sym.nr_cold, "%s: %#lx is no part the symbols name", file,
+			  (unsigned long)code.cold_lo[i]);
 	}
 	if (code.eval_size < 8192)
 		cr_assert_gt(code.nr_cold, 0, "%s: a %lu-byte eval function and no part apart",
