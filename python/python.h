@@ -63,11 +63,11 @@ bool pyreader__is_eval(const struct pyreader *r, pid_t pid, uint64_t ip);
  * Which of a sample's k native frames are eval calls. pcs[i]: frame i's
  * instruction (the sampled IP, or a return address minus one); cfas[i]:
  * its CFA (0 if unknown). A frame is one when its pc lies in
- * _PyEval_EvalFrameDefault, or, outside it (the compiler's .cold part of
- * it has no symbol of its own), when its slot in the copy holds an eval
- * call's record (3.11/3.12: a _PyCFrame linked to the next older eval
- * call's; 3.13: a C-stack stub frame). Fills is_eval[0..k); returns how
- * many are.
+ * _PyEval_EvalFrameDefault or one of its parts the compiler put apart
+ * (found at probe), or, elsewhere (a part not found), when its slot in the
+ * copy holds an eval call's record (3.11/3.12: a _PyCFrame linked to the
+ * next older eval call's; 3.13 on: the entry frame). Fills is_eval[0..k);
+ * returns how many are.
  */
 struct py_stack_copy;
 size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
@@ -144,7 +144,7 @@ struct py_group {
  * the CFAs of the sample's _PyEval_EvalFrameDefault frames, innermost
  * first (from the native unwind). Each eval call keeps, in its own C
  * frame, the address of its innermost Python frame (3.11/3.12: its
- * _PyCFrame; 3.13: its C-stack stub frame): read from the copy, it anchors
+ * _PyCFrame; 3.13 on: its entry frame): read from the copy, it anchors
  * the group to the sample. The slot's offset below the CFA is learned per
  * process and checked on each use. Stub frames are not part of any group.
  * Returns 0 (groups[0..n) filled) or a negative errno.
