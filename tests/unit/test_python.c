@@ -483,6 +483,93 @@ Test(python, insn_lengths)
 	}
 }
 
+static size_t put32(uint8_t *b, size_t at, uint32_t v)
+{
+	memcpy(b + at, &v, 4);
+	return at + 4;
+}
+
+/*
+ * A made-up unit: a hot part at 0x1000 that jumps into the middle of a
+ * range at 0x2000 (a part put apart), tail-calls the function at 0x3000
+ * (its start) and jumps within itself; .eh_frame with one CIE and three
+ * FDEs (pcrel sdata4), .eh_frame_hdr's sorted table.
+ */
+Test(python, cold_parts_from_jumps)
+{
+	enum { HDR = 0x5000, EH = 0x6000 };
+	uint8_t code[64], eh[256] = { 0 }, hdr[64] = { 0 };
+	static const uint64_t fde_lo[] = { 0x1000, 0x2000, 0x3000 },
+			      fde_len[] = { 64, 0x100, 0x100 };
+	uint32_t fde_at[3];
+	uint64_t lo[4], hi[4];
+	struct py_ehframe ef;
+	size_t at = 0, c = 0;
+
+	/* jmp 0x2010; jmp 0x3000; je +1; ret; int3 ...; the rest nops */
+	memset(code, 0x90, sizeof(code));
+	code[c++] = 0xe9;
+	c = put32(code, c, (uint32_t)(0x2010 - (0x1000 + 5)));
+	code[c++] = 0xe9;
+	c = put32(code, c, (uint32_t)(0x3000 - (0x1000 + 10)));
+	code[c++] = 0x74;
+	code[c++] = 0x01;
+	code[c++] = 0xc3;
+	/* the CIE: version 1, "zR", code 1, data -8, ra 16, augmentation: pcrel|sdata4 */
+	at = put32(eh, at, 14);
+	at = put32(eh, at, 0);
+	memcpy(eh + at, "\x01zR\0\x01\x78\x10\x01\x1b\0", 10);
+	at += 10;
+	for (int i = 0; i < 3; i++) {
+		fde_at[i] = (uint32_t)at;
+		at = put32(eh, at, 16);
+		at = put32(eh, at, (uint32_t)(at)); /* back to the CIE */
+		at = put32(eh, at, (uint32_t)(fde_lo[i] - (EH + at))); /* pcrel */
+		at = put32(eh, at, (uint32_t)fde_len[i]);
+		eh[at++] = 0; /* augmentation data length */
+		at += 3; /* DW_CFA_nop padding */
+	}
+	memcpy(hdr, "\x01\x1b\x03\x3b", 4);
+	put32(hdr, 4, (uint32_t)(EH - (HDR + 4)));
+	put32(hdr, 8, 3);
+	for (int i = 0; i < 3; i++) {
+		put32(hdr, 12 + 8 * i, (uint32_t)(fde_lo[i] - HDR));
+		put32(hdr, 16 + 8 * i, (uint32_t)(EH + fde_at[i] - HDR));
+	}
+	ef = (struct py_ehframe){ .hdr = hdr,
+				  .eh = eh,
+				  .hdr_size = 36,
+				  .eh_size = at,
+				  .hdr_vaddr = HDR,
+				  .eh_vaddr = EH };
+	cr_assert_eq(py_cold_parts(code, sizeof(code), 0x1000, &ef, lo, hi, 4), 1);
+	cr_assert_eq(lo[0], 0x2000);
+	cr_assert_eq(hi[0], 0x2100);
+	/* code that does not decode to its end names nothing */
+	code[sizeof(code) - 1] = 0xe9;
+	cr_assert_eq(py_cold_parts(code, sizeof(code), 0x1000, &ef, lo, hi, 4), -ENOEXEC);
+	code[sizeof(code) - 1] = 0x90;
+	/* bytes of tables that lie, cut anywhere: no part, no crash */
+	for (size_t cut = 0; cut < at; cut++) {
+		ef.eh_size = cut;
+		cr_assert_leq(py_cold_parts(code, sizeof(code), 0x1000, &ef, lo, hi, 4), 1);
+	}
+	ef.eh_size = at;
+	srand(7);
+	for (int t = 0; t < 2000; t++) {
+		uint8_t junk[64];
+
+		for (size_t i = 0; i < sizeof(junk); i++)
+			junk[i] = (uint8_t)rand();
+		if (t & 1)
+			memcpy(eh + 4 + (size_t)rand() % (at - 8), junk, 4);
+		else
+			memcpy(hdr + 4 + (size_t)rand() % 28, junk, 4);
+		py_cold_parts(junk, sizeof(junk), 0x1000, &ef, lo, hi, 4);
+		py_cold_parts(code, sizeof(code), 0x1000, &ef, lo, hi, 4);
+	}
+}
+
 /* The ELF file that holds an interpreter's eval function: itself or its libpython. */
 static bool eval_file(const struct python *py, char *out, size_t size, struct py_syms *s, int parts)
 {
