@@ -472,34 +472,33 @@ static uint64_t find_tstate(struct pyreader *r, struct proc *p, pid_t tid, uint8
 }
 
 /*
- * The first FRAME_BYTES of the frame at addr: from the window last read when it
+ * The first len bytes of the frame at addr: from the window last read when it
  * lies there, else from a new window ending at it (a thread's frames grow
  * up its data stack: older ones lie below), else from the frame alone.
  */
-static int read_frame(struct pyreader *r, pid_t pid, uint64_t addr, uint8_t *out,
-		      size_t FRAME_BYTES)
+static int read_frame(struct pyreader *r, pid_t pid, uint64_t addr, uint8_t *out, size_t len)
 {
 	uint64_t lo;
 
 	if (r->win_pid == pid && addr >= r->win_lo && addr - r->win_lo <= r->win_len &&
-	    r->win_len - (addr - r->win_lo) >= FRAME_BYTES) {
-		memcpy(out, r->win + (addr - r->win_lo), FRAME_BYTES);
+	    r->win_len - (addr - r->win_lo) >= len) {
+		memcpy(out, r->win + (addr - r->win_lo), len);
 		return 0;
 	}
 	/* the frame's 4 KiB page and the pages below it, WINDOW bytes at most */
 	lo = addr & ~(uint64_t)0xfff;
 	lo = lo >= WINDOW - 4096 ? lo - (WINDOW - 4096) : 0;
-	if (addr + FRAME_BYTES - lo > WINDOW)
-		lo = addr + FRAME_BYTES - WINDOW;
-	if (lo && lo < addr && !rd(r, pid, lo, r->win, (size_t)(addr + FRAME_BYTES - lo))) {
+	if (addr + len - lo > WINDOW)
+		lo = addr + len - WINDOW;
+	if (lo && lo < addr && !rd(r, pid, lo, r->win, (size_t)(addr + len - lo))) {
 		r->win_pid = pid;
 		r->win_lo = lo;
-		r->win_len = (size_t)(addr + FRAME_BYTES - lo);
-		memcpy(out, r->win + (addr - lo), FRAME_BYTES);
+		r->win_len = (size_t)(addr + len - lo);
+		memcpy(out, r->win + (addr - lo), len);
 		return 0;
 	}
 	r->win_pid = 0;
-	return rd(r, pid, addr, out, FRAME_BYTES);
+	return rd(r, pid, addr, out, len);
 }
 
 /* The thread's innermost frame now (and its _PyCFrame, 3.11/3.12). */
