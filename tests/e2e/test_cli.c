@@ -268,6 +268,154 @@ Test(record, missing_command_is_one_clear_error)
 	run_free(&r);
 }
 
+/* The lines of text holding needle. */
+static size_t lines_with(const char *text, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *end = strchr(l, '\n'), *hit = strstr(l, needle);
+
+		n += hit && (!end || hit < end);
+	}
+	return n;
+}
+
+/* Every "hint:" line in text at most 120 columns wide. */
+static void assert_short_hints(const char *text)
+{
+	for (const char *l = strstr(text, "dlflame: hint:"); l;
+	     l = strstr(l + 1, "dlflame: hint:")) {
+		const char *end = strchr(l, '\n');
+
+		cr_assert_leq(end ? (size_t)(end - l) : strlen(l), 120, "a long hint: %s", text);
+	}
+}
+
+/*
+ * Two stripped copies of a fixture, neither with symbols: record says so in
+ * one line naming both with their shares, each report says it once more,
+ * and `report --hints` has the whole list, stored with the profile.
+ */
+Test(record, symbol_hints_once_per_command)
+{
+	char *a = path_in(dir, "split_a"), *b = path_in(dir, "split_b"), cmd[2048];
+	char *data = path_in(dir, "stripped.data");
+	const char *rec[] = { need_env("DLFLAME"),
+			      "record",
+			      "-o",
+			      data,
+			      "--",
+			      "/bin/sh",
+			      "-c",
+			      "./split_a 30 & ./split_b 30; wait",
+			      NULL };
+	const char *fmts[][3] = {
+		{ "--folded" }, { "--top" }, { "--svg", "-o", "s.svg" }, { "--ranks" }
+	};
+	struct run_result r;
+
+	snprintf(cmd, sizeof(cmd), "strip -o '%s' '%s' && strip -o '%s' '%s'", a,
+		 need_env("FIXTURE_SPLIT"), b, need_env("FIXTURE_SPLIT"));
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	r = run(dir, NULL, NULL, rec);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "hint:"), 1, "one hint line: %s", r.err);
+	cr_assert_eq(lines_with(r.err, "dlflame: hint: no symbols for split_"), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "split_a "), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "split_b "), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "--hints"), "%s", r.err);
+	assert_short_hints(r.err);
+	run_free(&r);
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(*fmts); i++) {
+		const char *rep[] = { need_env("DLFLAME"), "report",   "-i",	   data,
+				      fmts[i][0],	   fmts[i][1], fmts[i][2], NULL };
+
+		r = run(dir, NULL, NULL, rep);
+		cr_assert_leq(lines_with(r.err, "hint:"), 1, "%s: %s", fmts[i][0], r.err);
+		if (strcmp(fmts[i][0], "--ranks")) /* no ranks here: an error, no table */
+			cr_assert_eq(lines_with(r.err, "hint: no symbols for split_"), 1, "%s: %s",
+				     fmts[i][0], r.err);
+		assert_short_hints(r.err);
+		run_free(&r);
+	}
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--hints", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "hint:"), 0, "the list replaces the line: %s", r.err);
+	/* each with its build-id and the file recorded, and how to name its code */
+	snprintf(cmd, sizeof(cmd), "split_a (build-id ");
+	cr_assert_eq(lines_with(r.out, cmd), 1, "%s", r.out);
+	cr_assert_eq(lines_with(r.out, "split_b (build-id "), 1, "%s", r.out);
+	cr_assert_not_null(strstr(r.out, a), "the path recorded: %s", r.out);
+	cr_assert_not_null(strstr(r.out, b), "the path recorded: %s", r.out);
+	cr_assert_geq(lines_with(r.out, "dpkg -S"), 2, "%s", r.out);
+	run_free(&r);
+	free(a);
+	free(b);
+	free(data);
+}
+
+/*
+ * A profile without stored hints (an older dlflame's, a journal, a perf.data):
+ * reports find them themselves, and say them once too.
+ */
+Test(report, symbol_hints_of_a_profile_without_them)
+{
+	static const char *const mods[] = { "liba.so", "libb.so.2", "libc.so.6", "libd.so" };
+	struct profile *p = profile__new();
+	char *data = path_in(dir, "nohints.data");
+	const struct pf_hint *h;
+	size_t n;
+	int64_t comm = profile__string(p, "trainer", 7);
+	int64_t thread = profile__thread(p, 1, 1, (uint32_t)comm);
+	struct run_result r;
+
+	/* 100 samples: liba.so's code in 40, libb.so.2's in 30, libc's in 20, libd's in 10 */
+	for (int i = 0; i < 100; i++) {
+		int m = i < 40 ? 0 : i < 70 ? 1 : i < 90 ? 2 : 3;
+		char name[64];
+		int64_t f, s;
+
+		snprintf(name, sizeof(name), "%s+0x%x", mods[m], 0x100 + i % 3);
+		f = profile__frame_str(p, "main", "trainer", FRAME_USER);
+		s = profile__stack(p, 0, (uint32_t)f);
+		f = profile__frame_str(p, name, mods[m], FRAME_USER);
+		s = profile__stack(p, (uint32_t)s, (uint32_t)f);
+		cr_assert_gt(s, 0);
+		cr_assert_eq(profile__add_sample(p, &(struct pf_sample){ .time = 1000 + i,
+									 .weight = 1000,
+									 .stack = (uint32_t)s,
+									 .thread = (uint32_t)thread,
+									 .kind = SAMPLE_ONCPU }),
+			     0);
+	}
+	profile__meta(p)->finalized = true;
+	cr_assert_not(profile__hints(p, &h, &n));
+	cr_assert_eq(profile__write(p, data), 0);
+	profile__free(p);
+
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--folded", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "hint:"), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err,
+				  "hint: no symbols for liba.so 40%, libb.so.2 30%, libc.so.6 20%, "
+				  "libd.so 10% of samples; see report "),
+			   "biggest first, each with its share: %s", r.err);
+	assert_short_hints(r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--hints", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "  40.0%  liba.so\n"), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "  10.0%  libd.so\n"), "%s", r.out);
+	cr_assert_eq(lines_with(r.out, "install libc6-dbg"), 1, "%s", r.out);
+	cr_assert_eq(lines_with(r.out, "dpkg -S"), 3, "%s", r.out);
+	run_free(&r);
+	free(data);
+}
+
 static void expect_usage_error(const char *const argv[])
 {
 	struct run_result r = run(dir, NULL, NULL, argv);
