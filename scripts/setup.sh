@@ -15,6 +15,7 @@ packages=(
   chromium golang-go golang-github-google-pprof-dev time # tests: browser, real pprof, bench
   python3-torch                                 # tests and bench: the real PyTorch trainer
   iproute2                                      # tests: two hosts in network namespaces
+  tmux                                          # tests: the status line on a real terminal
 )
 
 missing=()
