@@ -514,9 +514,10 @@ Test(record, symbol_hints_once_per_command)
 	r = run(dir, NULL, NULL, rec);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(lines_with(r.err, "hint:"), 1, "one hint line: %s", r.err);
-	cr_assert_eq(lines_with(r.err, "dlflame: hint: no symbols for split_"), 1, "%s", r.err);
-	cr_assert_not_null(strstr(r.err, "split_a "), "%s", r.err);
-	cr_assert_not_null(strstr(r.err, "split_b "), "%s", r.err);
+	/* (libc.so.6 first without libc6-dbg) */
+	cr_assert_eq(lines_with(r.err, "dlflame: hint: no symbols for "), 1, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "split_a "), 1, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "split_b "), 1, "%s", r.err);
 	cr_assert_not_null(strstr(r.err, "--hints"), "%s", r.err);
 	assert_short_hints(r.err);
 	run_free(&r);
@@ -527,8 +528,9 @@ Test(record, symbol_hints_once_per_command)
 		r = run(dir, NULL, NULL, rep);
 		cr_assert_leq(lines_with(r.err, "hint:"), 1, "%s: %s", fmts[i][0], r.err);
 		if (strcmp(fmts[i][0], "--ranks")) /* no ranks here: an error, no table */
-			cr_assert_eq(lines_with(r.err, "hint: no symbols for split_"), 1, "%s: %s",
-				     fmts[i][0], r.err);
+			cr_assert(lines_with(r.err, "hint: no symbols for ") == 1 &&
+					  lines_with(r.err, "split_a ") == 1,
+				  "%s: %s", fmts[i][0], r.err);
 		assert_short_hints(r.err);
 		run_free(&r);
 	}
