@@ -35,6 +35,7 @@ enum report_format {
 	FMT_MEMORY,
 	FMT_RANKS,
 	FMT_SPEEDSCOPE,
+	FMT_HINTS,
 	FMT_MAX,
 };
 
@@ -86,6 +87,8 @@ static void report_usage(FILE *f)
 	      "                        the memory its page faults first touched\n"
 	      "      --ranks           per rank of a distributed job: on-CPU, blocked and\n"
 	      "                        blocked-in-communication time; names the straggler\n"
+	      "      --hints           the modules whose code no symbol names, the share of the\n"
+	      "                        recording's samples each touches, and how to name it\n"
 	      "  -i, --input FILE      profile or perf.data to read ('-': a perf pipe on stdin;\n"
 	      "                        default dlflame.data)\n"
 	      "  -o, --output OUT      where to write ('-' for stdout)\n\n"
@@ -148,7 +151,7 @@ static int set_format(struct report_opts *o, enum report_format f)
 	if (o->format != FMT_NONE && o->format != f)
 		return usage_error("report",
 				   "choose one of --folded, --svg, --top, --pprof, "
-				   "--trace, --speedscope, --calls, --memory and --ranks");
+				   "--trace, --speedscope, --calls, --memory, --ranks and --hints");
 	o->format = f;
 	return 0;
 }
@@ -165,6 +168,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_MEMORY,
 		OPT_RANKS,
 		OPT_SPEEDSCOPE,
+		OPT_HINTS,
 		OPT_FAULTS,
 		OPT_BY,
 		OPT_SORT,
@@ -183,6 +187,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "memory", no_argument, NULL, OPT_MEMORY },
 		{ "ranks", no_argument, NULL, OPT_RANKS },
 		{ "speedscope", no_argument, NULL, OPT_SPEEDSCOPE },
+		{ "hints", no_argument, NULL, OPT_HINTS },
 		{ "rank", required_argument, NULL, OPT_RANK },
 		{ "per-rank", no_argument, NULL, OPT_PER_RANK },
 		{ "faults", no_argument, NULL, OPT_FAULTS },
@@ -240,6 +245,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_MEMORY:
 		case OPT_RANKS:
 		case OPT_SPEEDSCOPE:
+		case OPT_HINTS:
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
@@ -310,7 +316,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	if (o->format == FMT_NONE)
 		return usage_error("report",
 				   "choose an output: --folded, --svg, --top, --pprof, --trace, "
-				   "--speedscope or --calls");
+				   "--speedscope, --calls, --memory, --ranks or --hints");
 	if (o->by_caller && o->format != FMT_CALLS)
 		return usage_error("report", "--by caller applies to --calls only");
 	if (o->faults &&
@@ -489,6 +495,7 @@ int cmd_report(int argc, char **argv)
 	struct report_opts o = { .input = DEFAULT_INPUT, .top.rows = DEFAULT_TOP_ROWS };
 	struct render_select sel;
 	struct profile *p = NULL, *view = NULL;
+	struct quality_hints hints = { 0 };
 	struct output out;
 	char subtitle[512], ends[256];
 	int err, cerr, ret = EXIT_BAD;
@@ -507,6 +514,31 @@ int cmd_report(int argc, char **argv)
 		return EXIT_BAD;
 	}
 	report_health(o.input, p);
+	/* before relabelling, which keeps only the frames: what the recording stored */
+	err = quality_hints_load(p, &hints);
+	if (err) {
+		error("cannot read %s: %s", o.input,
+		      err == -EINVAL ? "the profile is inconsistent (a corrupt file?)"
+				     : strerror(-err));
+		goto out;
+	}
+	if (o.format == FMT_HINTS) {
+		err = output_open(&out, o.output);
+		if (err) {
+			error("cannot create %s: %s", o.output, strerror(-err));
+			goto out;
+		}
+		err = quality_hints_list(&hints, out.f);
+		cerr = output_close(&out, err == 0);
+		err = err ? err : cerr;
+		if (err) {
+			error("cannot write %s: %s", o.output ? o.output : "standard output",
+			      strerror(-err));
+			goto out;
+		}
+		ret = EXIT_OK;
+		goto out;
+	}
 	/* a probed function's caller is the nearest frame not of the interpreter: a Python line */
 	if (o.format == FMT_CALLS && o.by_caller)
 		o.sel.filter.python = true;
@@ -603,9 +635,14 @@ int cmd_report(int argc, char **argv)
 	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY &&
 	    o.format != FMT_RANKS)
 		info("%s", ends);
-	quality_symbol_hints(view ? view : p, &sel);
+	/* once, where frames are shown */
+	if (o.format != FMT_MEMORY)
+		quality_hint_line(&hints, strcmp(o.input, DEFAULT_INPUT) && strcmp(o.input, "-")
+						  ? o.input
+						  : NULL);
 	ret = EXIT_OK;
 out:
+	quality_hints_free(&hints);
 	profile__free(view);
 	profile__free(p);
 	select_opts__free(&o.sel);

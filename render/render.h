@@ -192,6 +192,7 @@ struct render_symbol_hint {
 	const char *build_id; /* lower-case hex, or "" */
 	uint64_t weight; /* of the chosen samples with a nameless frame in it */
 	double share; /* of all chosen samples' weight, 0..1 */
+	uint64_t total; /* all chosen samples' weight */
 };
 
 /*
