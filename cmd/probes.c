@@ -47,8 +47,7 @@ static bool is_file(const char *path)
 	return !stat(path, &st) && S_ISREG(st.st_mode);
 }
 
-/* A library by name: exact in a library directory, else NAME.* or NAME-*; NULL if none. */
-static char *find_library(const char *name)
+char *probes_find_library(const char *name)
 {
 	char path[PATH_MAX];
 	size_t len = strlen(name);
@@ -134,7 +133,7 @@ static int add_file(struct search *s, char *path)
 
 static int add_needed(void *ctx, const char *lib)
 {
-	return add_file(ctx, find_library(lib));
+	return add_file(ctx, probes_find_library(lib));
 }
 
 /* One more probe in the set: FUNCTION func at file offset off of path. */
@@ -269,7 +268,8 @@ int probes_resolve(struct probe_set *ps, const char *spec, const char *exe, pid_
 
 		if (!module)
 			return error("out of memory");
-		add_file(&s, strchr(module, '/') ? realpath(module, NULL) : find_library(module));
+		add_file(&s, strchr(module, '/') ? realpath(module, NULL)
+						 : probes_find_library(module));
 		if (!s.n) {
 			error("--probe %s: no library or file '%s' (give a path, or a library's "
 			      "name as in /usr/lib/x86_64-linux-gnu)",

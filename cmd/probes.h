@@ -47,6 +47,11 @@ struct probe_set {
 int probes_resolve(struct probe_set *ps, const char *spec, const char *exe, pid_t pid);
 void probes_free(struct probe_set *ps);
 /*
+ * A library by name: exact in a library directory, else NAME.* or NAME-*;
+ * its real path (free it), or NULL if none.
+ */
+char *probes_find_library(const char *name);
+/*
  * The sampler's on_map (sampler_opts.on_map, ctx the probe set): a library
  * a recorded process maps that defines a FUNCTION given without MODULE gets
  * its probe now. Set ps->sampler first.

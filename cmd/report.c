@@ -8,6 +8,7 @@
 #include "quality.h"
 #include "import.h"
 #include "options.h"
+#include "probes.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -17,6 +18,7 @@
 #include "profile/filter.h"
 #include "profile/profile.h"
 #include "render/render.h"
+#include "symbolize/symbolize.h"
 #include "util/util.h"
 
 #define DEFAULT_INPUT "dlflame.data"
@@ -32,10 +34,11 @@ enum report_format {
 	FMT_CALLS,
 	FMT_MEMORY,
 	FMT_RANKS,
+	FMT_OPS,
 };
 
 /* Where each format goes without -o; NULL: standard output. */
-static const char *const default_output[FMT_RANKS + 1] = {
+static const char *const default_output[FMT_OPS + 1] = {
 	[FMT_SVG] = "flame.svg",
 	[FMT_PPROF] = "profile.pb.gz",
 	[FMT_TRACE] = "trace.json",
@@ -47,10 +50,12 @@ struct report_opts {
 	enum report_format format;
 	bool lines;
 	const char *top_only; /* a --top option given */
-	bool by_caller; /* --calls --by caller */
+	const char *rows_set; /* -n or --sort given: --top and --ops */
+	bool by_caller; /* --calls/--ops --by caller */
 	bool faults; /* --faults: where memory was first touched */
 	struct select_opts sel;
 	struct top_opts top;
+	struct render_op_names op_names; /* --ops, --trace, --pprof: operators' overloads */
 };
 
 static void report_usage(FILE *f)
@@ -72,6 +77,10 @@ static void report_usage(FILE *f)
 	      "                        the memory its page faults first touched\n"
 	      "      --ranks           per rank of a distributed job: on-CPU, blocked and\n"
 	      "                        blocked-in-communication time; names the straggler\n"
+	      "      --ops             framework operators (PyTorch's aten::NAME): self and\n"
+	      "                        total ms, shares; with record --probe-ops, count,\n"
+	      "                        average, min, max ms; --by caller splits them by the\n"
+	      "                        Python line that called the outermost operator\n"
 	      "  -i, --input FILE      profile or perf.data to read ('-': a perf pipe on stdin;\n"
 	      "                        default dlflame.data)\n"
 	      "  -o, --output OUT      where to write ('-' for stdout)\n\n"
@@ -113,7 +122,7 @@ static void report_usage(FILE *f)
 	      "      --countname NAME  what counts are called (default samples, or us)\n"
 	      "      --inverted        icicle graph: the root at the top\n"
 	      "      --flamechart      x is time: each comm's samples in time order\n\n"
-	      "Top:\n"
+	      "Top (and --ops):\n"
 	      "  -n, --rows N          print N rows (default 25; 0: all)\n"
 	      "      --by WHAT         function (default), module (JIT code as [jit]) or kind\n"
 	      "      --sort KEY        self (default) or total\n\n"
@@ -132,7 +141,7 @@ static int set_format(struct report_opts *o, enum report_format f)
 {
 	if (o->format != FMT_NONE && o->format != f)
 		return usage_error("report", "choose one of --folded, --svg, --top, --pprof, "
-					     "--trace, --calls, --memory and --ranks");
+					     "--trace, --calls, --memory, --ranks and --ops");
 	o->format = f;
 	return 0;
 }
@@ -148,6 +157,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_CALLS,
 		OPT_MEMORY,
 		OPT_RANKS,
+		OPT_OPS,
 		OPT_FAULTS,
 		OPT_BY,
 		OPT_SORT,
@@ -164,6 +174,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "calls", no_argument, NULL, OPT_CALLS },
 		{ "memory", no_argument, NULL, OPT_MEMORY },
 		{ "ranks", no_argument, NULL, OPT_RANKS },
+		{ "ops", no_argument, NULL, OPT_OPS },
 		{ "rank", required_argument, NULL, OPT_RANK },
 		{ "per-rank", no_argument, NULL, OPT_PER_RANK },
 		{ "faults", no_argument, NULL, OPT_FAULTS },
@@ -219,6 +230,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_CALLS:
 		case OPT_MEMORY:
 		case OPT_RANKS:
+		case OPT_OPS:
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
@@ -228,7 +240,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 				return usage_error("report", "-n takes a number of rows, got '%s'",
 						   optarg);
 			o->top.rows = (size_t)u;
-			o->top_only = "-n";
+			o->rows_set = "-n";
 			break;
 		case OPT_BY:
 			if (!strcmp(optarg, "function"))
@@ -252,7 +264,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 				return usage_error("report", "--sort takes self or total, got '%s'",
 						   optarg);
 			o->top.by_total = !strcmp(optarg, "total");
-			o->top_only = "--sort";
+			o->rows_set = "--sort";
 			break;
 		case OPT_LINES:
 			o->lines = true;
@@ -281,17 +293,19 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		return usage_error("report",
 				   "choose an output: --folded, --svg, --top, --pprof, --trace "
 				   "or --calls");
-	if (o->by_caller && o->format != FMT_CALLS)
-		return usage_error("report", "--by caller applies to --calls only");
-	if (o->faults &&
-	    (o->sel.offcpu || o->sel.wall || o->sel.runqueue || o->format == FMT_CALLS))
+	if (o->by_caller && o->format != FMT_CALLS && o->format != FMT_OPS)
+		return usage_error("report", "--by caller applies to --calls and --ops only");
+	if (o->faults && (o->sel.offcpu || o->sel.wall || o->sel.runqueue ||
+			  o->format == FMT_CALLS || o->format == FMT_OPS))
 		return usage_error("report", "--faults draws page faults only: not with --offcpu, "
-					     "--wall, --runqueue or --calls");
+					     "--wall, --runqueue, --calls or --ops");
 	err = select_opts__check(&o->sel, "report", o->format == FMT_SVG);
 	if (err)
 		return err;
 	if (o->top_only && o->format != FMT_TOP)
 		return usage_error("report", "%s applies to --top only", o->top_only);
+	if (o->rows_set && o->format != FMT_TOP && o->format != FMT_OPS)
+		return usage_error("report", "%s applies to --top and --ops only", o->rows_set);
 	if (f->reverse && o->format != FMT_SVG && o->format != FMT_FOLDED)
 		return usage_error("report", "--reverse applies to --svg and --folded only");
 	if (f->reverse && o->sel.svg.flamechart)
@@ -415,6 +429,60 @@ static struct render_select selection(const struct report_opts *o, const struct 
 	return select_opts__select(so);
 }
 
+static int add_schema(void *ctx, const char *name, size_t len)
+{
+	int err = render_op_names_add(ctx, name, len);
+
+	return err == -EINVAL ? 0 : err;
+}
+
+/*
+ * The overloads of the operators the profile's frames enter: read from
+ * the schemas of the libraries that define them, when those files are
+ * here and the same build (else the operators keep their C++ names,
+ * aten::add_Tensor for aten::add.Tensor, and a warning says why).
+ */
+static void load_op_names(const char *input, const struct profile *p, struct render_op_names *names)
+{
+	struct u64map done;
+	size_t nstr = profile__nr_strings(p);
+
+	u64map_init(&done);
+	for (size_t i = 0; i < profile__nr_frames(p); i++) {
+		const struct pf_frame *fr = profile__get_frame(p, (uint32_t)i);
+		struct render_op_ref ref;
+		uint64_t one;
+		char *path;
+		int err;
+
+		if (fr->name >= nstr || !fr->module || fr->module >= nstr ||
+		    u64map_get(&done, fr->module, &one) ||
+		    !render_op_parse(profile__str(p, fr->name), profile__str_len(p, fr->name),
+				     &ref))
+			continue;
+		if (u64map_put(&done, fr->module, 1))
+			break;
+		/* a profile names modules by their file's name: the library directories' */
+		path = strchr(profile__str(p, fr->module), '/')
+			       ? strdup(profile__str(p, fr->module))
+			       : probes_find_library(profile__str(p, fr->module));
+		err = !path ? -ENOENT
+			    : symbolizer__op_schemas(path,
+						     fr->build_id && fr->build_id < nstr
+							     ? profile__str(p, fr->build_id)
+							     : NULL,
+						     add_schema, names);
+		free(path);
+		if (err)
+			warning("%s: operator overloads not known (%s: %s): operators keep their "
+				"C++ names, aten::add_Tensor for aten::add.Tensor",
+				input, profile__str(p, fr->module),
+				err == -ESTALE ? "another build than the recorded one"
+					       : strerror(-err));
+	}
+	u64map_free(&done);
+}
+
 static int render(const struct report_opts *o, const struct profile *p,
 		  const struct render_select *sel, FILE *f)
 {
@@ -433,6 +501,16 @@ static int render(const struct report_opts *o, const struct profile *p,
 		return render_memory(p, f);
 	case FMT_RANKS:
 		return render_ranks(p, f);
+	case FMT_OPS: {
+		struct ops_opts oo = { .names = &o->op_names,
+				       .by_caller = o->by_caller,
+				       .by_root =
+					       o->sel.filter.per_rank || o->sel.filter.per_thread,
+				       .by_total = o->top.by_total,
+				       .rows = o->top.rows };
+
+		return render_ops(p, sel, &oo, f);
+	}
 	default:
 		return render_trace(p, sel, f);
 	}
@@ -441,6 +519,8 @@ static int render(const struct report_opts *o, const struct profile *p,
 int cmd_report(int argc, char **argv)
 {
 	struct report_opts o = { .input = DEFAULT_INPUT, .top.rows = DEFAULT_TOP_ROWS };
+
+	render_op_names_init(&o.op_names);
 	struct render_select sel;
 	struct profile *p = NULL, *view = NULL;
 	struct output out;
@@ -464,15 +544,26 @@ int cmd_report(int argc, char **argv)
 	/* a probed function's caller is the nearest frame not of the interpreter: a Python line */
 	if (o.format == FMT_CALLS && o.by_caller)
 		o.sel.filter.python = true;
+	if (o.format == FMT_OPS || o.format == FMT_TRACE || o.format == FMT_PPROF)
+		load_op_names(o.input, p, &o.op_names);
 	if (o.format != FMT_PPROF) {
-		err = relabel(&p, o.lines);
+		/* --ops --by caller names the Python line */
+		err = relabel(&p, o.lines || (o.format == FMT_OPS && o.by_caller));
 		if (err) {
 			error("cannot relabel %s: %s", o.input, strerror(-err));
 			goto out;
 		}
 	}
 	sel = selection(&o, p);
-	err = profile__filter(p, sel.kinds, &o.sel.filter, &view);
+	{
+		/* --ops: the probed operators' calls go through the same filters */
+		bool kinds[SAMPLE_KIND_MAX];
+
+		memcpy(kinds, sel.kinds, sizeof(kinds));
+		if (o.format == FMT_OPS)
+			kinds[SAMPLE_CALL] = true;
+		err = profile__filter(p, kinds, &o.sel.filter, &view);
+	}
 	if (err == -ENOENT) {
 		error("--from-call: %s has no calls of %s (record it with --probe %s)", o.input,
 		      o.sel.filter.from_call, o.sel.filter.from_call);
@@ -536,7 +627,7 @@ int cmd_report(int argc, char **argv)
 		info("wrote %s (%zu samples)", o.output, drawn_samples(view ? view : p, &sel));
 	/* --top has it in its header */
 	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY &&
-	    o.format != FMT_RANKS)
+	    o.format != FMT_RANKS && o.format != FMT_OPS)
 		info("%s", ends);
 	quality_symbol_hints(view ? view : p, &sel);
 	ret = EXIT_OK;
@@ -544,5 +635,6 @@ out:
 	profile__free(view);
 	profile__free(p);
 	select_opts__free(&o.sel);
+	render_op_names_free(&o.op_names);
 	return ret;
 }
