@@ -199,6 +199,7 @@ struct ops_ctx {
 	struct level *levels;
 	size_t cap_levels;
 	uint64_t in_ops, none, all; /* sampled ns: under some op, under none, in all */
+	uint64_t none_cut; /* of none: in stacks cut short, whose operator is not known */
 	uint64_t calls;
 	size_t probed; /* ops with calls */
 };
@@ -319,7 +320,12 @@ static int count_stack(struct ops_ctx *c, uint32_t stack, uint64_t w)
 		return (int)n;
 	c->all = sat_add(c->all, w);
 	if (!n) {
+		enum stack_end end = profile__stack_end(c->p, stack);
+
 		c->none = sat_add(c->none, w);
+		/* a cut stack may have lost its operators with its outer frames */
+		if (end != STACK_END_COMPLETE && end != STACK_END_UNKNOWN)
+			c->none_cut = sat_add(c->none_cut, w);
 		return 0;
 	}
 	c->in_ops = sat_add(c->in_ops, w);
@@ -492,6 +498,11 @@ int render_ops(const struct profile *p, const struct render_select *sel, const s
 		"Operators: %.1f ms of %.1f ms %s in %zu operators (%.1f%%); in no operator: %.1f ms (%.1f%%)\n",
 		ms(c.in_ops), ms(c.all), what, c.nr_ops, pct(c.in_ops, c.all), ms(c.none),
 		pct(c.none, c.all));
+	if (c.none_cut)
+		fprintf(out,
+			"Of the time in no operator, %.1f ms (%.1f%% of all) is in stacks cut short: "
+			"their operator, if any, is not known\n",
+			ms(c.none_cut), pct(c.none_cut, c.all));
 	if (c.calls)
 		fprintf(out,
 			"Calls: %llu of %zu probed operators, counted and timed by probes (COUNT, AVG, MIN, MAX); SELF and TOTAL sampled\n",
