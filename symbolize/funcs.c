@@ -346,3 +346,41 @@ out:
 	elf_file_close(&f);
 	return err;
 }
+
+struct prefix_ctx {
+	Elf *elf;
+	const char *prefix;
+	size_t len;
+	symbolizer_func_fn fn;
+	void *ctx;
+	int err;
+};
+
+static bool each_prefixed(void *ctx, const char *name, const GElf_Sym *sym)
+{
+	struct prefix_ctx *c = ctx;
+	uint64_t off;
+
+	if (strncmp(name, c->prefix, c->len) || !vaddr_to_offset(c->elf, sym->st_value, &off))
+		return false;
+	c->err = c->fn(c->ctx, name, off);
+	return c->err != 0;
+}
+
+int symbolizer__functions_prefixed(const char *path, const char *prefix, symbolizer_func_fn fn,
+				   void *ctx)
+{
+	struct prefix_ctx c = { .prefix = prefix, .len = strlen(prefix), .fn = fn, .ctx = ctx };
+	struct func_file f;
+	int err;
+
+	if (!path || !prefix || !*prefix)
+		return -EINVAL;
+	err = elf_file_open(path, &f);
+	if (err)
+		return err;
+	c.elf = f.elf;
+	each_function(f.elf, each_prefixed, &c);
+	elf_file_close(&f);
+	return c.err;
+}
