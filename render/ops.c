@@ -340,9 +340,12 @@ static int count_stack(struct ops_ctx *c, uint32_t stack, uint64_t w)
 		if (err)
 			return err;
 		r->total = sat_add(r->total, w);
-		if (i == n - 1)
-			r->self = sat_add(r->self, w);
 	}
+	/* the innermost level's (which may be an operator within itself) */
+	err = row_of(c, c->levels[n - 1].op, root, caller, &r);
+	if (err)
+		return err;
+	r->self = sat_add(r->self, w);
 	return 0;
 }
 
