@@ -556,6 +556,8 @@ int probes_resolve_ops(struct probe_set *ps, const char *list)
 	char *lib = probes_find_library(OPS_LIBRARY);
 	int err, ret = EXIT_OK;
 
+	memset(w, 0, sizeof(w));
+
 	if (list) {
 		for (const char *p = list; *p;) {
 			size_t len = strcspn(p, ",");
@@ -606,7 +608,8 @@ int probes_resolve_ops(struct probe_set *ps, const char *list)
 			ret = EXIT_USAGE;
 			break;
 		}
-		err = set_add(ps, "--probe-ops", lib, w[i].name, w[i].off, true);
+		/* libtorch is dlopen'ed by torch's Python module: not loaded is no mistake here */
+		err = set_add(ps, "--probe-ops", lib, w[i].name, w[i].off, false);
 		if (err == -ENOSPC)
 			ret = usage_error("record", "at most %d probes (--probe and --probe-ops)",
 					  SAMPLER_MAX_PROBES);
