@@ -494,7 +494,7 @@ static int render(const struct report_opts *o, const struct profile *p,
 	case FMT_TOP:
 		return render_top(p, sel, &o->top, f);
 	case FMT_PPROF:
-		return render_pprof(p, sel, f);
+		return render_pprof_ops(p, sel, &o->op_names, f);
 	case FMT_CALLS:
 		return render_calls(p, sel, o->by_caller, f);
 	case FMT_MEMORY:
@@ -512,7 +512,7 @@ static int render(const struct report_opts *o, const struct profile *p,
 		return render_ops(p, sel, &oo, f);
 	}
 	default:
-		return render_trace(p, sel, f);
+		return render_trace_ops(p, sel, &o->op_names, f);
 	}
 }
 

@@ -91,6 +91,14 @@ int render_top(const struct profile *p, const struct render_select *sel,
  * comm, pid and tid.
  */
 int render_pprof(const struct profile *p, const struct render_select *sel, FILE *out);
+struct render_op_names;
+/*
+ * The same, each sample labelled op = the innermost PyTorch operator on its
+ * stack, aten::NAME[.OVERLOAD] (ops: the overloads, may be NULL), when it
+ * is in one. (render_pprof labels them too, without overloads.)
+ */
+int render_pprof_ops(const struct profile *p, const struct render_select *sel,
+		     const struct render_op_names *ops, FILE *out);
 
 /*
  * Chrome Trace Event JSON: a track per thread (pid, tid, named by comm),
@@ -100,6 +108,14 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
  * "oncpu", "offcpu", "runqueue" or a comma list of those.
  */
 int render_trace(const struct profile *p, const struct render_select *sel, FILE *out);
+struct render_op_names;
+/*
+ * The same, PyTorch's operator entries (at::_ops::STRUCT::call) named as
+ * report --ops names them, aten::NAME[.OVERLOAD] (ops: the overloads, may
+ * be NULL), their spans' categories starting "op,".
+ */
+int render_trace_ops(const struct profile *p, const struct render_select *sel,
+		     const struct render_op_names *ops, FILE *out);
 /*
  * The probed functions' calls (SAMPLE_CALL samples): COUNT, TOTAL, MIN,
  * MAX, AVG in ms and the share of the recording's wall time, by function

@@ -46,6 +46,8 @@ struct trace {
 	struct strbuf names; /* JSON strings of frame names, built on first use */
 	size_t *name_off; /* SIZE_MAX: not built yet */
 	size_t *name_len;
+	uint8_t *is_op; /* per frame, once named: 1 for an operator's entry (a span of cat op) */
+	const struct render_op_names *ops; /* operators' overloads, or NULL */
 	bool first;
 	/* the hosts met so far (a merged profile): the first keeps its pids */
 	struct u64map host_index; /* host string id -> index */
@@ -116,10 +118,22 @@ static int frame_json(struct trace *t, uint32_t f, const char **s, size_t *len)
 		size_t off = t->names.len;
 		int err;
 
+		struct render_op_ref ref;
+		char op[RENDER_OP_MAX + 8];
+
 		if (fr->name >= profile__nr_strings(t->p))
 			return -EINVAL;
-		err = sb_add_json(&t->names, profile__str(t->p, fr->name),
-				  profile__str_len(t->p, fr->name));
+		/* an operator's entry (not its redispatch, the same call): aten::NAME */
+		t->is_op[f] = (fr->kind == FRAME_USER || fr->kind == FRAME_INLINED) &&
+			      render_op_parse(profile__str(t->p, fr->name),
+					      profile__str_len(t->p, fr->name), &ref) &&
+			      !ref.redispatch;
+		if (t->is_op[f])
+			err = sb_add_json(&t->names, op,
+					  render_op_name(t->ops, ref.s, ref.len, op, sizeof(op)));
+		else
+			err = sb_add_json(&t->names, profile__str(t->p, fr->name),
+					  profile__str_len(t->p, fr->name));
 		if (err)
 			return err;
 		t->name_off[f] = off;
@@ -195,7 +209,23 @@ static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_
 		"runqueue", "oncpu,runqueue", "offcpu,runqueue", "oncpu,offcpu,runqueue",
 	};
 
-	return put_x(t, s, cats[s->kinds & 7], pid, tid);
+	static const char *const op_cats[8] = {
+		"op",
+		"op,oncpu",
+		"op,offcpu",
+		"op,oncpu,offcpu",
+		"op,runqueue",
+		"op,oncpu,runqueue",
+		"op,offcpu,runqueue",
+		"op,oncpu,offcpu,runqueue",
+	};
+	const char *name;
+	size_t len;
+	int err = frame_json(t, s->frame, &name, &len); /* names it, says whether an operator */
+
+	if (err)
+		return err;
+	return put_x(t, s, (t->is_op[s->frame] ? op_cats : cats)[s->kinds & 7], pid, tid);
 }
 
 /* A track's name: comm, then suffix (may be ""). */
@@ -361,9 +391,17 @@ static int call_spans(struct trace *t, struct tsample *v, size_t nr)
 
 int render_trace(const struct profile *p, const struct render_select *sel, FILE *out)
 {
+	return render_trace_ops(p, sel, NULL, out);
+}
+
+int render_trace_ops(const struct profile *p, const struct render_select *sel,
+		     const struct render_op_names *ops, FILE *out)
+{
 	const struct pf_meta *m = profile__cmeta(p);
 	size_t n = profile__nr_samples(p), nr = 0, nr_frames = profile__nr_frames(p);
-	struct trace t = { .p = p, .out = out, .base = profile_time_base(p), .first = true };
+	struct trace t = {
+		.p = p, .out = out, .base = profile_time_base(p), .first = true, .ops = ops
+	};
 	bool kinds[SAMPLE_KIND_MAX];
 	struct tsample *v = NULL, *calls = NULL;
 	uint32_t *rss = NULL; /* the resident-set samples, for each process's RSS counter */
@@ -381,7 +419,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	rss = malloc((n ? n : 1) * sizeof(*rss));
 	t.name_off = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_off));
 	t.name_len = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_len));
-	if (!v || !calls || !rss || !t.name_off || !t.name_len)
+	t.is_op = calloc(nr_frames ? nr_frames : 1, 1);
+	if (!v || !calls || !rss || !t.name_off || !t.name_len || !t.is_op)
 		goto out;
 	memset(t.name_off, 0xff, nr_frames * sizeof(*t.name_off));
 	err = -EINVAL;
@@ -483,6 +522,7 @@ out:
 	free(t.done);
 	free(t.name_off);
 	free(t.name_len);
+	free(t.is_op);
 	sb_free(&t.line);
 	sb_free(&t.names);
 	return err;
