@@ -130,6 +130,44 @@ static const struct op *find(const struct ops *o, const char *name)
 	return NULL;
 }
 
+/*
+ * The same operators in the trace (spans named aten::NAME, category op) and
+ * in pprof (an op label, as the real pprof lists it: go tool pprof -tags).
+ */
+static void check_trace_pprof(const char *data)
+{
+	char *json = path_in(dir, "ops.json"), *pb = path_in(dir, "ops.pb.gz"), *text;
+	char *env[] = { "HOME=/tmp", "GOFLAGS=-mod=mod", NULL };
+	struct run_result r;
+	const char *sec;
+
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--trace", "-o", json,
+				  NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	text = read_text(json);
+	cr_assert_not_null(strstr(text, "\"name\":\"aten::mm\",\"cat\":\"op,oncpu\""));
+	cr_assert_not_null(strstr(text, "\"name\":\"aten::conv2d\",\"cat\":\"op,oncpu\""));
+	free(text);
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--pprof", "-o", pb,
+				  NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	/* scripts/setup.sh installs golang-go and Debian's pprof: go tool pprof */
+	r = run(dir, env, NULL,
+		(const char *[]){ "/usr/bin/go", "tool", "pprof", "-tags", pb, NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	sec = strstr(r.out, " op: ");
+	cr_assert_not_null(sec, "%s", r.out);
+	cr_assert_not_null(strstr(sec, "): aten::mm\n"), "%s", sec);
+	cr_assert_not_null(strstr(sec, "): aten::convolution_backward\n"), "%s", sec);
+	run_free(&r);
+	free(json);
+	free(pb);
+}
+
 static void need_torch(void)
 {
 	/* scripts/setup.sh installs python3-torch: its absence is a failure, not a skip */
@@ -211,6 +249,7 @@ Test(ops, cnn_beside_torch_profiler)
 			  counted[i], d ? d->count : 0, t->count);
 	}
 	run_free(&r);
+	check_trace_pprof(data);
 	free(script);
 	free(ref_script);
 	free(data);
