@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "profile/filter.h"
 #include "profile/profile.h"
@@ -452,6 +453,7 @@ static void load_op_names(const char *input, const struct profile *p, struct ren
 		const struct pf_frame *fr = profile__get_frame(p, (uint32_t)i);
 		struct render_op_ref ref;
 		uint64_t one;
+		struct stat st;
 		char *path;
 		int err;
 
@@ -466,12 +468,16 @@ static void load_op_names(const char *input, const struct profile *p, struct ren
 		path = strchr(profile__str(p, fr->module), '/')
 			       ? strdup(profile__str(p, fr->module))
 			       : probes_find_library(profile__str(p, fr->module));
-		err = !path ? -ENOENT
-			    : symbolizer__op_schemas(path,
-						     fr->build_id && fr->build_id < nstr
-							     ? profile__str(p, fr->build_id)
-							     : NULL,
-						     add_schema, names);
+		/* named by the profile: only a regular file is opened (a FIFO would block) */
+		err = !path		? -ENOENT
+		      : stat(path, &st) ? -errno
+		      : !S_ISREG(st.st_mode)
+			      ? -EINVAL
+			      : symbolizer__op_schemas(path,
+						       fr->build_id && fr->build_id < nstr
+							       ? profile__str(p, fr->build_id)
+							       : NULL,
+						       add_schema, names);
 		free(path);
 		if (err)
 			warning("%s: operator overloads not known (%s: %s): operators keep their "
