@@ -1078,6 +1078,7 @@ Test(ops, calls_and_callers)
 	cr_assert_eq(count, 2);
 	cr_assert(strstr(text, "       2     3.000     2.000     4.000  aten::relu"), "%s", text);
 	free(text);
+}
 
 /*
  * report --ranks: a rank that waited seconds at start-up for the others'
