@@ -169,7 +169,7 @@ struct op {
 
 struct op_row {
 	uint32_t op;
-	uint32_t root; /* string id of the root frame's name (--per-rank, --per-thread), or 0 */
+	uint32_t root; /* string id of the samples' comm (--per-rank, --per-thread), or 0 */
 	uint32_t caller; /* string id of the Python frame that called the outermost op, or 0 */
 	uint64_t self, total;
 	uint64_t count, sum, min, max;
@@ -247,21 +247,19 @@ found:
 
 /*
  * The operator levels of a stack, root first, into c->levels; *caller the
- * name of the nearest Python frame outside the outermost level, *root the
- * root frame's name. Returns the number of levels or a negative errno.
+ * name of the nearest Python frame outside the outermost level. Returns
+ * the number of levels or a negative errno.
  */
-static int64_t stack_levels(struct ops_ctx *c, uint32_t stack, uint32_t *root, uint32_t *caller)
+static int64_t stack_levels(struct ops_ctx *c, uint32_t stack, uint32_t *caller)
 {
 	int64_t depth = profile__stack_frames(c->p, stack, &c->frames, &c->frames_cap);
 	size_t n = 0;
 	uint32_t py = 0;
 
 	c->depth = depth > 0 ? (uint32_t)depth : 0;
-	*root = *caller = 0;
+	*caller = 0;
 	if (depth < 0)
 		return depth;
-	if (depth && c->o && c->o->by_root)
-		*root = profile__get_frame(c->p, c->frames[0])->name;
 	for (int64_t d = 0; d < depth; d++) {
 		uint32_t f = c->frames[d], op;
 		int err = op_of_frame(c, f, &op);
@@ -309,10 +307,11 @@ static int row_of(struct ops_ctx *c, uint32_t op, uint32_t root, uint32_t caller
 	return 0;
 }
 
-static int count_stack(struct ops_ctx *c, uint32_t stack, uint64_t w)
+/* root: the samples' comm, which --per-rank and --per-thread make "rank N" or "comm-PID/TID" */
+static int count_stack(struct ops_ctx *c, uint32_t comm, uint32_t stack, uint64_t w)
 {
-	uint32_t root, caller;
-	int64_t n = stack_levels(c, stack, &root, &caller);
+	uint32_t caller, root = c->o && c->o->by_root ? comm : 0;
+	int64_t n = stack_levels(c, stack, &caller);
 	struct op_row *r;
 	int err;
 
@@ -352,16 +351,21 @@ static int count_stack(struct ops_ctx *c, uint32_t stack, uint64_t w)
 static int count_call(void *ctx, const struct pf_sample *s)
 {
 	struct ops_ctx *c = ctx;
-	uint32_t root, caller, leaf;
+	uint32_t root = 0, caller, leaf;
 	struct op_row *r;
 	int64_t n;
 	int err;
 
 	if (s->kind != SAMPLE_CALL || !s->stack)
 		return 0;
-	if (s->stack >= profile__nr_stacks(c->p))
+	if (s->stack >= profile__nr_stacks(c->p) || s->thread >= profile__nr_threads(c->p))
 		return -EINVAL;
-	n = stack_levels(c, s->stack, &root, &caller);
+	if (c->o && c->o->by_root) {
+		root = profile__get_thread(c->p, s->thread)->comm;
+		if (root >= profile__nr_strings(c->p))
+			return -EINVAL;
+	}
+	n = stack_levels(c, s->stack, &caller);
 	if (n <= 0)
 		return (int)n;
 	/* the called function is the leaf: an operator entry, or no row */
@@ -483,7 +487,7 @@ int render_ops(const struct profile *p, const struct render_select *sel, const s
 		c.frame_op[i] = NOT_SEEN;
 	err = agg_samples(p, &ns, &agg);
 	for (size_t i = 0; !err && i < agg.len; i++)
-		err = count_stack(&c, agg.v[i].stack, agg.v[i].weight);
+		err = count_stack(&c, agg.v[i].comm, agg.v[i].stack, agg.v[i].weight);
 	if (!err)
 		err = profile__foreach_sample(p, count_call, &c);
 	if (err)

@@ -160,7 +160,7 @@ size_t render_op_name(const struct render_op_names *n, const char *s, size_t len
 struct ops_opts {
 	const struct render_op_names *names; /* may be NULL: STRUCTs shown whole */
 	bool by_caller; /* a row per operator and Python caller of the outermost operator */
-	bool by_root; /* a row per operator and root frame (--per-rank, --per-thread) */
+	bool by_root; /* a row per operator and comm: "rank N" or "comm-PID/TID" (--per-rank, --per-thread) */
 	bool by_total; /* sort by total, else by self */
 	size_t rows; /* 0: all */
 };
@@ -174,8 +174,8 @@ struct ops_opts {
  * (record --probe-ops), COUNT, AVG, MIN, MAX. A header says how much time
  * was in no operator.
  */
-int render_ops(const struct profile *p, const struct render_select *sel,
-	       const struct ops_opts *o, FILE *out);
+int render_ops(const struct profile *p, const struct render_select *sel, const struct ops_opts *o,
+	       FILE *out);
 
 /* Per process: resident set min, average, max (MiB) and the memory its page faults touched. */
 int render_memory(const struct profile *p, FILE *out);

@@ -1186,3 +1186,27 @@ Test(ranks, start_up_waits_never_decide_the_straggler, .init = setup, .fini = te
 		       "a set-up wait named where a rank waited most: %s", buf);
 	free(buf);
 }
+
+/* --per-rank (and --per-thread) name each thread's comm after its rank: a row per rank and operator. */
+Test(ops, per_rank_rows)
+{
+	uint32_t r0 = thread("rank 0", 1), r1 = thread("rank 1", 2);
+	uint32_t mm = STACK(U("main"), U("at::_ops::mm::call"), U("gemm"));
+	struct render_select sel = { .kinds = { [SAMPLE_ONCPU] = true } };
+	struct ops_opts o = { .by_root = true };
+	double self, total;
+	unsigned long count;
+	char *text;
+
+	add(r0, mm, SAMPLE_ONCPU, 1000000, 3);
+	add(r1, mm, SAMPLE_ONCPU, 1000000, 5);
+	add(r1, mm, SAMPLE_CALL, 1000000, 2);
+	text = ops_table(&sel, &o);
+	cr_log_info("%s", text);
+	cr_assert(ops_row(text, "[rank 0] aten::mm", &self, &total, &count), "%s", text);
+	cr_assert_float_eq(self, 3.0, 1e-9);
+	cr_assert(ops_row(text, "[rank 1] aten::mm", &self, &total, &count), "%s", text);
+	cr_assert_float_eq(self, 5.0, 1e-9);
+	cr_assert_eq(count, 2);
+	free(text);
+}
