@@ -1200,7 +1200,9 @@ Test(ops, per_rank_rows)
 
 	add(r0, mm, SAMPLE_ONCPU, 1000000, 3);
 	add(r1, mm, SAMPLE_ONCPU, 1000000, 5);
-	add(r1, mm, SAMPLE_CALL, 1000000, 2);
+	/* a call's stack ends in the probed entry; one ending elsewhere is no operator's call */
+	add(r1, STACK(U("main"), U("at::_ops::mm::call")), SAMPLE_CALL, 1000000, 2);
+	add(r1, mm, SAMPLE_CALL, 1000000, 1);
 	text = ops_table(&sel, &o);
 	cr_log_info("%s", text);
 	cr_assert(ops_row(text, "[rank 0] aten::mm", &self, &total, &count), "%s", text);
