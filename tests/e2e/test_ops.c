@@ -249,6 +249,22 @@ Test(ops, cnn_beside_torch_profiler)
 			  counted[i], d ? d->count : 0, t->count);
 	}
 	run_free(&r);
+	/* warm-up left out: from the 11th conv2d call on, 10 fewer of them */
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--ops", "-n", "0",
+				  "--from-call", "aten::conv2d:11", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	{
+		struct ops *from = calloc(1, sizeof(*from));
+		const struct op *t = find(tp, "aten::conv2d"), *d;
+
+		dlflame_ops(r.out, from);
+		d = find(from, "aten::conv2d");
+		cr_expect(d && t && d->count + 10 == t->count,
+			  "--from-call aten::conv2d:11: %lu calls", d ? d->count : 0);
+		free(from);
+	}
+	run_free(&r);
 	check_trace_pprof(data);
 	free(script);
 	free(ref_script);
