@@ -180,9 +180,6 @@ static void need_torch(void)
  * --probe-ops: the five operators with the most self time are the same,
  * each one's share of all operators' self time within 5 points of
  * torch.profiler's, and the probed operators' calls equal its # of Calls.
- * Times are the thread's wall time (--wall --runqueue), as torch.profiler
- * clocks operators: on a shared machine the trainer also waits for a CPU
- * and for page faults inside them.
  */
 Test(ops, cnn_beside_torch_profiler)
 {
@@ -218,7 +215,7 @@ Test(ops, cnn_beside_torch_profiler)
 	run_free(&r);
 	r = run(dir, NULL, NULL,
 		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--ops", "-n", "0",
-				  "--wall", "--runqueue", NULL });
+				  NULL });
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_log_info("%s", r.out);
 	cr_assert(strstr(r.out, "probed operators, counted and timed by probes"), "%s", r.out);
