@@ -47,8 +47,7 @@ static bool is_file(const char *path)
 	return !stat(path, &st) && S_ISREG(st.st_mode);
 }
 
-/* A library by name: exact in a library directory, else NAME.* or NAME-*; NULL if none. */
-static char *find_library(const char *name)
+char *probes_find_library(const char *name)
 {
 	char path[PATH_MAX];
 	size_t len = strlen(name);
@@ -134,7 +133,7 @@ static int add_file(struct search *s, char *path)
 
 static int add_needed(void *ctx, const char *lib)
 {
-	return add_file(ctx, find_library(lib));
+	return add_file(ctx, probes_find_library(lib));
 }
 
 /* One more probe in the set: FUNCTION func at file offset off of path. */
@@ -269,7 +268,8 @@ int probes_resolve(struct probe_set *ps, const char *spec, const char *exe, pid_
 
 		if (!module)
 			return error("out of memory");
-		add_file(&s, strchr(module, '/') ? realpath(module, NULL) : find_library(module));
+		add_file(&s, strchr(module, '/') ? realpath(module, NULL)
+						 : probes_find_library(module));
 		if (!s.n) {
 			error("--probe %s: no library or file '%s' (give a path, or a library's "
 			      "name as in /usr/lib/x86_64-linux-gnu)",
@@ -454,4 +454,173 @@ void probes_warn_unmapped(const struct probe_set *ps, const struct symbolizer *s
 				"command loads (ldd, or /proc/PID/maps while it runs) and name one "
 				"of them",
 				ps->specs[i], ps->paths[i], ps->funcs[i]);
+}
+
+/* ---- record --probe-ops ---------------------------------------------------- */
+
+/*
+ * Without a list: the operators of the layers, losses and optimizers most
+ * trainers are made of, forward and backward (those the library defines).
+ */
+static const char *const default_ops[] = {
+	"conv2d",
+	"convolution_backward",
+	"linear",
+	"addmm",
+	"mm",
+	"bmm",
+	"matmul",
+	"relu",
+	"threshold_backward",
+	"gelu",
+	"gelu_backward",
+	"max_pool2d",
+	"max_pool2d_with_indices_backward",
+	"avg_pool2d",
+	"avg_pool2d_backward",
+	"batch_norm",
+	"native_batch_norm_backward",
+	"layer_norm",
+	"native_layer_norm_backward",
+	"dropout",
+	"embedding",
+	"embedding_dense_backward",
+	"softmax.int",
+	"_softmax_backward_data",
+	"cross_entropy_loss",
+	"nll_loss_backward",
+	"_log_softmax_backward_data",
+};
+
+/* The library that holds PyTorch's operator entries. */
+#define OPS_LIBRARY "libtorch_cpu.so"
+#define OPS_MANGLED "_ZN2at4_ops"
+
+struct op_want {
+	char name[PROBE_OP_NAME_MAX]; /* as given, without "aten::" */
+	char mangled[PROBE_OP_NAME_MAX + 32]; /* _ZN2at4_ops<len><STRUCT>4callE */
+	uint64_t off;
+	bool found;
+};
+
+struct ops_find {
+	struct op_want *w;
+	size_t n;
+};
+
+static int op_found(void *ctx, const char *name, uint64_t off)
+{
+	struct ops_find *f = ctx;
+
+	for (size_t i = 0; i < f->n; i++)
+		if (!f->w[i].found && !strncmp(name, f->w[i].mangled, strlen(f->w[i].mangled))) {
+			f->w[i].off = off;
+			f->w[i].found = true;
+		}
+	return 0;
+}
+
+/* "aten::add.Tensor" or "add.Tensor" -> its entry's mangled prefix; false for a bad name. */
+static bool op_mangled(const char *op, size_t len, struct op_want *w)
+{
+	char st[PROBE_OP_NAME_MAX];
+	size_t dots = 0;
+
+	if (len > 6 && !strncmp(op, "aten::", 6)) {
+		op += 6;
+		len -= 6;
+	}
+	if (!len || len >= sizeof(st))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = op[i];
+
+		if (c == '.' && i && i + 1 < len && !dots++)
+			st[i] = '_';
+		else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			 (c >= '0' && c <= '9') || c == '_')
+			st[i] = c;
+		else
+			return false;
+	}
+	snprintf(w->name, sizeof(w->name), "%.*s", (int)len, op);
+	snprintf(w->mangled, sizeof(w->mangled), OPS_MANGLED "%zu%.*s4callE", len, (int)len, st);
+	return true;
+}
+
+int probes_resolve_ops(struct probe_set *ps, const char *list)
+{
+	struct op_want w[SAMPLER_MAX_PROBES];
+	struct ops_find f = { .w = w };
+	size_t n_default = sizeof(default_ops) / sizeof(default_ops[0]), found = 0;
+	char *lib = probes_find_library(OPS_LIBRARY);
+	int err, ret = EXIT_OK;
+
+	memset(w, 0, sizeof(w));
+
+	if (list) {
+		for (const char *p = list; *p;) {
+			size_t len = strcspn(p, ",");
+
+			if (f.n == SAMPLER_MAX_PROBES) {
+				free(lib);
+				return usage_error("record", "--probe-ops: at most %d operators",
+						   SAMPLER_MAX_PROBES);
+			}
+			if (!op_mangled(p, len, &w[f.n])) {
+				free(lib);
+				return usage_error(
+					"record",
+					"--probe-ops takes operators as torch names them "
+					"(conv2d,addmm,add.Tensor), got '%.*s'",
+					(int)len, p);
+			}
+			f.n++;
+			p += len + (p[len] == ',');
+		}
+		if (!f.n) {
+			free(lib);
+			return usage_error("record", "--probe-ops: an empty list of operators");
+		}
+	} else {
+		for (size_t i = 0; i < n_default; i++)
+			op_mangled(default_ops[i], strlen(default_ops[i]), &w[f.n++]);
+	}
+	if (!lib) {
+		error("--probe-ops: no %s in the library directories (/usr/lib/x86_64-linux-gnu, "
+		      "...): is PyTorch installed? (Debian: python3-torch)",
+		      OPS_LIBRARY);
+		return EXIT_USAGE;
+	}
+	err = symbolizer__functions_prefixed(lib, OPS_MANGLED, op_found, &f);
+	if (err) {
+		error("--probe-ops: cannot read %s: %s", lib, strerror(-err));
+		free(lib);
+		return EXIT_BAD;
+	}
+	for (size_t i = 0; i < f.n && ret == EXIT_OK; i++) {
+		if (!w[i].found) {
+			if (!list)
+				continue; /* a default this version does not have */
+			error("--probe-ops: %s defines no operator %s (at::_ops::...::call); names "
+			      "are torch's, as torch.profiler shows them without aten::",
+			      lib, w[i].name);
+			ret = EXIT_USAGE;
+			break;
+		}
+		/* libtorch is dlopen'ed by torch's Python module: not loaded is no mistake here */
+		err = set_add(ps, "--probe-ops", lib, w[i].name, w[i].off, false);
+		if (err == -ENOSPC)
+			ret = usage_error("record", "at most %d probes (--probe and --probe-ops)",
+					  SAMPLER_MAX_PROBES);
+		else if (err)
+			ret = error("out of memory");
+		found++;
+	}
+	if (ret == EXIT_OK && !found) {
+		error("--probe-ops: %s defines none of the operators", lib);
+		ret = EXIT_USAGE;
+	}
+	free(lib);
+	return ret;
 }

@@ -47,6 +47,21 @@ struct probe_set {
 int probes_resolve(struct probe_set *ps, const char *spec, const char *exe, pid_t pid);
 void probes_free(struct probe_set *ps);
 /*
+ * record --probe-ops: entry and return probes on PyTorch's operator entries
+ * (at::_ops::STRUCT::call in libtorch_cpu, by symbol) of the operators of
+ * list ("conv2d,addmm,add.Tensor"), or of a default set of layer, loss and
+ * optimizer operators when list is NULL. EXIT_OK or the exit code, having
+ * said why.
+ */
+int probes_resolve_ops(struct probe_set *ps, const char *list);
+/* The longest operator name --probe-ops takes. */
+#define PROBE_OP_NAME_MAX 128
+/*
+ * A library by name: exact in a library directory, else NAME.* or NAME-*;
+ * its real path (free it), or NULL if none.
+ */
+char *probes_find_library(const char *name);
+/*
  * The sampler's on_map (sampler_opts.on_map, ctx the probe set): a library
  * a recorded process maps that defines a FUNCTION given without MODULE gets
  * its probe now. Set ps->sampler first.

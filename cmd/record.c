@@ -36,6 +36,8 @@ struct record_opts {
 	const char *probe_specs[SAMPLER_MAX_PROBES];
 	size_t nr_probe_specs;
 	uint32_t probe_stack; /* --probe-stack; 0: the sampler's default */
+	bool probe_ops; /* --probe-ops */
+	const char *probe_ops_list; /* its LIST, or NULL: the default set */
 };
 
 static void record_usage(FILE *f)
@@ -61,7 +63,13 @@ static void record_usage(FILE *f)
 		"                           libraries it needs); see report --calls\n"
 		"      --probe-stack BYTES  stack copied at each probed call (default 8192): more\n"
 		"                           reaches the Python frames under deep native code\n"
-		"                           (PyTorch: 32768), but bursts of calls lose records\n" NO_PYTHON_USAGE
+		"                           (PyTorch: 32768), but bursts of calls lose records\n"
+		"      --probe-ops[=LIST]   count and time PyTorch's operators (uprobes on their\n"
+		"                           dispatcher entries in libtorch_cpu): LIST as torch names\n"
+		"                           them, e.g. conv2d,addmm,add.Tensor (also given as\n"
+		"                           '--probe-ops LIST -- COMMAND'); without it, the layer,\n"
+		"                           loss and optimizer operators most trainers use, forward\n"
+		"                           and backward; see report --ops\n" NO_PYTHON_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"
@@ -104,6 +112,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		OPT_FAULTS,
 		OPT_NO_FAULTS,
 		OPT_PROBE_STACK,
+		OPT_PROBE_OPS,
 	};
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
@@ -112,6 +121,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		{ "no-offcpu", no_argument, NULL, OPT_NO_OFFCPU },
 		{ "probe", required_argument, NULL, OPT_PROBE },
 		{ "probe-stack", required_argument, NULL, OPT_PROBE_STACK },
+		{ "probe-ops", optional_argument, NULL, OPT_PROBE_OPS },
 		{ "faults", no_argument, NULL, OPT_FAULTS }, /* the default; kept for old scripts */
 		{ "no-faults", no_argument, NULL, OPT_NO_FAULTS },
 		{ "pid", required_argument, NULL, 'p' },
@@ -152,6 +162,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 						   SAMPLER_MAX_PROBES);
 			o->probe_specs[o->nr_probe_specs++] = optarg;
 			break;
+		case OPT_PROBE_OPS:
+			o->probe_ops = true;
+			o->probe_ops_list = optarg;
+			break;
 		case OPT_PROBE_STACK: {
 			uint64_t bytes;
 
@@ -190,6 +204,12 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			return usage_error("record", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	/* '--probe-ops LIST -- COMMAND': the word before the -- is the list */
+	if (o->probe_ops && !o->probe_ops_list && optind + 1 < argc &&
+	    !strcmp(argv[optind + 1], "--")) {
+		o->probe_ops_list = argv[optind];
+		optind += 2;
+	}
 	if (o->target.nr_pids && optind < argc)
 		return usage_error("record", "give either a command or -p/-t, not both ('%s')",
 				   argv[optind]);
@@ -199,11 +219,11 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			"no command to record (put it after --) and no -p PID to attach to");
 	if (o->target.nr_pids && o->forward_exit)
 		return usage_error("record", "--forward-exit needs a launched command");
-	if (o->probe_stack && !o->nr_probe_specs)
-		return usage_error("record", "--probe-stack goes with --probe");
-	if (o->target.threads_only && o->nr_probe_specs)
+	if (o->probe_stack && !o->nr_probe_specs && !o->probe_ops)
+		return usage_error("record", "--probe-stack goes with --probe or --probe-ops");
+	if (o->target.threads_only && (o->nr_probe_specs || o->probe_ops))
 		return usage_error("record", "--probe follows whole processes: use -p, not -t");
-	if (o->nr_probe_specs && o->target.callgraph != CALLGRAPH_DWARF)
+	if ((o->nr_probe_specs || o->probe_ops) && o->target.callgraph != CALLGRAPH_DWARF)
 		return usage_error("record", "--probe needs --call-graph dwarf (the default)");
 	*cmd_index = optind;
 	return 0;
@@ -330,6 +350,11 @@ int cmd_record(int argc, char **argv)
 			snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)o.target.pids[0]);
 		ret = probes_resolve(&probes, o.probe_specs[i], cmd ? cmd[0] : exe,
 				     cmd ? 0 : o.target.pids[0]);
+		if (ret != EXIT_OK)
+			goto out;
+	}
+	if (o.probe_ops) {
+		ret = probes_resolve_ops(&probes, o.probe_ops_list);
 		if (ret != EXIT_OK)
 			goto out;
 	}

@@ -8,15 +8,18 @@
 #include "quality.h"
 #include "import.h"
 #include "options.h"
+#include "probes.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "profile/filter.h"
 #include "profile/profile.h"
 #include "render/render.h"
+#include "symbolize/symbolize.h"
 #include "util/util.h"
 
 #define DEFAULT_INPUT "dlflame.data"
@@ -36,6 +39,7 @@ enum report_format {
 	FMT_RANKS,
 	FMT_SPEEDSCOPE,
 	FMT_HINTS,
+	FMT_OPS,
 	FMT_MAX,
 };
 
@@ -53,13 +57,15 @@ struct report_opts {
 	enum report_format format;
 	bool lines;
 	const char *top_only; /* a --top option given */
-	bool by_caller; /* --calls --by caller */
+	const char *rows_set; /* -n or --sort given: --top and --ops */
+	bool by_caller; /* --calls/--ops --by caller */
 	bool faults; /* --faults: where memory was first touched */
 	bool max_spans_set; /* --max-spans given */
 	struct trace_opts trace;
 	struct trace_result traced;
 	struct select_opts sel;
 	struct top_opts top;
+	struct render_op_names op_names; /* --ops, --trace, --pprof: operators' overloads */
 };
 
 static void report_usage(FILE *f)
@@ -89,6 +95,10 @@ static void report_usage(FILE *f)
 	      "                        blocked-in-communication time; names the straggler\n"
 	      "      --hints           the modules whose code no symbol names, the share of the\n"
 	      "                        recording's samples each touches, and how to name it\n"
+	      "      --ops             framework operators (PyTorch's aten::NAME): self and\n"
+	      "                        total ms, shares; with record --probe-ops, count,\n"
+	      "                        average, min, max ms; --by caller splits them by the\n"
+	      "                        Python line that called the outermost operator\n"
 	      "  -i, --input FILE      profile or perf.data to read ('-': a perf pipe on stdin;\n"
 	      "                        default dlflame.data)\n"
 	      "  -o, --output OUT      where to write ('-' for stdout)\n\n"
@@ -130,7 +140,7 @@ static void report_usage(FILE *f)
 	      "      --countname NAME  what counts are called (default samples, or us)\n"
 	      "      --inverted        icicle graph: the root at the top\n"
 	      "      --flamechart      x is time: each comm's samples in time order\n\n"
-	      "Top:\n"
+	      "Top (and --ops):\n"
 	      "  -n, --rows N          print N rows (default 25; 0: all)\n"
 	      "      --by WHAT         function (default), module (JIT code as [jit]) or kind\n"
 	      "      --sort KEY        self (default) or total\n\n"
@@ -150,8 +160,8 @@ static int set_format(struct report_opts *o, enum report_format f)
 {
 	if (o->format != FMT_NONE && o->format != f)
 		return usage_error("report",
-				   "choose one of --folded, --svg, --top, --pprof, "
-				   "--trace, --speedscope, --calls, --memory, --ranks and --hints");
+				   "choose one of --folded, --svg, --top, --pprof, --trace, "
+				   "--speedscope, --calls, --memory, --ranks, --hints and --ops");
 	o->format = f;
 	return 0;
 }
@@ -169,6 +179,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_RANKS,
 		OPT_SPEEDSCOPE,
 		OPT_HINTS,
+		OPT_OPS,
 		OPT_FAULTS,
 		OPT_BY,
 		OPT_SORT,
@@ -188,6 +199,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "ranks", no_argument, NULL, OPT_RANKS },
 		{ "speedscope", no_argument, NULL, OPT_SPEEDSCOPE },
 		{ "hints", no_argument, NULL, OPT_HINTS },
+		{ "ops", no_argument, NULL, OPT_OPS },
 		{ "rank", required_argument, NULL, OPT_RANK },
 		{ "per-rank", no_argument, NULL, OPT_PER_RANK },
 		{ "faults", no_argument, NULL, OPT_FAULTS },
@@ -246,6 +258,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_RANKS:
 		case OPT_SPEEDSCOPE:
 		case OPT_HINTS:
+		case OPT_OPS:
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
@@ -255,7 +268,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 				return usage_error("report", "-n takes a number of rows, got '%s'",
 						   optarg);
 			o->top.rows = (size_t)u;
-			o->top_only = "-n";
+			o->rows_set = "-n";
 			break;
 		case OPT_BY:
 			if (!strcmp(optarg, "function"))
@@ -279,7 +292,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 				return usage_error("report", "--sort takes self or total, got '%s'",
 						   optarg);
 			o->top.by_total = !strcmp(optarg, "total");
-			o->top_only = "--sort";
+			o->rows_set = "--sort";
 			break;
 		case OPT_LINES:
 			o->lines = true;
@@ -316,13 +329,13 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	if (o->format == FMT_NONE)
 		return usage_error("report",
 				   "choose an output: --folded, --svg, --top, --pprof, --trace, "
-				   "--speedscope, --calls, --memory, --ranks or --hints");
-	if (o->by_caller && o->format != FMT_CALLS)
-		return usage_error("report", "--by caller applies to --calls only");
-	if (o->faults &&
-	    (o->sel.offcpu || o->sel.wall || o->sel.runqueue || o->format == FMT_CALLS))
+				   "--speedscope, --calls, --memory, --ranks, --hints or --ops");
+	if (o->by_caller && o->format != FMT_CALLS && o->format != FMT_OPS)
+		return usage_error("report", "--by caller applies to --calls and --ops only");
+	if (o->faults && (o->sel.offcpu || o->sel.wall || o->sel.runqueue ||
+			  o->format == FMT_CALLS || o->format == FMT_OPS))
 		return usage_error("report", "--faults draws page faults only: not with --offcpu, "
-					     "--wall, --runqueue or --calls");
+					     "--wall, --runqueue, --calls or --ops");
 	err = select_opts__check(&o->sel, "report", o->format == FMT_SVG);
 	if (err)
 		return err;
@@ -332,6 +345,8 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		o->trace.max_bytes = DEFAULT_TRACE_BYTES;
 	if (o->top_only && o->format != FMT_TOP)
 		return usage_error("report", "%s applies to --top only", o->top_only);
+	if (o->rows_set && o->format != FMT_TOP && o->format != FMT_OPS)
+		return usage_error("report", "%s applies to --top and --ops only", o->rows_set);
 	if (f->reverse && o->format != FMT_SVG && o->format != FMT_FOLDED)
 		return usage_error("report", "--reverse applies to --svg and --folded only");
 	if (f->reverse && o->sel.svg.flamechart)
@@ -462,6 +477,65 @@ static struct render_select selection(const struct report_opts *o, const struct 
 	return select_opts__select(so);
 }
 
+static int add_schema(void *ctx, const char *name, size_t len)
+{
+	int err = render_op_names_add(ctx, name, len);
+
+	return err == -EINVAL ? 0 : err;
+}
+
+/*
+ * The overloads of the operators the profile's frames enter: read from
+ * the schemas of the libraries that define them, when those files are
+ * here and the same build (else the operators keep their C++ names,
+ * aten::add_Tensor for aten::add.Tensor, and a warning says why).
+ */
+static void load_op_names(const char *input, const struct profile *p, struct render_op_names *names)
+{
+	struct u64map done;
+	size_t nstr = profile__nr_strings(p);
+
+	u64map_init(&done);
+	for (size_t i = 0; i < profile__nr_frames(p); i++) {
+		const struct pf_frame *fr = profile__get_frame(p, (uint32_t)i);
+		struct render_op_ref ref;
+		uint64_t one;
+		struct stat st;
+		char *path;
+		int err;
+
+		if (fr->name >= nstr || !fr->module || fr->module >= nstr ||
+		    u64map_get(&done, fr->module, &one) ||
+		    !render_op_parse(profile__str(p, fr->name), profile__str_len(p, fr->name),
+				     &ref))
+			continue;
+		if (u64map_put(&done, fr->module, 1))
+			break;
+		/* a profile names modules by their file's name: the library directories' */
+		path = strchr(profile__str(p, fr->module), '/')
+			       ? strdup(profile__str(p, fr->module))
+			       : probes_find_library(profile__str(p, fr->module));
+		/* named by the profile: only a regular file is opened (a FIFO would block) */
+		err = !path		? -ENOENT
+		      : stat(path, &st) ? -errno
+		      : !S_ISREG(st.st_mode)
+			      ? -EINVAL
+			      : symbolizer__op_schemas(path,
+						       fr->build_id && fr->build_id < nstr
+							       ? profile__str(p, fr->build_id)
+							       : NULL,
+						       add_schema, names);
+		free(path);
+		if (err)
+			warning("%s: operator overloads not known (%s: %s): operators keep their "
+				"C++ names, aten::add_Tensor for aten::add.Tensor",
+				input, profile__str(p, fr->module),
+				err == -ESTALE ? "another build than the recorded one"
+					       : strerror(-err));
+	}
+	u64map_free(&done);
+}
+
 static int render(struct report_opts *o, const struct profile *p, const struct render_select *sel,
 		  FILE *f)
 {
@@ -473,7 +547,7 @@ static int render(struct report_opts *o, const struct profile *p, const struct r
 	case FMT_TOP:
 		return render_top(p, sel, &o->top, f);
 	case FMT_PPROF:
-		return render_pprof(p, sel, f);
+		return render_pprof_ops(p, sel, &o->op_names, f);
 	case FMT_CALLS:
 		return render_calls(p, sel, o->by_caller, f);
 	case FMT_MEMORY:
@@ -485,7 +559,18 @@ static int render(struct report_opts *o, const struct profile *p, const struct r
 
 		return render_speedscope(p, sel, &so, f);
 	}
+	case FMT_OPS: {
+		struct ops_opts oo = { .names = &o->op_names,
+				       .by_caller = o->by_caller,
+				       .by_root =
+					       o->sel.filter.per_rank || o->sel.filter.per_thread,
+				       .by_total = o->top.by_total,
+				       .rows = o->top.rows };
+
+		return render_ops(p, sel, &oo, f);
+	}
 	default:
+		o->trace.ops = &o->op_names;
 		return render_trace_bounded(p, sel, &o->trace, &o->traced, f);
 	}
 }
@@ -493,6 +578,8 @@ static int render(struct report_opts *o, const struct profile *p, const struct r
 int cmd_report(int argc, char **argv)
 {
 	struct report_opts o = { .input = DEFAULT_INPUT, .top.rows = DEFAULT_TOP_ROWS };
+
+	render_op_names_init(&o.op_names);
 	struct render_select sel;
 	struct profile *p = NULL, *view = NULL;
 	struct quality_hints hints = { 0 };
@@ -545,16 +632,27 @@ int cmd_report(int argc, char **argv)
 	/* a profile per thread, named as --per-thread and --per-rank name it */
 	if (o.format == FMT_SPEEDSCOPE)
 		o.sel.filter.per_thread = o.sel.filter.per_rank = true;
+	if (o.format == FMT_OPS || o.format == FMT_TRACE || o.format == FMT_PPROF)
+		load_op_names(o.input, p, &o.op_names);
 	/* pprof and speedscope keep source files and lines in frames of their own */
 	if (o.format != FMT_PPROF && o.format != FMT_SPEEDSCOPE) {
-		err = relabel(&p, o.lines);
+		/* --ops --by caller names the Python line */
+		err = relabel(&p, o.lines || (o.format == FMT_OPS && o.by_caller));
 		if (err) {
 			error("cannot relabel %s: %s", o.input, strerror(-err));
 			goto out;
 		}
 	}
 	sel = selection(&o, p);
-	err = profile__filter(p, sel.kinds, &o.sel.filter, &view);
+	{
+		/* --ops: the probed operators' calls go through the same filters */
+		bool kinds[SAMPLE_KIND_MAX];
+
+		memcpy(kinds, sel.kinds, sizeof(kinds));
+		if (o.format == FMT_OPS)
+			kinds[SAMPLE_CALL] = true;
+		err = profile__filter(p, kinds, &o.sel.filter, &view);
+	}
 	if (err == -ENOENT) {
 		error("--from-call: %s has no calls of %s (record it with --probe %s)", o.input,
 		      o.sel.filter.from_call, o.sel.filter.from_call);
@@ -633,7 +731,7 @@ int cmd_report(int argc, char **argv)
 	}
 	/* --top has it in its header */
 	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY &&
-	    o.format != FMT_RANKS)
+	    o.format != FMT_RANKS && o.format != FMT_OPS)
 		info("%s", ends);
 	/* once, where frames are shown */
 	if (o.format != FMT_MEMORY)
@@ -646,5 +744,6 @@ out:
 	profile__free(view);
 	profile__free(p);
 	select_opts__free(&o.sel);
+	render_op_names_free(&o.op_names);
 	return ret;
 }

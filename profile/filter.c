@@ -110,6 +110,25 @@ static uint64_t proc_of(const struct profile *p, const struct pf_thread *t)
 }
 
 /*
+ * Whether a probed function's name is the one --from-call gives: the same,
+ * or, for PyTorch's operators (record --probe-ops), "aten::NAME[.OVERLOAD]"
+ * for the entry at::_ops::NAME[_OVERLOAD]::call(...).
+ */
+static bool call_named(const char *name, const char *want)
+{
+	static const char ops[] = "at::_ops::";
+	size_t i = sizeof(ops) - 1, k = 6;
+
+	if (!strcmp(name, want))
+		return true;
+	if (strncmp(want, "aten::", 6) || strncmp(name, ops, i))
+		return false;
+	for (; want[k]; k++, i++)
+		if (name[i] != (want[k] == '.' ? '_' : want[k]))
+			return false;
+	return !strncmp(name + i, "::call", 6) && (!name[i + 6] || name[i + 6] == '(');
+}
+/*
  * --from-call: per thread, the start of its process's n-th call of the
  * function (calls are SAMPLE_CALL samples whose leaf is the function).
  */
@@ -140,7 +159,7 @@ static int find_cuts(struct copier *c)
 			continue;
 		st = profile__get_stack(p, s->stack);
 		fr = profile__get_frame(p, st->frame);
-		if (strcmp(profile__str(p, fr->name), c->f->from_call))
+		if (!call_named(profile__str(p, fr->name), c->f->from_call))
 			continue;
 		pid = proc_of(p, profile__get_thread(p, s->thread));
 		u64map_get(&seen, pid, &cnt);
@@ -165,7 +184,7 @@ static int find_cuts(struct copier *c)
 			    proc_of(p, profile__get_thread(p, s->thread)) != pid)
 				continue;
 			fr = profile__get_frame(p, profile__get_stack(p, s->stack)->frame);
-			if (!strcmp(profile__str(p, fr->name), c->f->from_call))
+			if (call_named(profile__str(p, fr->name), c->f->from_call))
 				times[m++] = s->time;
 		}
 		qsort(times, m, sizeof(*times), cmp_u64);

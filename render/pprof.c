@@ -483,8 +483,58 @@ static int collect(const struct profile *p, const bool kinds[SAMPLE_KIND_MAX], s
 	return 0;
 }
 
+/*
+ * The innermost PyTorch operator on a stack, as a string of the profile
+ * (aten::NAME[.OVERLOAD]); 0 when none; a negative errno. cache: frame id
+ * -> its operator's string + 1, or 0 for a frame that is no operator's.
+ */
+static int64_t op_label(struct pprof *pp, const struct render_op_names *ops, struct u64map *cache,
+			uint32_t stack)
+{
+	size_t nstr = profile__nr_strings(pp->p);
+
+	while (stack && stack < profile__nr_stacks(pp->p)) {
+		const struct pf_stack *st = profile__get_stack(pp->p, stack);
+		const struct pf_frame *fr = profile__get_frame(pp->p, st->frame);
+		struct render_op_ref ref;
+		char name[RENDER_OP_MAX + 8];
+		uint64_t v;
+		int64_t id;
+
+		if (!u64map_get(cache, st->frame, &v)) {
+			v = 0;
+			if ((fr->kind == FRAME_USER || fr->kind == FRAME_INLINED) &&
+			    fr->name < nstr &&
+			    render_op_parse(profile__str(pp->p, fr->name),
+					    profile__str_len(pp->p, fr->name), &ref)) {
+				id = add_string(
+					pp, name,
+					render_op_name(ops, ref.s, ref.len, name, sizeof(name)));
+				if (id < 0)
+					return id;
+				v = (uint64_t)id + 1;
+			}
+			if (u64map_put(cache, st->frame, v))
+				return -ENOMEM;
+		}
+		if (v)
+			return (int64_t)v - 1;
+		if (st->parent >= stack)
+			break;
+		stack = st->parent;
+	}
+	return 0;
+}
+
 int render_pprof(const struct profile *p, const struct render_select *sel, FILE *out)
 {
+	return render_pprof_ops(p, sel, NULL, out);
+}
+
+int render_pprof_ops(const struct profile *p, const struct render_select *sel,
+		     const struct render_op_names *ops, FILE *out)
+{
+	struct u64map op_cache;
 	static const char *const col_type[COL_MAX] = { "samples", "cpu", "offcpu", "runqueue",
 						       "faults" };
 	static const char *const col_unit[COL_MAX] = { "count", "nanoseconds", "nanoseconds",
@@ -494,7 +544,7 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	struct strbuf prof = { 0 }, samples = { 0 };
 	struct gzsink gz = { 0 };
 	bool kinds[SAMPLE_KIND_MAX], cols[COL_MAX];
-	int64_t s_comm, s_pid, s_tid, s_thread, s_rank, s_host, s_count, s_ns, s_cpu,
+	int64_t s_comm, s_pid, s_tid, s_thread, s_rank, s_op, s_host, s_count, s_ns, s_cpu,
 		type[COL_MAX] = { 0 }, unit[COL_MAX] = { 0 };
 	int64_t dflt = 0, lost_note = 0;
 	struct pentry *v = NULL;
@@ -506,6 +556,7 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	cols[COL_OFFCPU] = kinds[SAMPLE_OFFCPU];
 	cols[COL_RUNQUEUE] = kinds[SAMPLE_RUNQUEUE];
 	cols[COL_FAULT] = kinds[SAMPLE_FAULT];
+	u64map_init(&op_cache);
 	u64map_init(&pp.loc_ids);
 	u64map_init(&pp.fn_ids);
 	u64map_init(&pp.map_ids);
@@ -534,12 +585,13 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	s_tid = add_string(&pp, "tid", 3);
 	s_thread = add_string(&pp, "thread", 6);
 	s_rank = add_string(&pp, "rank", 4);
+	s_op = add_string(&pp, "op", 2);
 	s_host = add_string(&pp, "host", 4);
 	s_count = add_string(&pp, "count", 5);
 	s_cpu = cols[COL_CPU] ? type[COL_CPU] : add_string(&pp, "cpu", 3);
 	s_ns = cols[COL_CPU] ? unit[COL_CPU] : add_string(&pp, "nanoseconds", 11);
-	if (s_comm < 0 || s_pid < 0 || s_tid < 0 || s_thread < 0 || s_rank < 0 || s_host < 0 ||
-	    s_count < 0 || s_cpu < 0 || s_ns < 0)
+	if (s_comm < 0 || s_pid < 0 || s_tid < 0 || s_thread < 0 || s_rank < 0 || s_op < 0 ||
+	    s_host < 0 || s_count < 0 || s_cpu < 0 || s_ns < 0)
 		goto out;
 
 	for (int c = 0; c < COL_MAX; c++) {
@@ -630,6 +682,15 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 		/* with a unit: pprof drops a numeric label whose value and unit are both 0 */
 		if (!err && pr && pr->rank != PF_NO_RANK)
 			err = add_num_label(&pp.msg, &pp.sub, s_rank, pr->rank, s_count);
+		/* the framework operator the sample is in (report --ops's rows) */
+		if (!err) {
+			int64_t op = op_label(&pp, ops, &op_cache, v[i].stack);
+
+			if (op < 0)
+				err = (int)op;
+			else if (op)
+				err = add_label(&pp.msg, &pp.sub, s_op, op, 0);
+		}
 		if (!err)
 			err = pb_bytes(smp, 2, pp.msg.buf, pp.msg.len);
 		if (!err)
@@ -680,6 +741,7 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
 	if (!err && (fflush(out) == EOF || ferror(out)))
 		err = render_write_error();
 out:
+	u64map_free(&op_cache);
 	gz_close(&gz);
 	free(v);
 	free(pp.str_idx);

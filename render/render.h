@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "profile/profile.h"
+#include "util/util.h"
 
 /* Which samples to draw and how to weigh them. */
 struct render_select {
@@ -90,6 +91,14 @@ int render_top(const struct profile *p, const struct render_select *sel,
  * comm, pid and tid.
  */
 int render_pprof(const struct profile *p, const struct render_select *sel, FILE *out);
+struct render_op_names;
+/*
+ * The same, each sample labelled op = the innermost PyTorch operator on its
+ * stack, aten::NAME[.OVERLOAD] (ops: the overloads, may be NULL), when it
+ * is in one. (render_pprof labels them too, without overloads.)
+ */
+int render_pprof_ops(const struct profile *p, const struct render_select *sel,
+		     const struct render_op_names *ops, FILE *out);
 
 /*
  * Chrome Trace Event JSON: a track per thread (pid, tid, named by comm),
@@ -99,6 +108,14 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
  * "oncpu", "offcpu", "runqueue" or a comma list of those.
  */
 int render_trace(const struct profile *p, const struct render_select *sel, FILE *out);
+struct render_op_names;
+/*
+ * The same, PyTorch's operator entries (at::_ops::STRUCT::call) named as
+ * report --ops names them, aten::NAME[.OVERLOAD] (ops: the overloads, may
+ * be NULL), their spans' categories starting "op,".
+ */
+int render_trace_ops(const struct profile *p, const struct render_select *sel,
+		     const struct render_op_names *ops, FILE *out);
 /*
  * The same, bounded for long recordings: each track (a thread's samples,
  * its calls) keeps its longest spans, at most max_spans of them, or, with
@@ -113,6 +130,7 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 struct trace_opts {
 	uint64_t max_spans;
 	uint64_t max_bytes;
+	const struct render_op_names *ops; /* operators' overloads for op spans, or NULL */
 };
 struct trace_result {
 	uint64_t spans; /* written */
@@ -149,6 +167,60 @@ int render_speedscope(const struct profile *p, const struct render_select *sel,
  */
 int render_calls(const struct profile *p, const struct render_select *sel, bool by_caller,
 		 FILE *out);
+/*
+ * Framework operators (report --ops). PyTorch's dispatcher enters each
+ * operator through `at::_ops::STRUCT::call` (and `::redispatch`), STRUCT
+ * the operator's name and overload joined by '_'. render_op_parse: whether
+ * a frame's name (demangled; its parameters, " (file:line)" or
+ * " [clone ...]" may follow) is one, and its STRUCT.
+ */
+#define RENDER_OP_MAX 200 /* longest STRUCT taken */
+struct render_op_ref {
+	const char *s; /* STRUCT, into the name */
+	size_t len;
+	bool redispatch; /* ::redispatch, else ::call */
+};
+bool render_op_parse(const char *name, size_t len, struct render_op_ref *ref);
+
+/*
+ * Which STRUCTs are NAME.OVERLOAD: the schema names ("add.Tensor",
+ * "relu") of the library that defines them, added one by one. Without an
+ * entry a STRUCT is shown whole (aten::STRUCT): only the schema tells
+ * add_Tensor (add.Tensor) from _cast_Byte (an operator of its own).
+ */
+struct render_op_names {
+	struct u64map index; /* hash of the STRUCT -> offset of its schema name in text */
+	char *text;
+	size_t len, cap;
+};
+void render_op_names_init(struct render_op_names *n);
+void render_op_names_free(struct render_op_names *n);
+/* 0; -EINVAL for a name that is no NAME[.OVERLOAD] of at most RENDER_OP_MAX bytes; -ENOMEM. */
+int render_op_names_add(struct render_op_names *n, const char *schema, size_t len);
+/* "aten::NAME.OVERLOAD" (or "aten::STRUCT") into buf; its length (cut to size - 1). */
+size_t render_op_name(const struct render_op_names *n, const char *s, size_t len, char *buf,
+		      size_t size);
+
+struct ops_opts {
+	const struct render_op_names *names; /* may be NULL: STRUCTs shown whole */
+	bool by_caller; /* a row per operator and Python caller of the outermost operator */
+	bool by_root; /* a row per operator and comm: "rank N" or "comm-PID/TID" (--per-rank, --per-thread) */
+	bool by_total; /* sort by total, else by self */
+	size_t rows; /* 0: all */
+};
+
+/*
+ * The operator table: per operator SELF (samples whose innermost operator
+ * it is), TOTAL (samples with it on the stack, once however deep), in ms
+ * of the kinds sel chooses (on-CPU, off-CPU, both), their shares of all
+ * those samples and SELF's of the samples in some operator (OPS%, as
+ * torch.profiler's Self CPU %); with calls of probed operator entries
+ * (record --probe-ops), COUNT, AVG, MIN, MAX. A header says how much time
+ * was in no operator.
+ */
+int render_ops(const struct profile *p, const struct render_select *sel, const struct ops_opts *o,
+	       FILE *out);
+
 /* Per process: resident set min, average, max (MiB) and the memory its page faults touched. */
 int render_memory(const struct profile *p, FILE *out);
 /*

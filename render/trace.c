@@ -104,6 +104,8 @@ struct trace {
 	struct strbuf names; /* JSON strings of frame names, built on first use */
 	size_t *name_off; /* SIZE_MAX: not built yet */
 	size_t *name_len;
+	uint8_t *is_op; /* per frame, once named: 1 for an operator's entry (a span of cat op) */
+	const struct render_op_names *ops; /* operators' overloads, or NULL */
 	bool first;
 	/* the hosts met so far (a merged profile): the first keeps its pids */
 	struct u64map host_index; /* host string id -> index */
@@ -256,10 +258,22 @@ static int frame_json(struct trace *t, uint32_t f, const char **s, size_t *len)
 		size_t off = t->names.len;
 		int err;
 
+		struct render_op_ref ref;
+		char op[RENDER_OP_MAX + 8];
+
 		if (fr->name >= profile__nr_strings(t->p))
 			return -EINVAL;
-		err = sb_add_json(&t->names, profile__str(t->p, fr->name),
-				  profile__str_len(t->p, fr->name));
+		/* an operator's entry (not its redispatch, the same call): aten::NAME */
+		t->is_op[f] = (fr->kind == FRAME_USER || fr->kind == FRAME_INLINED) &&
+			      render_op_parse(profile__str(t->p, fr->name),
+					      profile__str_len(t->p, fr->name), &ref) &&
+			      !ref.redispatch;
+		if (t->is_op[f])
+			err = sb_add_json(&t->names, op,
+					  render_op_name(t->ops, ref.s, ref.len, op, sizeof(op)));
+		else
+			err = sb_add_json(&t->names, profile__str(t->p, fr->name),
+					  profile__str_len(t->p, fr->name));
 		if (err)
 			return err;
 		t->name_off[f] = off;
@@ -349,6 +363,19 @@ static const char *const span_cats[8] = {
 	"",	    "oncpu",	      "offcpu",		 "oncpu,offcpu",
 	"runqueue", "oncpu,runqueue", "offcpu,runqueue", "oncpu,offcpu,runqueue",
 };
+/* the same for an operator's entry span */
+static const char *const op_cats[8] = {
+	"op",	       "op,oncpu",	    "op,offcpu",	  "op,oncpu,offcpu",
+	"op,runqueue", "op,oncpu,runqueue", "op,offcpu,runqueue", "op,oncpu,offcpu,runqueue",
+};
+
+/* A span's category; its frame already named (frame_json). */
+static const char *span_cat(const struct trace *t, const struct span *s)
+{
+	if (s->frame == SUMMARY_FRAME)
+		return SUMMARY_CAT;
+	return (t->is_op[s->frame] ? op_cats : span_cats)[s->kinds & 7];
+}
 
 /*
  * The bytes put_span (or put_x with cat "call") writes for s on the
@@ -365,7 +392,10 @@ static int span_bytes(struct trace *t, const struct span *s, uint64_t *bytes)
 	*bytes =
 		2 +
 		sizeof("{\"name\":,\"cat\":\"\",\"ph\":\"X\",\"ts\":,\"dur\":,\"pid\":,\"tid\":}") -
-		1 + len + strlen(s->kinds ? span_cats[s->kinds & 7] : "call") +
+		1 + len +
+		strlen(!s->kinds		   ? "call"
+		       : s->frame == SUMMARY_FRAME ? span_cats[s->kinds & 7]
+						   : span_cat(t, s)) +
 		digits(s->start / 1000) + 4 + digits((s->end - s->start) / 1000) + 4 +
 		digits(t->pid) + digits(t->tid);
 	return 0;
@@ -374,8 +404,13 @@ static int span_bytes(struct trace *t, const struct span *s, uint64_t *bytes)
 /* A frame's span, its category the kinds of the samples it stands for. */
 static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_t tid)
 {
-	return put_x(t, s, s->frame == SUMMARY_FRAME ? SUMMARY_CAT : span_cats[s->kinds & 7], pid,
-		     tid);
+	const char *name;
+	size_t len;
+	int err = frame_json(t, s->frame, &name, &len); /* names it, says whether an operator */
+
+	if (err)
+		return err;
+	return put_x(t, s, span_cat(t, s), pid, tid);
 }
 
 /* A track's name: comm, then suffix (may be ""). */
@@ -649,12 +684,24 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	return render_trace_bounded(p, sel, NULL, NULL, out);
 }
 
+int render_trace_ops(const struct profile *p, const struct render_select *sel,
+		     const struct render_op_names *ops, FILE *out)
+{
+	struct trace_opts o = { .ops = ops };
+
+	return render_trace_bounded(p, sel, &o, NULL, out);
+}
+
 int render_trace_bounded(const struct profile *p, const struct render_select *sel,
 			 const struct trace_opts *o, struct trace_result *res, FILE *out)
 {
 	const struct pf_meta *m = profile__cmeta(p);
 	size_t n = profile__nr_samples(p), nr = 0, nr_frames = profile__nr_frames(p);
-	struct trace t = { .p = p, .out = out, .base = profile_time_base(p), .first = true };
+	struct trace t = { .p = p,
+			   .out = out,
+			   .base = profile_time_base(p),
+			   .first = true,
+			   .ops = o ? o->ops : NULL };
 	bool bounded = o && (o->max_spans || o->max_bytes);
 	bool kinds[SAMPLE_KIND_MAX];
 	struct tsample *v = NULL, *calls = NULL;
@@ -676,7 +723,8 @@ int render_trace_bounded(const struct profile *p, const struct render_select *se
 	rss = malloc((n ? n : 1) * sizeof(*rss));
 	t.name_off = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_off));
 	t.name_len = malloc((nr_frames ? nr_frames : 1) * sizeof(*t.name_len));
-	if (!v || !calls || !rss || !t.name_off || !t.name_len)
+	t.is_op = calloc(nr_frames ? nr_frames : 1, 1);
+	if (!v || !calls || !rss || !t.name_off || !t.name_len || !t.is_op)
 		goto out;
 	memset(t.name_off, 0xff, nr_frames * sizeof(*t.name_off));
 	err = -EINVAL;
@@ -882,6 +930,7 @@ out:
 	free(t.done);
 	free(t.name_off);
 	free(t.name_len);
+	free(t.is_op);
 	free(t.hist_count);
 	free(t.hist_bytes);
 	free(t.hist_roots);

@@ -11,19 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <stdio.h>
 #include <unistd.h>
 
+#include "symbolize/internal.h"
 #include "symbolize/symbolize.h"
 
 /* Symbol tables larger than this are not a file we probe. */
 #define FUNCS_MAX_SYMS (1u << 24)
 
-struct elf_file {
+struct func_file {
 	int fd;
 	Elf *elf;
 };
 
-static int elf_file_open(const char *path, struct elf_file *f)
+static int elf_file_open(const char *path, struct func_file *f)
 {
 	GElf_Ehdr eh;
 
@@ -42,7 +44,7 @@ static int elf_file_open(const char *path, struct elf_file *f)
 	return 0;
 }
 
-static void elf_file_close(struct elf_file *f)
+static void elf_file_close(struct func_file *f)
 {
 	elf_end(f->elf);
 	close(f->fd);
@@ -187,7 +189,7 @@ int symbolizer__function_offset(const char *path, const char *name, uint64_t *of
 				struct sym_near *near)
 {
 	struct find_ctx c = { .want = name, .want_near = near != NULL };
-	struct elf_file f;
+	struct func_file f;
 	int err;
 
 	if (near)
@@ -219,7 +221,7 @@ int symbolizer__function_offset(const char *path, const char *name, uint64_t *of
 
 int symbolizer__needed(const char *path, symbolizer_needed_fn fn, void *ctx)
 {
-	struct elf_file f;
+	struct func_file f;
 	Elf_Scn *scn = NULL;
 	int err;
 
@@ -250,4 +252,135 @@ int symbolizer__needed(const char *path, symbolizer_needed_fn fn, void *ctx)
 out:
 	elf_file_close(&f);
 	return err;
+}
+
+/* ---- operator schemas ------------------------------------------------------ */
+
+static bool ident_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_';
+}
+
+/*
+ * The length of "NAME[.OVERLOAD]" if s (n bytes, no NUL in them) is an
+ * operator schema, `[aten::]NAME[.OVERLOAD](ARGS) -> RETURNS`, else 0;
+ * *skip the bytes of the "aten::" before it.
+ */
+static size_t schema_name(const char *s, size_t n, size_t *skip)
+{
+	size_t i = 0, start, dots = 0;
+
+	*skip = 0;
+	if (n > 6 && !memcmp(s, "aten::", 6))
+		i = *skip = 6;
+	start = i;
+	if (i >= n || !(ident_char(s[i]) && (s[i] < '0' || s[i] > '9')))
+		return 0;
+	for (; i < n && s[i] != '('; i++) {
+		if (s[i] == '.' && i > start && i + 1 < n && ident_char(s[i + 1]) && !dots++)
+			continue;
+		if (!ident_char(s[i]))
+			return 0;
+	}
+	if (i >= n || i - start > 200 || s[i - 1] == '.' || !memmem(s + i, n - i, ") -> ", 5))
+		return 0;
+	return i - start;
+}
+
+int symbolizer__op_schemas(const char *path, const char *build_id_hex, symbolizer_schema_fn fn,
+			   void *ctx)
+{
+	struct func_file f;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	int err;
+
+	err = elf_file_open(path, &f);
+	if (err)
+		return err;
+	if (build_id_hex && *build_id_hex) {
+		uint8_t id[64];
+		char hex[2 * sizeof(id) + 1];
+		size_t n = elf_fd_build_id(f.fd, id, sizeof(id));
+
+		for (size_t i = 0; i < n; i++)
+			snprintf(hex + 2 * i, 3, "%02x", id[i]);
+		hex[2 * n] = '\0';
+		if (!n || strcmp(hex, build_id_hex)) {
+			err = -ESTALE;
+			goto out;
+		}
+	}
+	err = -ENOENT;
+	if (elf_getshdrstrndx(f.elf, &shstrndx))
+		goto out;
+	while ((scn = elf_nextscn(f.elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+		const char *name, *s, *end;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
+			continue;
+		name = elf_strptr(f.elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, ".rodata"))
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data || !data->d_buf)
+			continue;
+		err = 0;
+		s = data->d_buf;
+		end = s + data->d_size;
+		while (s < end && !err) {
+			const char *nul = memchr(s, '\0', (size_t)(end - s));
+			size_t n = nul ? (size_t)(nul - s) : (size_t)(end - s), skip, len;
+
+			len = n >= 8 ? schema_name(s, n, &skip) : 0;
+			if (len)
+				err = fn(ctx, s + skip, len);
+			s += n + 1;
+		}
+		break;
+	}
+out:
+	elf_file_close(&f);
+	return err;
+}
+
+struct prefix_ctx {
+	Elf *elf;
+	const char *prefix;
+	size_t len;
+	symbolizer_func_fn fn;
+	void *ctx;
+	int err;
+};
+
+static bool each_prefixed(void *ctx, const char *name, const GElf_Sym *sym)
+{
+	struct prefix_ctx *c = ctx;
+	uint64_t off;
+
+	if (strncmp(name, c->prefix, c->len) || !vaddr_to_offset(c->elf, sym->st_value, &off))
+		return false;
+	c->err = c->fn(c->ctx, name, off);
+	return c->err != 0;
+}
+
+int symbolizer__functions_prefixed(const char *path, const char *prefix, symbolizer_func_fn fn,
+				   void *ctx)
+{
+	struct prefix_ctx c = { .prefix = prefix, .len = strlen(prefix), .fn = fn, .ctx = ctx };
+	struct func_file f;
+	int err;
+
+	if (!path || !prefix || !*prefix)
+		return -EINVAL;
+	err = elf_file_open(path, &f);
+	if (err)
+		return err;
+	c.elf = f.elf;
+	each_function(f.elf, each_prefixed, &c);
+	elf_file_close(&f);
+	return c.err;
 }

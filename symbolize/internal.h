@@ -22,6 +22,7 @@
  * jitcaller.c: unwind, procs, perfmap.   unwind.c: procs, perfmap, elf, insn.
  * procs.c: modules, strpool.             modules.c: dwsym, strpool.
  * dwsym.c: elf, demangle, strpool.       kallsyms.c, perfmap.c: strpool.
+ * funcs.c (functions and operator schemas of a file, for probes): elf.
  * strpool.c, elf.c, demangle.c, insn.c: nothing in symbolize/.
  *
  * unwind.h is the interface of unwind.c and jitcaller.c to stackwalk.c.

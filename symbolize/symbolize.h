@@ -204,6 +204,26 @@ int symbolizer__function_offset(const char *path, const char *name, uint64_t *of
  * path, or of the same file under another name (device and inode).
  */
 bool symbolizer__file_mapped(const struct symbolizer *s, const char *path);
+/*
+ * Framework operators' schemas in the ELF file at path (PyTorch's
+ * libtorch_cpu registers each as "[aten::]NAME[.OVERLOAD](ARGS) -> RETURNS",
+ * a string of its .rodata): fn gets each NAME[.OVERLOAD] (not
+ * NUL-terminated), possibly more than once; its non-zero return stops the
+ * scan and is returned. -ESTALE when build_id_hex (may be NULL) is not the
+ * file's, -ENOENT without .rodata, -ENOEXEC, or a negative errno.
+ */
+typedef int (*symbolizer_schema_fn)(void *ctx, const char *name, size_t len);
+int symbolizer__op_schemas(const char *path, const char *build_id_hex, symbolizer_schema_fn fn,
+			   void *ctx);
+/*
+ * Each function of the ELF file at path whose symbol (mangled, as the
+ * file holds it) starts with prefix: fn gets its name and file offset (a
+ * name may come twice, from .symtab and .dynsym); its non-zero return
+ * stops the walk and is returned. 0, -ENOEXEC or a negative errno.
+ */
+typedef int (*symbolizer_func_fn)(void *ctx, const char *name, uint64_t offset);
+int symbolizer__functions_prefixed(const char *path, const char *prefix, symbolizer_func_fn fn,
+				   void *ctx);
 /* Each DT_NEEDED library name of the ELF file at path; fn's non-zero return stops it. */
 typedef int (*symbolizer_needed_fn)(void *ctx, const char *lib);
 int symbolizer__needed(const char *path, symbolizer_needed_fn fn, void *ctx);

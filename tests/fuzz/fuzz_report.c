@@ -52,6 +52,13 @@ static void render_all(const struct profile *p, const struct render_select *sel,
 	}
 	render_ranks(p, out);
 	render_calls(p, sel, true, out);
+	{
+		struct ops_opts ops = { .by_caller = true, .by_root = true };
+
+		render_ops(p, sel, &ops, out);
+		ops.by_caller = false;
+		render_ops(p, sel, &ops, out);
+	}
 	render_memory(p, out);
 	if (!render_stack_ends(p, sel, ends))
 		render_ends_line(ends, line, sizeof(line));

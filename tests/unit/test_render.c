@@ -875,6 +875,211 @@ Test(folded, streamed_order_is_sort_order)
 	}
 }
 
+/* ---- report --ops ------------------------------------------------------------ */
+
+TestSuite(ops, .init = setup, .fini = teardown, .timeout = 30);
+
+static bool op_is(const char *name, const char *want, bool redispatch)
+{
+	struct render_op_ref ref;
+
+	if (!render_op_parse(name, strlen(name), &ref))
+		return want == NULL;
+	return want && ref.len == strlen(want) && !memcmp(ref.s, want, ref.len) &&
+	       ref.redispatch == redispatch;
+}
+
+Test(ops, parse_names)
+{
+	/* demangled with parameters, without, with a line or a clone suffix */
+	cr_assert(op_is("at::_ops::conv2d::call(at::Tensor const&, long)", "conv2d", false));
+	cr_assert(op_is("at::_ops::conv2d::call", "conv2d", false));
+	cr_assert(op_is("at::_ops::add_Tensor::redispatch(c10::DispatchKeySet, at::Tensor const&)",
+			"add_Tensor", true));
+	cr_assert(op_is("at::_ops::relu::call (Operators_2.cpp:123)", "relu", false));
+	cr_assert(op_is("at::_ops::relu::call [clone .cold]", "relu", false));
+	/* not an operator entry */
+	cr_assert(op_is("at::_ops::conv2d::schema", NULL, false));
+	cr_assert(op_is("at::_ops::conv2d::callx", NULL, false));
+	cr_assert(op_is("at::_ops::::call", NULL, false));
+	cr_assert(op_is("at::_ops::con;v2d::call", NULL, false));
+	cr_assert(op_is("at::_ops::conv2d", NULL, false));
+	cr_assert(op_is("at::native::conv2d(at::Tensor const&)", NULL, false));
+	cr_assert(op_is("xat::_ops::conv2d::call", NULL, false));
+	cr_assert(op_is("", NULL, false));
+	cr_assert(!render_op_parse(NULL, 0, &(struct render_op_ref){ 0 }));
+	/* a name longer than any operator's: none */
+	{
+		char big[600] = "at::_ops::";
+
+		memset(big + 10, 'a', 400);
+		strcpy(big + 410, "::call");
+		cr_assert(op_is(big, NULL, false));
+	}
+	/* embedded NUL: the length counts, the NUL ends the operator's name */
+	cr_assert(!render_op_parse("at::_ops::relu\0::call", 21, &(struct render_op_ref){ 0 }));
+}
+
+Test(ops, overload_names)
+{
+	struct render_op_names n;
+	char buf[256];
+
+	render_op_names_init(&n);
+	cr_assert_eq(render_op_names_add(&n, "add.Tensor", 10), 0);
+	cr_assert_eq(render_op_names_add(&n, "_cast_Byte", 10), 0);
+	cr_assert_eq(render_op_names_add(&n, "max_pool2d_with_indices_backward.grad_input", 43), 0);
+	cr_assert_eq(render_op_names_add(&n, "relu", 4), 0);
+	cr_assert_eq(render_op_names_add(&n, "add.Tensor", 10), 0); /* again: no change */
+	/* hostile or malformed schema names are refused */
+	cr_assert_eq(render_op_names_add(&n, "a.b.c", 5), -EINVAL);
+	cr_assert_eq(render_op_names_add(&n, ".x", 2), -EINVAL);
+	cr_assert_eq(render_op_names_add(&n, "x.", 2), -EINVAL);
+	cr_assert_eq(render_op_names_add(&n, "a b", 3), -EINVAL);
+	cr_assert_eq(render_op_names_add(&n, "a\nb", 3), -EINVAL);
+	cr_assert_eq(render_op_names_add(&n, "", 0), -EINVAL);
+
+	render_op_name(&n, "add_Tensor", 10, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "aten::add.Tensor");
+	render_op_name(&n, "_cast_Byte", 10, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "aten::_cast_Byte");
+	render_op_name(&n, "max_pool2d_with_indices_backward_grad_input", 43, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "aten::max_pool2d_with_indices_backward.grad_input");
+	/* not in the schemas: shown whole */
+	render_op_name(&n, "mul__Tensor", 11, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "aten::mul__Tensor");
+	render_op_name(NULL, "mul__Tensor", 11, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "aten::mul__Tensor");
+	/* cut to the buffer */
+	cr_assert_eq(render_op_name(&n, "add_Tensor", 10, buf, 8), 7);
+	cr_assert_str_eq(buf, "aten::a");
+	render_op_names_free(&n);
+}
+
+static char *ops_table(const struct render_select *sel, const struct ops_opts *o)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	cr_assert_not_null(f);
+	cr_assert_eq(render_ops(p, sel, o, f), 0);
+	fclose(f);
+	return text;
+}
+
+/* The SELF ms, TOTAL ms and (if any) COUNT of the row ending in name; false if none. */
+static bool ops_row(const char *table, const char *name, double *self, double *total,
+		    unsigned long *count)
+{
+	for (const char *l = table; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n')) {
+		size_t n = strcspn(l, "\n"), nl = strlen(name);
+		double a, b, c;
+
+		*count = 0;
+		if (n < nl + 2 || memcmp(l + n - nl - 2, "  ", 2) || memcmp(l + n - nl, name, nl))
+			continue;
+		if (sscanf(l, "%lf %*f%% %*f%% %lf %*f%% %lu", &a, &b, count) < 2)
+			continue;
+		(void)c;
+		*self = a;
+		*total = b;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The dispatcher's nesting: conv2d -> convolution (call, then its
+ * redispatch past autograd: one level) -> mkldnn_convolution. Self goes to
+ * the innermost level, total to each once; no operator counted apart.
+ */
+Test(ops, nesting_self_total)
+{
+	uint32_t t = thread("python3", 1);
+	uint32_t conv =
+		STACK(U("main"), U("at::_ops::conv2d::call(at::Tensor const&)"),
+		      U("at::_ops::convolution::call(at::Tensor const&)"),
+		      U("torch::autograd::VariableType::convolution"),
+		      U("at::_ops::convolution::redispatch(c10::DispatchKeySet)"),
+		      U("at::_ops::mkldnn_convolution::call(at::Tensor const&)"), U("dnnl_kernel"));
+	uint32_t conv_self = STACK(U("main"), U("at::_ops::conv2d::call(at::Tensor const&)"),
+				   U("at::_ops::convolution::call(at::Tensor const&)"),
+				   U("torch::autograd::VariableType::convolution"),
+				   U("at::_ops::convolution::redispatch(c10::DispatchKeySet)"),
+				   U("at::native::convolution"));
+	/* an operator within itself: its total once */
+	uint32_t rec =
+		STACK(U("main"), U("at::_ops::to_dtype::call"), U("at::_ops::_to_copy::call"),
+		      U("at::_ops::to_dtype::call"), U("copy"));
+	uint32_t none = STACK(U("main"), U("PyEval"));
+	struct render_select sel = { .kinds = { [SAMPLE_ONCPU] = true } };
+	struct ops_opts o = { 0 };
+	double self, total;
+	unsigned long count;
+	char *text;
+
+	add(t, conv, SAMPLE_ONCPU, 1000000, 6);
+	add(t, conv_self, SAMPLE_ONCPU, 1000000, 2);
+	add(t, rec, SAMPLE_ONCPU, 1000000, 1);
+	add(t, none, SAMPLE_ONCPU, 1000000, 1);
+	text = ops_table(&sel, &o);
+	cr_log_info("%s", text);
+	cr_assert(strstr(text, "Operators: 9.0 ms of 10.0 ms on-CPU in 5 operators (90.0%); in no "
+			       "operator: 1.0 ms (10.0%)"),
+		  "%s", text);
+	cr_assert(strstr(text, "Times sampled, calls not counted"), "%s", text);
+	cr_assert(ops_row(text, "aten::mkldnn_convolution", &self, &total, &count));
+	cr_assert_float_eq(self, 6.0, 1e-9);
+	cr_assert_float_eq(total, 6.0, 1e-9);
+	cr_assert(ops_row(text, "aten::convolution", &self, &total, &count));
+	cr_assert_float_eq(self, 2.0, 1e-9);
+	cr_assert_float_eq(total, 8.0, 1e-9);
+	cr_assert(ops_row(text, "aten::conv2d", &self, &total, &count));
+	cr_assert_float_eq(self, 0.0, 1e-9);
+	cr_assert_float_eq(total, 8.0, 1e-9);
+	cr_assert(ops_row(text, "aten::to_dtype", &self, &total, &count));
+	cr_assert_float_eq(self, 1.0, 1e-9);
+	cr_assert_float_eq(total, 1.0, 1e-9);
+	cr_assert(ops_row(text, "aten::_to_copy", &self, &total, &count));
+	cr_assert_float_eq(self, 0.0, 1e-9);
+	cr_assert_float_eq(total, 1.0, 1e-9);
+	free(text);
+}
+
+/* Probed entries' calls: COUNT, AVG, MIN, MAX; by caller: the Python line outside the outermost. */
+Test(ops, calls_and_callers)
+{
+	uint32_t t = thread("python3", 1);
+	int64_t py = profile__frame(p, str("forward (net.py:12)", 0), 0, FRAME_PYTHON);
+	uint32_t call, in_call, sampled;
+	struct render_select sel = { .kinds = { [SAMPLE_ONCPU] = true } };
+	struct ops_opts o = { .by_caller = true };
+	double self, total;
+	unsigned long count;
+	char *text;
+
+	cr_assert_geq(py, 0);
+	call = (uint32_t)profile__stack(p, STACK(U("main")), (uint32_t)py);
+	in_call = (uint32_t)profile__stack(
+		p, call, (uint32_t)profile__frame(p, str("pyfunc", 0), 0, FRAME_USER));
+	sampled = (uint32_t)profile__stack(
+		p, in_call,
+		(uint32_t)profile__frame(p, str("at::_ops::relu::call", 0), 0, FRAME_USER));
+	add(t, sampled, SAMPLE_ONCPU, 1000000, 3);
+	add(t, sampled, SAMPLE_CALL, 2000000, 1);
+	add(t, sampled, SAMPLE_CALL, 4000000, 1);
+	text = ops_table(&sel, &o);
+	cr_log_info("%s", text);
+	cr_assert(strstr(text, "Calls: 2 of 1 probed operators"), "%s", text);
+	cr_assert(ops_row(text, "aten::relu <- forward (net.py:12)", &self, &total, &count), "%s",
+		  text);
+	cr_assert_float_eq(self, 3.0, 1e-9);
+	cr_assert_eq(count, 2);
+	cr_assert(strstr(text, "       2     3.000     2.000     4.000  aten::relu"), "%s", text);
+	free(text);
+}
+
 /*
  * report --ranks: a rank that waited seconds at start-up for the others'
  * store (TCPStore, under init_process_group) is not the one the others wait
@@ -980,4 +1185,30 @@ Test(ranks, start_up_waits_never_decide_the_straggler, .init = setup, .fini = te
 	cr_assert_null(strstr(buf, "TCPStore::"),
 		       "a set-up wait named where a rank waited most: %s", buf);
 	free(buf);
+}
+
+/* --per-rank (and --per-thread) name each thread's comm after its rank: a row per rank and operator. */
+Test(ops, per_rank_rows)
+{
+	uint32_t r0 = thread("rank 0", 1), r1 = thread("rank 1", 2);
+	uint32_t mm = STACK(U("main"), U("at::_ops::mm::call"), U("gemm"));
+	struct render_select sel = { .kinds = { [SAMPLE_ONCPU] = true } };
+	struct ops_opts o = { .by_root = true };
+	double self, total;
+	unsigned long count;
+	char *text;
+
+	add(r0, mm, SAMPLE_ONCPU, 1000000, 3);
+	add(r1, mm, SAMPLE_ONCPU, 1000000, 5);
+	/* a call's stack ends in the probed entry; one ending elsewhere is no operator's call */
+	add(r1, STACK(U("main"), U("at::_ops::mm::call")), SAMPLE_CALL, 1000000, 2);
+	add(r1, mm, SAMPLE_CALL, 1000000, 1);
+	text = ops_table(&sel, &o);
+	cr_log_info("%s", text);
+	cr_assert(ops_row(text, "[rank 0] aten::mm", &self, &total, &count), "%s", text);
+	cr_assert_float_eq(self, 3.0, 1e-9);
+	cr_assert(ops_row(text, "[rank 1] aten::mm", &self, &total, &count), "%s", text);
+	cr_assert_float_eq(self, 5.0, 1e-9);
+	cr_assert_eq(count, 2);
+	free(text);
 }
