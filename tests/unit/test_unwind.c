@@ -613,8 +613,15 @@ Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 	struct unwound u;
 	void *code;
 	ws_fn fn = ws_build(&code);
+	FILE *pm;
 
 	cr_assert_neq(ws, MAP_FAILED);
+	/* named in a perf map, as oneDNN's kernels are: its preamble is read from its start */
+	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
+	pm = fopen(map_path, "w");
+	cr_assert_not_null(pm);
+	fprintf(pm, "%" PRIx64 " 100 jit_ws_gemm_kernel\n", (uint64_t)(uintptr_t)code);
+	fclose(pm);
 	/* one call site, at the same depth, first with the kernel on the stack, then on the heap */
 	for (int i = 0; i < 2; i++)
 		ws_outer(fn, i ? on_heap : on_stack, i ? ws + COPY_MAX / 2 : NULL);
@@ -650,6 +657,8 @@ Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 	cr_assert_str_eq(u.names[1], "call_ws");
 	assert_reaches_root(&u);
 	cr_assert_eq(symbolizer__stats(sym)->jit_callers_recovered, 4);
+	cr_assert_eq(symbolizer__stats(sym)->jit_preambles_read, 1);
+	unlink(map_path);
 	munmap(code, 4096);
 	munmap(ws, wslen);
 	sample_free(on_stack);
