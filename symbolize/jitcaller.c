@@ -707,19 +707,21 @@ enum jit_caller jitcaller__find(struct uw_ctx *ctx, struct walker *cur, struct w
 	jit_at = f->n;
 	grafted = graft_first(ctx, f, jr);
 	*how = grafted ? graft_gemm(ctx, f, jr) : WALK_FAIL;
-	if (*how == WALK_FAIL && find_caller(ctx, cur, next, f, jr, how)) {
-		s->stats.jit_callers_recovered++;
-		drop_stale(f, jit_at, jr);
-		if (jr) {
-			uint64_t off = f->sps[jit_at] - 8 - f->sps[jit_at - 1];
+	if (*how == WALK_FAIL) {
+		if (find_caller(ctx, cur, next, f, jr, how)) {
+			s->stats.jit_callers_recovered++;
+			drop_stale(f, jit_at, jr);
+			if (jr) {
+				uint64_t off = f->sps[jit_at] - 8 - f->sps[jit_at - 1];
 
-			jit_ret_note(jr, f->ips[jit_at], off < ctx->size ? off : 0);
+				jit_ret_note(jr, f->ips[jit_at], off < ctx->size ? off : 0);
+			}
+			return JIT_CALLER_WALKED;
 		}
-		return JIT_CALLER_WALKED;
+		/* not how the candidates that failed ended */
+		*how = grafted ? WALK_FAIL : graft_gemm(ctx, f, jr);
 	}
-	if (*how == WALK_FAIL && !grafted)
-		*how = graft_gemm(ctx, f, jr);
-	if (*how != WALK_FAIL) {
+	if (*how == WALK_ROOT) {
 		s->stats.jit_callers_recovered++;
 		if (jr)
 			jr->grafted = true;
