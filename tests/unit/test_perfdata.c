@@ -26,8 +26,8 @@ static void setup(void)
 {
 	strcpy(dir, "/tmp/dlflame-pd-XXXXXX");
 	cr_assert_not_null(mkdtemp(dir));
-	if (system("command -v perf >/dev/null"))
-		cr_skip_test("perf is not installed (scripts/setup.sh installs linux-perf)");
+	cr_assert(!system("command -v perf >/dev/null"),
+		  "perf is not installed: scripts/setup.sh installs linux-perf");
 }
 
 static void teardown(void)
