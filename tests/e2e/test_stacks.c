@@ -513,10 +513,18 @@ Test(stacks, cnn_one_thread_jit_stacks_reach_their_entry, .timeout = 900)
 	char *script = path_in(need_env("EXAMPLES"), "cnn_train.py");
 	char *data = path_in(dir, "cnn.data");
 	char *env[] = { "OMP_NUM_THREADS=1", NULL };
-	const char *argv[] = {
-		need_env("DLFLAME"), "record", "-o", data, "--", "/usr/bin/python3", script, "30",
-		"--threads",	     "1",      NULL
-	};
+	const char *argv[] = { need_env("DLFLAME"),
+			       "record",
+			       "--forward-exit",
+			       "-o",
+			       data,
+			       "--",
+			       "/usr/bin/python3",
+			       script,
+			       "30",
+			       "--threads",
+			       "1",
+			       NULL };
 	struct trainer_stacks t;
 	struct run_result r = run(dir, NULL, NULL, probe);
 
