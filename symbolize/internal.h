@@ -13,13 +13,13 @@
  *   dwsym.c      symbols, DWARF (libdwfl)   kallsyms.c   kernel symbols
  *   perfmap.c    perf-map JIT symbols
  *   strpool.c    strings, line reader       elf.c        ELF files, .eh_frame_hdr
- *   demangle.c   C++/Rust names             insn.c       call instructions
+ *   demangle.c   C++/Rust names             insn.c       calls, JIT preambles
  *
  * symbolize.c: procs, modules, kallsyms, perfmap, unwind, jitcaller, strpool
  *   (it frees what the others hang on a process or module).
  * resolve.c: procs, modules, dwsym, kallsyms, perfmap, demangle, strpool.
  * stackwalk.c: jitcaller, unwind, procs.
- * jitcaller.c: unwind, procs, perfmap.   unwind.c: procs, perfmap, elf, insn.
+ * jitcaller.c: unwind, procs, perfmap, insn.   unwind.c: procs, perfmap, elf, insn.
  * procs.c: modules, strpool.             modules.c: dwsym, strpool.
  * dwsym.c: elf, demangle, strpool.       kallsyms.c, perfmap.c: strpool.
  * strpool.c, elf.c, demangle.c, insn.c: nothing in symbolize/.

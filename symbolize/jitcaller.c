@@ -4,14 +4,20 @@
  * see docs/onednn-jit.md. Driven by stackwalk.c one JIT frame at a time
  * (jitcaller__find), on top of the CFI walker of unwind.c.
  *
- * The caller is found by scanning the copied stack upward from SP for a
- * word that (1) points into an executable mapping of a known module, (2)
- * follows an indirect call there, and (3) passes the caller's CFI: resumed
- * there with the registers oneDNN's preamble saved below it (or, for code
- * that saved nothing, with the sampled ones), the caller's chain unwinds to
- * the root or off the end of the copy. One step is not enough: the kernel's
- * own stack area holds stale frames of earlier calls, whose first steps
- * look fine.
+ * Each kernel's preamble is decoded from its own code (insn.c), read from
+ * the live process at its first frame and kept per perf-map line: which
+ * registers it pushed, in what order, and how it moved rsp (oneDNN 2.x
+ * pushes rbx, rbp, r12-r15; 3.x rbp, then mov rbp, rsp, then rbx,
+ * r12-r15). Inside the preamble or an epilogue the return address's slot is
+ * exact. In the body the caller is found by scanning the copied stack
+ * upward from above the preamble's pushes for a word that (1) points into
+ * an executable mapping of a known module, (2) follows an indirect call
+ * there, and (3) passes the caller's CFI: resumed there with the registers
+ * the preamble saved below it, the caller's chain unwinds to a thread's
+ * entry, or off the end of the copy, or to more JIT code. One step is not
+ * enough: the kernel's own stack area holds stale frames of earlier calls,
+ * whose first steps look fine (and whose CFI may even stop as at a
+ * thread's entry: unwind.c tells the two apart).
  *
  * oneDNN's GEMM kernel running on its heap workspace keeps the original rsp
  * at [rsp + 120] and its callers are not in the copy at all: from a call
