@@ -97,6 +97,7 @@ struct jit_proc {
 	struct epi_slot *epis; /* sampled IPs: epilogue or not */
 	struct preamble last; /* the preamble decoded last, for kernels that cannot be read */
 	bool have_last;
+	uint64_t swept_seq; /* perf-map lines before this one were read (perfmap_entry.seq) */
 };
 
 void jitcaller__proc_free(struct jit_proc *j)
@@ -138,19 +139,45 @@ static size_t read_code(uint32_t pid, uint64_t addr, uint8_t *buf, size_t len)
 	return got > 0 ? (size_t)got : 0;
 }
 
+/* The kernel of a perf-map line, its first bytes read and decoded the first time. */
+static struct jit_kernel *kernel_of(struct uw_ctx *ctx, const struct perfmap_entry *e)
+{
+	struct jit_proc *jp = ctx->jit;
+	struct jit_kernel *k = &jp->kernels[hash_u64(e->code) & (KERNEL_SLOTS - 1)];
+	uint8_t code[PREAMBLE_CODE];
+	size_t len;
+
+	if (k->code == e->code && k->seq == e->seq)
+		return k;
+	*k = (struct jit_kernel){ .code = e->code, .seq = e->seq };
+	len = e->end - e->code < sizeof(code) ? e->end - e->code : sizeof(code);
+	len = read_code(ctx->p->pid, e->code, code, len);
+	if (len && !insn_preamble(code, len, &k->pre)) {
+		k->read = true;
+		ctx->s->stats.jit_preambles_read++;
+		jp->last = k->pre;
+		jp->have_last = true;
+	} else {
+		ctx->s->stats.jit_preambles_unread++;
+	}
+	return k;
+}
+
 /*
  * The preamble of the kernel that ip lies in, decoded from its code in the
- * process's memory (its start is in the perf map) at the first frame of it,
- * and kept. NULL when its start is unknown or its code cannot be read (the
- * process has exited, or may not be read): then *off is not set.
+ * process's memory (its start is in the perf map) and kept. Every kernel
+ * the perf map has named since the last time is read now too, while the
+ * process is still there to be read: unwinding runs behind the samples, and
+ * a kernel's first frame may be unwound after the trainer has exited. NULL
+ * when the kernel's start is unknown or its code could not be read; then
+ * *off is not set.
  */
 static const struct preamble *kernel_preamble(struct uw_ctx *ctx, uint64_t ip, uint64_t *off)
 {
 	const struct perfmap_entry *e = perfmap__lookup(ctx->s, ctx->p, ip);
+	const struct perfmap *pm = ctx->p->perfmap;
 	struct jit_proc *jp = ctx->jit;
 	struct jit_kernel *k;
-	uint8_t code[PREAMBLE_CODE];
-	size_t len;
 
 	if (!e || !jp || e->code > ip || e->end <= e->code)
 		return NULL;
@@ -158,20 +185,19 @@ static const struct preamble *kernel_preamble(struct uw_ctx *ctx, uint64_t ip, u
 		jp->kernels = calloc(KERNEL_SLOTS, sizeof(*jp->kernels));
 	if (!jp->kernels)
 		return NULL;
-	k = &jp->kernels[hash_u64(e->code) & (KERNEL_SLOTS - 1)];
-	if (k->code != e->code || k->seq != e->seq) {
-		*k = (struct jit_kernel){ .code = e->code, .seq = e->seq };
-		len = e->end - e->code < sizeof(code) ? e->end - e->code : sizeof(code);
-		len = read_code(ctx->p->pid, e->code, code, len);
-		if (len && !insn_preamble(code, len, &k->pre)) {
-			k->read = true;
-			ctx->s->stats.jit_preambles_read++;
-			jp->last = k->pre;
-			jp->have_last = true;
-		} else {
-			ctx->s->stats.jit_preambles_unread++;
+	if (pm && pm->seq != jp->swept_seq) {
+		unsigned n = 0;
+
+		for (size_t i = 0; i < pm->nents && n < KERNEL_SLOTS; i++) {
+			if (pm->ents[i].seq >= jp->swept_seq &&
+			    pm->ents[i].end > pm->ents[i].code) {
+				kernel_of(ctx, &pm->ents[i]);
+				n++;
+			}
 		}
+		jp->swept_seq = pm->seq;
 	}
+	k = kernel_of(ctx, e);
 	if (!k->read)
 		return NULL;
 	*off = ip - e->code;
