@@ -510,6 +510,8 @@ void unwind__proc_free(struct unwind_proc *u);
 void unwind__module_free(struct module *m);
 /* jitcaller.c: frees what a process's JIT frames taught. */
 void jitcaller__proc_free(struct jit_proc *j);
+/* jitcaller.c: read the preambles of the kernels the perf map has named since the last time. */
+void jitcaller__refresh(struct symbolizer *s, struct proc *p);
 
 /*
  * insn.c: does the code before a return address end in a call? code[0..len)

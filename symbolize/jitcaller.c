@@ -163,6 +163,35 @@ static struct jit_kernel *kernel_of(struct uw_ctx *ctx, const struct perfmap_ent
 	return k;
 }
 
+/* Read the kernels of the perf-map lines added since the last sweep. */
+static void sweep(struct uw_ctx *ctx, const struct perfmap *pm)
+{
+	struct jit_proc *jp = ctx->jit;
+	unsigned n = 0;
+
+	if (!pm || pm->seq == jp->swept_seq)
+		return;
+	for (size_t i = 0; i < pm->nents && n < KERNEL_SLOTS; i++) {
+		if (pm->ents[i].seq >= jp->swept_seq && pm->ents[i].end > pm->ents[i].code) {
+			kernel_of(ctx, &pm->ents[i]);
+			n++;
+		}
+	}
+	jp->swept_seq = pm->seq;
+}
+
+void jitcaller__refresh(struct symbolizer *s, struct proc *p)
+{
+	struct uw_ctx ctx = { .s = s, .p = p, .jit = jit_proc_get(p) };
+
+	if (!ctx.jit || !p->perfmap || !p->perfmap->nents)
+		return;
+	if (!ctx.jit->kernels)
+		ctx.jit->kernels = calloc(KERNEL_SLOTS, sizeof(*ctx.jit->kernels));
+	if (ctx.jit->kernels)
+		sweep(&ctx, p->perfmap);
+}
+
 /*
  * The preamble of the kernel that ip lies in, decoded from its code in the
  * process's memory (its start is in the perf map) and kept. Every kernel
@@ -185,18 +214,7 @@ static const struct preamble *kernel_preamble(struct uw_ctx *ctx, uint64_t ip, u
 		jp->kernels = calloc(KERNEL_SLOTS, sizeof(*jp->kernels));
 	if (!jp->kernels)
 		return NULL;
-	if (pm && pm->seq != jp->swept_seq) {
-		unsigned n = 0;
-
-		for (size_t i = 0; i < pm->nents && n < KERNEL_SLOTS; i++) {
-			if (pm->ents[i].seq >= jp->swept_seq &&
-			    pm->ents[i].end > pm->ents[i].code) {
-				kernel_of(ctx, &pm->ents[i]);
-				n++;
-			}
-		}
-		jp->swept_seq = pm->seq;
-	}
+	sweep(ctx, pm);
 	k = kernel_of(ctx, e);
 	if (!k->read)
 		return NULL;

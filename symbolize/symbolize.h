@@ -214,6 +214,15 @@ int symbolizer__needed(const char *path, symbolizer_needed_fn fn, void *ctx);
  */
 int symbolizer__load_proc_maps(struct symbolizer *s, uint32_t pid);
 
+/*
+ * While a process runs: read its perf map if it grew, and the first bytes
+ * of each JIT kernel it names since the last call (their preambles, for
+ * unwinding; see docs/onednn-jit.md), while the process is there to be
+ * read. Unwinding runs behind the samples; a recorder calls this often.
+ * 0, or -ESRCH for a pid it does not know.
+ */
+int symbolizer__jit_refresh(struct symbolizer *s, uint32_t pid);
+
 /* ---- DWARF unwinding of copied user stacks ------------------------------ */
 
 /* Why an unwind stopped. */
