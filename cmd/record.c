@@ -296,10 +296,10 @@ int cmd_record(int argc, char **argv)
 	const struct sampler_stats *st;
 	const struct collect_stats *cs;
 	char msg[512], offcpu[64] = "", ends[256], **env = NULL, **cmd = NULL;
-	const struct render_select hint_sel = { .kinds = { [SAMPLE_ONCPU] = true } };
+	struct quality_hints hints = { 0 };
 	char *command = NULL;
 	pid_t child = -1;
-	int status = 0, cmd_index = 0, err, ret = EXIT_BAD;
+	int status = 0, cmd_index = 0, err, err2, ret = EXIT_BAD;
 	bool child_done = false;
 	uint64_t t0;
 
@@ -408,6 +408,12 @@ int cmd_record(int argc, char **argv)
 	}
 
 	session__fill_meta(&ss, o.freq, cmd ? command : ss.command);
+	/* the hints go with the profile: every report says the same, once */
+	err2 = quality_store_hints(ss.prof, ss.sym);
+	if (!err2)
+		err2 = quality_hints_load(ss.prof, &hints);
+	if (err2)
+		warning("cannot find the modules without symbols: %s", strerror(-err2));
 	int werr = profile__write(ss.prof, o.output);
 	if (werr) {
 		error("cannot write %s: %s", o.output, strerror(-werr));
@@ -428,7 +434,7 @@ int cmd_record(int argc, char **argv)
 	session__warnings(&ss);
 	probes_report_late(&probes);
 	probes_warn_unmapped(&probes, ss.sym);
-	quality_symbol_hints(ss.prof, &hint_sel);
+	quality_hint_line(&hints, strcmp(o.output, DEFAULT_OUTPUT) ? o.output : NULL);
 	if (cs->samples == 0 && !cs->offcpu_samples)
 		warning("no samples were recorded: %s ran for too short a time",
 			cmd ? cmd[0] : "the target");
@@ -439,6 +445,7 @@ int cmd_record(int argc, char **argv)
 	else
 		ret = EXIT_OK;
 out:
+	quality_hints_free(&hints);
 	session__close(&ss);
 	probes_free(&probes);
 	free(command);

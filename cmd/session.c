@@ -6,6 +6,7 @@
  */
 #include "session.h"
 #include "cmd.h"
+#include "status.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -290,15 +291,16 @@ int session__attach(struct session *ss, const pid_t *pids, size_t n, bool thread
 }
 
 /*
- * While recording on a terminal, one status line redrawn a few times a
- * second, as py-spy and top do; nothing of it when stderr is a file or a
- * pipe, so logs hold only the summary.
+ * While recording on a terminal, a status line of its own at the bottom,
+ * redrawn a few times a second (cmd/status.c); nothing of it when stderr is
+ * a file or a pipe or the terminal cannot keep it, so logs hold only the
+ * summary.
  */
 #define STATUS_EVERY_NS 250000000ULL
 
 static void status_line(struct session *ss, uint64_t start)
 {
-	char ends[256] = "", blocked[48] = "";
+	char line[512], ends[256] = "", blocked[48] = "";
 	const struct collect_stats *cs = collector__stats(ss->col);
 	const uint64_t *w = cs->samples ? cs->oncpu_ends : cs->offcpu_end_ns;
 	uint64_t total = 0;
@@ -310,10 +312,10 @@ static void status_line(struct session *ss, uint64_t start)
 			 100.0 * (double)w[STACK_END_COMPLETE] / (double)total);
 	if (ss->offcpu)
 		snprintf(blocked, sizeof(blocked), ", %.2f s blocked", (double)cs->offcpu_ns / 1e9);
-	fprintf(stderr, "\rdlflame: recording %.1f s, %llu samples%s, %llu lost%s\033[K",
-		(double)(monotonic_ns() - start) / 1e9, (unsigned long long)cs->samples, blocked,
-		(unsigned long long)sampler__stats(ss->s)->lost, ends);
-	fflush(stderr);
+	snprintf(line, sizeof(line), "dlflame: recording %.1f s, %llu samples%s, %llu lost%s",
+		 (double)(monotonic_ns() - start) / 1e9, (unsigned long long)cs->samples, blocked,
+		 (unsigned long long)sampler__stats(ss->s)->lost, ends);
+	status_draw(line);
 }
 
 /*
@@ -430,7 +432,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	/* attached: the duration counts from when the events were opened */
 	uint64_t start = ss->start_time ? ss->start_time : monotonic_ns();
 	uint64_t deadline = 0, end_at = duration_ns ? start + duration_ns : 0;
-	uint64_t status_at = isatty(STDERR_FILENO) ? monotonic_ns() + STATUS_EVERY_NS : 0;
+	uint64_t status_at = 0;
 	uint64_t journal_at = monotonic_ns() + JOURNAL_EVERY_NS, rss_at = monotonic_ns();
 	int signalled = 0, err, ferr, kerr;
 
@@ -442,6 +444,10 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	 * sleeps whenever the rings are empty. (The target was started before.)
 	 */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
+	if (status_open()) {
+		status_line(ss, start);
+		status_at = monotonic_ns() + STATUS_EVERY_NS;
+	}
 	for (;;) {
 		if (status_at && monotonic_ns() >= status_at) {
 			status_line(ss, start);
@@ -498,8 +504,8 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		}
 	}
 	ss->end_time = monotonic_ns();
-	if (status_at)
-		fputs("\r\033[K", stderr); /* the summary takes the status line's place */
+	/* every way out of the loop comes here: the terminal is whole again */
+	status_close();
 	/*
 	 * Kernel frames are named only now (see collect/collect.h): kallsyms is read
 	 * while the last records are delivered, not while the target runs.
@@ -576,11 +582,25 @@ static void warn_python(const struct collect_python_stats *py)
 			 py->failed_version >> 16 & 0xff);
 	if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT && !py->failed_version)
 		warning("process %u runs a CPython older than 3.11: Python frames are read for "
-			"CPython 3.11 to 3.13 only; its stacks have native frames only",
+			"CPython 3.11 to 3.14 and later versions whose debug offsets hold up; its "
+			"stacks have native frames only",
 			py->failed_pid);
+	else if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT && py->failed_free_threaded)
+		warning("process %u runs a free-threaded build of %s: its frames are not read "
+			"(Python frames are read for builds with the GIL only); its stacks have "
+			"native frames only",
+			py->failed_pid, version);
+	else if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT &&
+		 (py->failed_version >> 16 & 0xff) >= 13)
+		warning("process %u runs %s, whose _Py_DebugOffsets do not describe the fields "
+			"dlflame reads (or do not hold up when checked): Python frames are read for "
+			"CPython 3.11 to 3.14 and later versions whose debug offsets hold up; its "
+			"stacks have native frames only",
+			py->failed_pid, version);
 	else if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT)
-		warning("process %u runs %s: Python frames are read for CPython 3.11 to 3.13 "
-			"only; its stacks have native frames only",
+		warning("process %u runs %s: Python frames are read for CPython 3.11 to 3.14 and "
+			"later versions whose debug offsets hold up; its stacks have native frames "
+			"only",
 			py->failed_pid, version);
 	else if (py->failed_pid && (py->failed_err == -EPERM || py->failed_err == -EACCES))
 		warning("cannot read the memory of process %u (%s): %s; run dlflame as its user "

@@ -16,6 +16,9 @@
  *            JOBS i64 clock offset, u64 n, n x (u32 host, pid, rank, local rank,
  *                 world size, launcher)          (version 4 on; optional)
  *            SMPS u64 n, n x (u64 time, weight; u32 stack, thread, kind)
+ *            HNTS u64 n, n x (u32 module, build_id, path, reserved 0; u64 weight,
+ *                 total)   the recorder's symbol hints (optional; older files
+ *                 have none and older readers skip it)
  *   Unknown tags are skipped, so a same-version writer may add sections.
  *   Version 1 files (no ENDS) still read: their stacks' ends are unknown.
  *   The writer streams the payload through deflate (samples may come from the
@@ -57,6 +60,7 @@
 #define TAG_SMPS TAG('S', 'M', 'P', 'S')
 #define TAG_ENDS TAG('E', 'N', 'D', 'S')
 #define TAG_JOBS TAG('J', 'O', 'B', 'S')
+#define TAG_HNTS TAG('H', 'N', 'T', 'S')
 
 /* ---- writing ------------------------------------------------------------- */
 
@@ -195,6 +199,20 @@ static int build_tables(const struct profile *p, struct wbuf *b)
 	wb_u32(b, p->meta.hostname);
 	wb_u32(b, p->meta.finalized ? FLAG_FINALIZED : 0);
 	section_end(b, at);
+
+	if (p->has_hints) {
+		at = section_begin(b, TAG_HNTS);
+		wb_u64(b, p->nr_hints);
+		for (size_t i = 0; i < p->nr_hints; i++) {
+			wb_u32(b, p->hints[i].module);
+			wb_u32(b, p->hints[i].build_id);
+			wb_u32(b, p->hints[i].path);
+			wb_u32(b, 0);
+			wb_u64(b, p->hints[i].weight);
+			wb_u64(b, p->hints[i].total);
+		}
+		section_end(b, at);
+	}
 
 	return b->err;
 }
@@ -511,11 +529,43 @@ static int section_count(const struct section *s, size_t elem, const char *what,
 	return 0;
 }
 
+/* The HNTS section: each string id through smap (nstr of them), each weight within its total. */
+static int read_hints(const struct section *s, const uint32_t *smap, uint64_t nstr,
+		      struct profile *p, struct profile_read_error *e)
+{
+	struct pf_hint *h;
+	uint64_t n;
+	int err = section_count(s, HINT_SIZE, "malformed hints section", e, &n);
+
+	if (err)
+		return err;
+	h = malloc((n ? n : 1) * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		const uint8_t *d = s->data + 8 + i * HINT_SIZE;
+		uint32_t mod = get_le32(d), bid = get_le32(d + 4), path = get_le32(d + 8);
+
+		h[i] = (struct pf_hint){ .weight = get_le64(d + 16), .total = get_le64(d + 24) };
+		if (mod >= nstr || bid >= nstr || path >= nstr || get_le32(d + 12) ||
+		    h[i].weight > h[i].total) {
+			free(h);
+			return fail(e, "bad hint entry", s->off + 24 + i * HINT_SIZE, true);
+		}
+		h[i].module = smap[mod];
+		h[i].build_id = smap[bid];
+		h[i].path = smap[path];
+	}
+	err = profile__set_hints(p, h, (size_t)n);
+	free(h);
+	return err;
+}
+
 int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profile *p,
 		   struct profile_read_error *e)
 {
 	struct section strs = { 0 }, frms = { 0 }, stks = { 0 }, ends = { 0 }, thrs = { 0 },
-		       meta = { 0 }, smps = { 0 }, jobs = { 0 };
+		       meta = { 0 }, smps = { 0 }, jobs = { 0 }, hnts = { 0 };
 	const size_t thr_size = version >= 4 ? 16 : 12;
 
 	p->file_version = version;
@@ -559,6 +609,9 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 			break;
 		case TAG_JOBS:
 			s = version >= 4 ? &jobs : NULL;
+			break;
+		case TAG_HNTS:
+			s = &hnts;
 			break;
 		default:
 			break;
@@ -782,6 +835,12 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 			if (err)
 				goto out;
 		}
+	}
+
+	if (hnts.data) {
+		err = read_hints(&hnts, smap, nstr, p, e);
+		if (err)
+			goto out;
 	}
 
 	err = section_count(&smps, SAMPLE_SIZE, "missing or malformed samples section", e, &n);

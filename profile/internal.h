@@ -48,6 +48,11 @@ struct profile {
 	struct pf_loc *locs;
 	size_t nr_locs;
 	uint32_t boot_id; /* string id, 0 unknown */
+
+	/* the recorder's symbol hints (HNTS section); has_hints: stored, maybe none */
+	struct pf_hint *hints;
+	size_t nr_hints;
+	bool has_hints;
 };
 
 /* Growing byte buffers for the writers; err is set once and sticks. */
@@ -69,6 +74,7 @@ void jobs_section(const struct profile *p, struct wbuf *b);
 
 #define META_SIZE (4 * 8 + 4 * 4)
 #define FRAME_SIZE (6 * 4)
+#define HINT_SIZE (4 * 4 + 2 * 8)
 
 /* A profile's payload (its sections, uncompressed) into p. */
 int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profile *p,

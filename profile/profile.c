@@ -49,6 +49,7 @@ void profile__free(struct profile *p)
 	free(p->threads);
 	free(p->samples);
 	free(p->locs);
+	free(p->hints);
 	free(p->spill_dir);
 	if (p->spool_fd >= 0)
 		close(p->spool_fd);
@@ -519,6 +520,34 @@ const struct pf_loc *profile__get_loc(const struct profile *p, size_t i)
 uint32_t profile__boot_id(const struct profile *p)
 {
 	return p->boot_id;
+}
+
+int profile__set_hints(struct profile *p, const struct pf_hint *h, size_t n)
+{
+	struct pf_hint *v = NULL;
+
+	for (size_t i = 0; i < n; i++)
+		if (h[i].module >= p->nr_strings || h[i].build_id >= p->nr_strings ||
+		    h[i].path >= p->nr_strings || h[i].weight > h[i].total)
+			return -EINVAL;
+	if (n) {
+		v = malloc(n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memcpy(v, h, n * sizeof(*v));
+	}
+	free(p->hints);
+	p->hints = v;
+	p->nr_hints = n;
+	p->has_hints = true;
+	return 0;
+}
+
+bool profile__hints(const struct profile *p, const struct pf_hint **h, size_t *n)
+{
+	*h = p->hints;
+	*n = p->nr_hints;
+	return p->has_hints;
 }
 
 uint32_t profile__stack_depth(const struct profile *p, uint32_t id)

@@ -128,6 +128,18 @@ struct pf_meta {
 	bool finalized; /* false if the recorder did not finish cleanly */
 };
 
+/*
+ * A module whose code no symbol names in a share of the samples, as the
+ * recorder found it (the HNTS section): what reports point at, once.
+ */
+struct pf_hint {
+	uint32_t module; /* string id: the module's name, as its frames hold it */
+	uint32_t build_id; /* string id: lower-case hex, or 0 */
+	uint32_t path; /* string id: the file that was mapped, or 0 */
+	uint64_t weight; /* of the samples with a frame in it that no symbol names */
+	uint64_t total; /* of all the samples weighed (weight <= total) */
+};
+
 struct profile;
 
 struct profile *profile__new(void);
@@ -315,6 +327,14 @@ size_t profile__nr_locs(const struct profile *p);
 const struct pf_loc *profile__get_loc(const struct profile *p, size_t i);
 /* The boot id of the recording (a journal's; string id, 0 unknown). */
 uint32_t profile__boot_id(const struct profile *p);
+/*
+ * The symbol hints the recorder stored (replacing any; string ids must be
+ * the profile's): from then on the profile has hints, even if none. 0,
+ * -EINVAL for a bad string id or weight, -ENOMEM.
+ */
+int profile__set_hints(struct profile *p, const struct pf_hint *h, size_t n);
+/* Whether hints were stored (not for an older file, a journal, an import); *h, *n: them. */
+bool profile__hints(const struct profile *p, const struct pf_hint **h, size_t *n);
 /*
  * 2: stack ends (ENDS section). Version 1 files still read, their stacks' ends unknown.
  * 3: call samples (SAMPLE_CALL), page-fault samples (SAMPLE_FAULT), resident-set samples

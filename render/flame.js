@@ -376,6 +376,32 @@
     }
   }
 
+  /*
+   * A flame graph grows up from its root at the bottom: a tall one (deep
+   * but thin towers, such as import's dlopen stacks) would open on empty
+   * space above the work. Open on the root and the wide frames over it, or
+   * on the frame a URL zooms to; an icicle graph's root is at the top
+   * already, and a page the browser scrolled itself (a reload) stays put.
+   */
+  function reveal() {
+    var g = zoomed ? zoomed.g : el.frames.children[0];
+    var rect = g && g.children[1];
+    if (!rect || rect.localName !== 'rect') {
+      return;
+    }
+    /*
+     * From the attributes (svg.c draws one unit a pixel), not from the
+     * layout: a graph that fits, such as a wide one of 100k frames, opens
+     * without waiting for one.
+     */
+    var bottom = num(rect, 'y') + num(rect, 'height') +
+        (zoomed ? FRAME_HEIGHT : 3 * FRAME_HEIGHT); /* the details line under the root */
+    var view = window.innerHeight || document.documentElement.clientHeight;
+    if (bottom > view && window.pageYOffset === 0) {
+      window.scrollTo(0, bottom - view);
+    }
+  }
+
   function init() {
     var ids = ['frames', 'details', 'matched', 'unzoom', 'search', 'clear'];
     for (var i = 0; i < ids.length; i++) {
@@ -421,6 +447,7 @@
     });
     window.addEventListener('hashchange', loadState);
     loadState();
+    reveal();
     /* index while the user looks, so that the first click is quick too */
     if (window.requestIdleCallback) {
       window.requestIdleCallback(index, { timeout: 3000 });

@@ -205,6 +205,7 @@ int render_symbol_hints(const struct profile *p, const struct render_select *sel
 				.build_id = profile__str(p, build[m]),
 				.weight = mod_w[m],
 				.share = (double)mod_w[m] / (double)sw.total,
+				.total = sw.total,
 			};
 	}
 	qsort(out, *n, sizeof(*out), by_share);

@@ -18,6 +18,7 @@ packages=(
   python3-torch                                 # tests and bench: the real PyTorch trainer
   python3-dev                                   # tests: CPython's headers, to check the offsets read
   iproute2                                      # tests: two hosts in network namespaces
+  tmux                                          # tests: the status line on a real terminal
 )
 
 missing=()

@@ -2,7 +2,9 @@
 // The SVG flame graph in a real browser: Debian's chromium, driven by
 // playwright-core. Hover shows a frame's details, a click zooms, search says
 // "Matched: X%", zoom and search survive a reload through the URL fragment,
-// hostile names run nothing, and a 100,000-frame graph stays responsive.
+// a graph taller than the window opens on its work (cnn.test.mjs: the CNN
+// trainer's), hostile names run nothing, and a 100,000-frame graph stays
+// responsive.
 //
 // Environment: DLFLAME, MKPROFILE, OUTDIR (screenshots go there),
 // CHROMIUM (default /usr/bin/chromium). Exit 0 pass, 1 fail, 77 skip (no
@@ -135,6 +137,36 @@ try {
   await page.click('#search');
   check(await text('matched') === 'Invalid regular expression', 'invalid regex');
   check(errors.length === 0, 'no script errors: ' + errors.join('; '));
+
+  // a graph far taller than the window opens on its work, not on the empty space above it
+  const shown = (prefix) => page.evaluate((p) => {
+    for (const g of document.getElementById('frames').children) {
+      if (g.firstChild.textContent.startsWith(p + ' (')) {
+        const b = g.children[1].getBoundingClientRect();
+        return b.width > 0 && b.top >= 0 && b.bottom <= window.innerHeight;
+      }
+    }
+    return null;
+  }, prefix);
+  const tower = 'file://' + svgOf('tower', 'tower');
+  await page.goto(tower);
+  check(await page.evaluate(() => document.documentElement.scrollHeight > 4 * window.innerHeight),
+    'the tower graph is more than four windows tall');
+  check(await shown('step') === true, 'the hot frame is in the first view, unscrolled');
+  check(await shown('all') === true, 'the root is in the first view');
+  check(await shown('dlopen_149') === false, 'the thin tower rises above the first view');
+  await page.evaluate(() => window.scrollTo(0, 0));
+  check(await shown('dlopen_149') === true, 'the top of the tower is there, scrolled up to');
+  // a zoom from the URL opens on the zoomed frame, wherever it is
+  await page.goto('about:blank');
+  await page.goto(tower + '#zoom=104,0');
+  check(await shown('dlopen_100') === true, 'a zoom from the URL is in the first view');
+  check(Math.abs(await width('dlopen_100') - full) < 0.02, 'and zoomed');
+  // an icicle graph's root is at the top: nothing to move
+  await page.goto('file://' + svgOf('tower', 'tower-icicle', '--inverted'));
+  check(await page.evaluate(() => window.pageYOffset) === 0, 'an icicle graph opens at the top');
+  check(await shown('step') === true, 'the icicle\'s hot frame is in the first view');
+  check(errors.length === 0, 'no script errors on tall graphs: ' + errors.join('; '));
 
   // hostile names: nothing runs, names show literally
   const hostile = 'file://' + svgOf('hostile', 'hostile', '--wall', '--runqueue');

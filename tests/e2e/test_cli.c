@@ -133,40 +133,235 @@ Test(record, default_paths_in_the_working_directory)
 	free(svg);
 }
 
-/*
- * On a terminal, record redraws one status line while it runs, then the
- * summary takes its place; on a pipe there is none (record_split's runs).
- */
-Test(record, status_line_on_a_terminal_only)
+/* What `script` (a pseudo-terminal of 24 x 100) saw record write with TERM=term. */
+static char *record_on_a_pty(const char *term)
 {
 	char *data = path_in(dir, "tty.data"), *log = path_in(dir, "tty.log");
-	char cmd[1024];
+	char cmd[1024], env_term[64];
+	char *env[] = { env_term, NULL };
 	const char *argv[] = { "/usr/bin/script", "-qec", cmd, log, NULL };
 	struct run_result r;
 	char *out;
-	FILE *f;
-	long n;
 
 	/* script(1) gives the command a pseudo-terminal; its output goes to log */
-	snprintf(cmd, sizeof(cmd), "'%s' record -o '%s' -- '%s' 150 >/dev/null",
+	snprintf(env_term, sizeof(env_term), "TERM=%s", term);
+	snprintf(cmd, sizeof(cmd),
+		 "stty rows 24 cols 100; '%s' record -o '%s' -- '%s' 150 >/dev/null",
 		 need_env("DLFLAME"), data, need_env("FIXTURE_SPLIT"));
-	r = run(dir, NULL, "/dev/null", argv);
+	r = run(dir, env, "/dev/null", argv);
 	cr_assert_eq(r.status, 0, "script: %d %s", r.status, r.err);
 	run_free(&r);
-	f = fopen(log, "r");
-	cr_assert_not_null(f);
-	out = calloc(1, 1 << 20);
-	n = (long)fread(out, 1, (1 << 20) - 1, f);
-	fclose(f);
-	cr_assert_gt(n, 0);
-	cr_assert_geq(count_str(out, "\rdlflame: recording "), 1, "no status line: %s", out);
+	out = read_text(log);
+	free(log);
+	free(data);
+	return out;
+}
+
+/*
+ * On a terminal, record keeps the bottom line for its status: a scroll
+ * region over the 23 lines above, the status redrawn on line 24 with the
+ * cursor saved and restored around it, and the whole screen given back
+ * before the summary. On a pipe there is none (record_split's runs), nor on
+ * a terminal that cannot keep it (TERM=dumb). The screen itself: the tmux
+ * test below.
+ */
+Test(record, status_line_on_a_terminal_only)
+{
+	char *out = record_on_a_pty("xterm");
+	const char *draw, *back, *summary;
+
+	cr_assert_not_null(strstr(out, "\0337\033[1;23r\0338"), "no scroll region: %s", out);
+	draw = strstr(out, "\0337\033[24;1H\033[0m\033[2Kdlflame: recording ");
+	cr_assert_not_null(draw, "no status line: %s", out);
 	cr_assert_not_null(strstr(out, " s blocked, 0 lost, "), "%s", out);
-	cr_assert_not_null(strstr(out, "% complete\033[K"), "%s", out);
-	/* cleared before the summary */
-	cr_assert_not_null(strstr(out, "\r\033[Kdlflame: "), "%s", out);
+	cr_assert_not_null(strstr(out, "% complete\0338"), "%s", out);
+	cr_assert_null(strstr(out, "\r\033[K"), "the old status line: %s", out);
+	/* given back, then the summary */
+	back = strstr(out, "\0337\033[r\033[24;1H\033[2K\0338");
+	summary = strstr(out, "% of stacks complete");
+	cr_assert(back && summary && draw < back && back < summary, "%s", out);
+	cr_assert_null(strstr(back + 1, "\033[1;23r"), "no region after: %s", out);
+	free(out);
+
+	out = record_on_a_pty("dumb");
+	cr_assert_null(strstr(out, "\033"), "escapes for a dumb terminal: %s", out);
+	cr_assert_null(strstr(out, "dlflame: recording"), "a status for a dumb terminal: %s", out);
 	cr_assert_not_null(strstr(out, "% of stacks complete"), "%s", out);
 	free(out);
-	free(log);
+}
+
+/* The tmux server of the test running, killed by its teardown even after a failure. */
+static char tmux_socket[512];
+
+/* (after it, the suite's teardown removes the directory) */
+static void tmux_kill(void)
+{
+	if (*tmux_socket) {
+		const char *argv[] = { "/usr/bin/tmux", "-S", tmux_socket, "kill-server", NULL };
+		struct run_result r = run(NULL, NULL, NULL, argv);
+
+		run_free(&r);
+		*tmux_socket = '\0';
+	}
+}
+
+static struct run_result tmux(const char *a, const char *b, const char *c)
+{
+	const char *argv[] = { "/usr/bin/tmux", "-S", tmux_socket, a, b, c, NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 0, "tmux %s %s: %s", a, b ? b : "", r.err);
+	return r;
+}
+
+/* The pane's lines, from its history (all) or the screen: n of them in lines. */
+static char *screen(bool all, char **lines, size_t max, size_t *n)
+{
+	struct run_result r = tmux("capture-pane", "-p", all ? "-S-" : NULL);
+
+	*n = 0;
+	/* by hand, not strtok: an empty row is a line too */
+	for (char *l = r.out; l && *n < max;) {
+		char *nl = strchr(l, '\n');
+
+		if (!nl && !*l)
+			break;
+		lines[(*n)++] = l;
+		if (nl)
+			*nl = '\0';
+		l = nl ? nl + 1 : NULL;
+	}
+	free(r.err);
+	return r.out;
+}
+
+static bool tick_line(const char *l)
+{
+	unsigned n;
+	int end = 0;
+
+	return sscanf(l, "tick %6u of the trainer, whole%n", &n, &end) == 1 &&
+	       end == (int)strlen(l) && strlen(l) == 33;
+}
+
+/* Whether a row holds any of the status line ("... 0 lost, 100.0% complete"). */
+static bool has_status(const char *l)
+{
+	return strstr(l, "dlflame: recording") || strstr(l, "% complete");
+}
+
+/* The status line's seconds, or -1 if the line is not the status. */
+static double status_secs(const char *l)
+{
+	double s;
+
+	return sscanf(l, "dlflame: recording %lf s, ", &s) == 1 ? s : -1;
+}
+
+/*
+ * A real terminal (tmux, 100 x 20): a trainer printing a numbered line
+ * every 3 ms while recorded. Every line it printed is on the screen or in
+ * the history whole and in order, the status is on the bottom line and
+ * moves on; after Ctrl-C the whole screen scrolls again (the next output
+ * reaches the bottom line) and no status is left.
+ */
+Test(record, status_line_keeps_its_own_line_in_tmux, .fini = tmux_kill)
+{
+	char *conf = path_in(dir, "tmux.conf"), *data = path_in(dir, "tmux.data"), cmd[2048];
+	size_t n, max = 1 << 20;
+	char **lines = malloc(max * sizeof(*lines)), *text;
+	double first = -1, later = -1;
+	FILE *f;
+
+	snprintf(tmux_socket, sizeof(tmux_socket), "%s/tmux.sock", dir);
+	f = fopen(conf, "w");
+	cr_assert_not_null(f);
+	fputs("set -g history-limit 200000\n", f);
+	fclose(f);
+	/* the pane's shell survives Ctrl-C (trap), so that what follows shows the screen */
+	snprintf(cmd, sizeof(cmd),
+		 "TERM=screen; export TERM; trap : INT; '%s' record -o '%s' -- '%s' 0 3000; "
+		 "seq 1 50; printf END; sleep 600",
+		 need_env("DLFLAME"), data, need_env("FIXTURE_TICKER"));
+	{
+		const char *argv[] = { "/usr/bin/tmux",
+				       "-S",
+				       tmux_socket,
+				       "-f",
+				       conf,
+				       "new-session",
+				       "-d",
+				       "-x",
+				       "100",
+				       "-y",
+				       "20",
+				       "/bin/sh",
+				       "-c",
+				       cmd,
+				       NULL };
+		struct run_result r = run(dir, NULL, NULL, argv);
+
+		cr_assert_eq(r.status, 0, "tmux (scripts/setup.sh installs it): %s", r.err);
+		run_free(&r);
+	}
+	/* the status, drawn and redrawn a second later, with the trainer's lines scrolling above */
+	for (int i = 0; i < 600 && later < first + 1.0; i++) {
+		usleep(100 * 1000);
+		text = screen(false, lines, max, &n);
+		cr_assert_eq(n, 20, "20 rows: %zu", n);
+		if (status_secs(lines[19]) >= 0 && tick_line(lines[17])) {
+			if (first < 0)
+				first = status_secs(lines[19]);
+			else
+				later = status_secs(lines[19]);
+			/* the other rows are the trainer's, whole (or the cursor's, empty) */
+			for (size_t k = 0; k < 19; k++)
+				cr_assert(tick_line(lines[k]) || !*lines[k], "row %zu: '%s'", k + 1,
+					  lines[k]);
+		}
+		free(text);
+	}
+	cr_assert_geq(later, first + 1.0, "the status line moves on: %.1f s, then %.1f s", first,
+		      later);
+
+	free(tmux("send-keys", "C-c", NULL).out);
+	for (int i = 0; i < 600; i++) {
+		usleep(100 * 1000);
+		text = screen(false, lines, max, &n);
+		if (n == 20 && !strcmp(lines[19], "END"))
+			break;
+		free(text);
+		text = NULL;
+	}
+	cr_assert_not_null(text, "the output after the recording does not reach the bottom line");
+	for (size_t k = 0; k < n; k++)
+		cr_assert_not(has_status(lines[k]), "a status left: '%s'", lines[k]);
+	cr_assert_str_eq(lines[18], "50", "the whole screen scrolls");
+	free(text);
+
+	/* everything the trainer printed, whole and in order */
+	text = screen(true, lines, max, &n);
+	{
+		unsigned next = 1;
+
+		for (size_t k = 0; k < n; k++) {
+			unsigned t;
+
+			cr_assert_not(has_status(lines[k]), "'%s'", lines[k]);
+			if (strncmp(lines[k], "tick ", 5))
+				continue;
+			cr_assert(tick_line(lines[k]), "a line cut or mixed: '%s'", lines[k]);
+			sscanf(lines[k], "tick %u", &t);
+			cr_assert_eq(t, next, "line %u missing or out of order: '%s'", next,
+				     lines[k]);
+			next++;
+		}
+		cr_log_info("%u lines of the trainer, all whole", next - 1);
+		cr_assert_gt(next, 100, "the trainer printed for a while");
+	}
+	free(text);
+	free(lines);
+	free(conf);
 	free(data);
 }
 
@@ -264,6 +459,156 @@ Test(record, missing_command_is_one_clear_error)
 	cr_assert_not_null(strstr(r.err, "/nonexistent/trainer"), "%s", r.err);
 	cr_assert_eq(count_str(r.err, "\n"), 1, "one line: %s", r.err);
 	run_free(&r);
+}
+
+/* The lines of text holding needle. */
+static size_t lines_with(const char *text, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *end = strchr(l, '\n'), *hit = strstr(l, needle);
+
+		n += hit && (!end || hit < end);
+	}
+	return n;
+}
+
+/* Every "hint:" line in text at most 120 columns wide. */
+static void assert_short_hints(const char *text)
+{
+	for (const char *l = strstr(text, "dlflame: hint:"); l;
+	     l = strstr(l + 1, "dlflame: hint:")) {
+		const char *end = strchr(l, '\n');
+
+		cr_assert_leq(end ? (size_t)(end - l) : strlen(l), 120, "a long hint: %s", text);
+	}
+}
+
+/*
+ * Two stripped copies of a fixture, neither with symbols: record says so in
+ * one line naming both with their shares, each report says it once more,
+ * and `report --hints` has the whole list, stored with the profile.
+ */
+Test(record, symbol_hints_once_per_command)
+{
+	char *a = path_in(dir, "split_a"), *b = path_in(dir, "split_b"), cmd[2048];
+	char *data = path_in(dir, "stripped.data");
+	const char *rec[] = { need_env("DLFLAME"),
+			      "record",
+			      "-o",
+			      data,
+			      "--",
+			      "/bin/sh",
+			      "-c",
+			      "./split_a 30 & ./split_b 30; wait",
+			      NULL };
+	const char *fmts[][3] = {
+		{ "--folded" }, { "--top" }, { "--svg", "-o", "s.svg" }, { "--ranks" }
+	};
+	struct run_result r;
+
+	snprintf(cmd, sizeof(cmd), "strip -o '%s' '%s' && strip -o '%s' '%s'", a,
+		 need_env("FIXTURE_SPLIT"), b, need_env("FIXTURE_SPLIT"));
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	r = run(dir, NULL, NULL, rec);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "hint:"), 1, "one hint line: %s", r.err);
+	/* (libc.so.6 first without libc6-dbg) */
+	cr_assert_eq(lines_with(r.err, "dlflame: hint: no symbols for "), 1, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "split_a "), 1, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "split_b "), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "--hints"), "%s", r.err);
+	assert_short_hints(r.err);
+	run_free(&r);
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(*fmts); i++) {
+		const char *rep[] = { need_env("DLFLAME"), "report",   "-i",	   data,
+				      fmts[i][0],	   fmts[i][1], fmts[i][2], NULL };
+
+		r = run(dir, NULL, NULL, rep);
+		cr_assert_leq(lines_with(r.err, "hint:"), 1, "%s: %s", fmts[i][0], r.err);
+		if (strcmp(fmts[i][0], "--ranks")) /* no ranks here: an error, no table */
+			cr_assert(lines_with(r.err, "hint: no symbols for ") == 1 &&
+					  lines_with(r.err, "split_a ") == 1,
+				  "%s: %s", fmts[i][0], r.err);
+		assert_short_hints(r.err);
+		run_free(&r);
+	}
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--hints", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "hint:"), 0, "the list replaces the line: %s", r.err);
+	/* each with its build-id and the file recorded, and how to name its code */
+	snprintf(cmd, sizeof(cmd), "split_a (build-id ");
+	cr_assert_eq(lines_with(r.out, cmd), 1, "%s", r.out);
+	cr_assert_eq(lines_with(r.out, "split_b (build-id "), 1, "%s", r.out);
+	cr_assert_not_null(strstr(r.out, a), "the path recorded: %s", r.out);
+	cr_assert_not_null(strstr(r.out, b), "the path recorded: %s", r.out);
+	cr_assert_geq(lines_with(r.out, "dpkg -S"), 2, "%s", r.out);
+	run_free(&r);
+	free(a);
+	free(b);
+	free(data);
+}
+
+/*
+ * A profile without stored hints (an older dlflame's, a journal, a perf.data):
+ * reports find them themselves, and say them once too.
+ */
+Test(report, symbol_hints_of_a_profile_without_them)
+{
+	static const char *const mods[] = { "liba.so", "libb.so.2", "libc.so.6", "libd.so" };
+	struct profile *p = profile__new();
+	char *data = path_in(dir, "nohints.data");
+	const struct pf_hint *h;
+	size_t n;
+	int64_t comm = profile__string(p, "trainer", 7);
+	int64_t thread = profile__thread(p, 1, 1, (uint32_t)comm);
+	struct run_result r;
+
+	/* 100 samples: liba.so's code in 40, libb.so.2's in 30, libc's in 20, libd's in 10 */
+	for (int i = 0; i < 100; i++) {
+		int m = i < 40 ? 0 : i < 70 ? 1 : i < 90 ? 2 : 3;
+		char name[64];
+		int64_t f, s;
+
+		snprintf(name, sizeof(name), "%s+0x%x", mods[m], 0x100 + i % 3);
+		f = profile__frame_str(p, "main", "trainer", FRAME_USER);
+		s = profile__stack(p, 0, (uint32_t)f);
+		f = profile__frame_str(p, name, mods[m], FRAME_USER);
+		s = profile__stack(p, (uint32_t)s, (uint32_t)f);
+		cr_assert_gt(s, 0);
+		cr_assert_eq(profile__add_sample(p, &(struct pf_sample){ .time = 1000 + i,
+									 .weight = 1000,
+									 .stack = (uint32_t)s,
+									 .thread = (uint32_t)thread,
+									 .kind = SAMPLE_ONCPU }),
+			     0);
+	}
+	profile__meta(p)->finalized = true;
+	cr_assert_not(profile__hints(p, &h, &n));
+	cr_assert_eq(profile__write(p, data), 0);
+	profile__free(p);
+
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--folded", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "hint:"), 1, "%s", r.err);
+	cr_assert_not_null(strstr(r.err,
+				  "hint: no symbols for liba.so 40%, libb.so.2 30%, libc.so.6 20%, "
+				  "libd.so 10% of samples; see report "),
+			   "biggest first, each with its share: %s", r.err);
+	assert_short_hints(r.err);
+	run_free(&r);
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--hints", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.out, "  40.0%  liba.so\n"), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "  10.0%  libd.so\n"), "%s", r.out);
+	cr_assert_eq(lines_with(r.out, "install libc6-dbg"), 1, "%s", r.out);
+	cr_assert_eq(lines_with(r.out, "dpkg -S"), 3, "%s", r.out);
+	run_free(&r);
+	free(data);
 }
 
 static void expect_usage_error(const char *const argv[])

@@ -86,6 +86,8 @@ static void check_straggler(const char *data, const char *host0, const char *hos
 	size_t n;
 
 	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* the symbol hint, if any, in one line, not one per module */
+	cr_assert_leq(count_str(r.err, "hint:"), 1, "%s", r.err);
 	n = parse_ranks(r.out, rows, 4);
 	cr_assert_eq(n, 2, "%s", r.out);
 	cr_assert_eq(rows[0].rank, 0, "%s", r.out);
@@ -251,6 +253,7 @@ Test(ranks, one_host_straggler)
 		(const char *[]){ need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--",
 				  "/usr/bin/python3", script, STEPS, "--slow-rank", "1", NULL });
 	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_leq(count_str(r.err, "hint:"), 1, "one hint line at most: %s", r.err);
 	run_free(&r);
 	gethostname(host, sizeof(host) - 1);
 	check_straggler(data, host, host, pids);

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Writes the fixed profiles of fixed_profile.h, or a wide one for the
- * browser's responsiveness check:
- *   mkprofile fixed|hostile|wide OUT
+ * Writes the fixed profiles of fixed_profile.h, or one for a check of the
+ * browser's:
+ *   mkprofile fixed|hostile|wide|tower OUT
  * wide: a call tree of 10 x 10 x 10 x 12 x 7 functions, one sample per
  * leaf: 97,110 frames (97,112 with the root and the comm), every one the
  * same width at its depth.
+ * tower: a training step that takes 90% of the samples, five frames deep,
+ * beside a thin tower of 150 frames (import's dlopen stacks): a graph far
+ * taller than a screen whose work is at the bottom.
  */
 #include <stdio.h>
 #include <string.h>
@@ -35,21 +38,46 @@ static int wide_profile(struct profile *p)
 	return 0;
 }
 
+static int tower_profile(struct profile *p)
+{
+	static const char *const work[] = { "main", "train", "step", "forward", "matmul" };
+	struct fixed_frame f[152];
+	char names[150][16];
+	int64_t thread = fixed_thread(p, 1, 1, "trainer", 0), s;
+
+	for (int d = 0; d < 5; d++)
+		f[d] = (struct fixed_frame){ work[d], 0, "trainer", FRAME_USER, NULL, 0 };
+	s = fixed_stack(p, f, 5);
+	if (fixed_samples(p, thread, s, SAMPLE_ONCPU, 0, MS, MS, 900))
+		return -1;
+	f[1] = (struct fixed_frame){ "import", 0, "trainer", FRAME_USER, NULL, 0 };
+	for (int d = 0; d < 150; d++) {
+		snprintf(names[d], sizeof(names[0]), "dlopen_%d", d);
+		f[2 + d] = (struct fixed_frame){ names[d], 0, "ld.so", FRAME_USER, NULL, 0 };
+	}
+	s = fixed_stack(p, f, 152);
+	if (fixed_samples(p, thread, s, SAMPLE_ONCPU, 900 * MS, MS, MS, 100))
+		return -1;
+	profile__meta(p)->finalized = true;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct profile *p = profile__new();
 	int err;
 
-	if (argc != 3 ||
-	    (strcmp(argv[1], "fixed") && strcmp(argv[1], "hostile") && strcmp(argv[1], "wide"))) {
-		fprintf(stderr, "usage: mkprofile fixed|hostile|wide OUT\n");
+	if (argc != 3 || (strcmp(argv[1], "fixed") && strcmp(argv[1], "hostile") &&
+			  strcmp(argv[1], "wide") && strcmp(argv[1], "tower"))) {
+		fprintf(stderr, "usage: mkprofile fixed|hostile|wide|tower OUT\n");
 		return 2;
 	}
 	if (!p)
 		return 1;
 	err = !strcmp(argv[1], "fixed")	    ? fixed_profile(p)
 	      : !strcmp(argv[1], "hostile") ? hostile_profile(p)
-					    : wide_profile(p);
+	      : !strcmp(argv[1], "wide")    ? wide_profile(p)
+					    : tower_profile(p);
 	if (!err)
 		err = profile__write(p, argv[2]);
 	profile__free(p);

@@ -766,6 +766,68 @@ Test(profile, version_1_files_still_read)
 	cr_assert_gt(profile__nr_samples(p), 20);
 	for (size_t i = 0; i < profile__nr_stacks(p); i++)
 		cr_assert_eq(profile__stack_end(p, (uint32_t)i), STACK_END_UNKNOWN);
+	cr_assert_not(profile__hints(p, &(const struct pf_hint *){ NULL }, &(size_t){ 0 }),
+		      "no hints stored: reports compute them");
+	profile__free(p);
+}
+
+/*
+ * The recorder's symbol hints (HNTS) go through the file as stored, in a
+ * section that readers of the same version without it skip: the version
+ * stays 4. A profile without them says so, and bad entries are refused.
+ */
+Test(profile, hints_round_trip_and_profiles_without_them)
+{
+	struct profile *p = make_profile(), *q = NULL;
+	struct profile_read_error e = { 0 };
+	const struct pf_hint *h;
+	size_t n = 99, len;
+	char path[128];
+	uint8_t *buf;
+
+	snprintf(path, sizeof(path), "%s/h.data", tmpdir);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, &e), 0, "%s", e.what);
+	cr_assert_not(profile__hints(q, &h, &n), "no hints stored: none read");
+	cr_assert_eq(n, 0);
+	profile__free(q);
+
+	uint32_t lib = (uint32_t)profile__string(p, "libx.so.1", 9),
+		 bid = (uint32_t)profile__string(p, "00aa11bb", 8),
+		 file = (uint32_t)profile__string(p, "/usr/lib/libx.so.1", 18),
+		 other = (uint32_t)profile__string(p, "liby.so", 7);
+	struct pf_hint in[2] = { { lib, bid, file, 640, 1000 }, { other, 0, 0, 20, 1000 } };
+	struct pf_hint bad = { lib, bid, (uint32_t)profile__nr_strings(p), 1, 2 };
+
+	cr_assert_eq(profile__set_hints(p, &bad, 1), -EINVAL, "a string id it does not have");
+	bad = (struct pf_hint){ lib, 0, 0, 3, 2 };
+	cr_assert_eq(profile__set_hints(p, &bad, 1), -EINVAL, "more weight than the total");
+	cr_assert_not(profile__hints(p, &h, &n), "nothing stored by a refused call");
+	cr_assert_eq(profile__set_hints(p, in, 2), 0);
+	cr_assert_eq(profile__write(p, path), 0);
+	buf = slurp(path, &len);
+	cr_assert_eq(buf[8], 4, "still version 4: the section is optional");
+	free(buf);
+	cr_assert_eq(profile__read(path, &q, &e), 0, "%s", e.what);
+	cr_assert(profile__hints(q, &h, &n));
+	cr_assert_eq(n, 2);
+	cr_assert_str_eq(profile__str(q, h[0].module), "libx.so.1");
+	cr_assert_str_eq(profile__str(q, h[0].build_id), "00aa11bb");
+	cr_assert_str_eq(profile__str(q, h[0].path), "/usr/lib/libx.so.1");
+	cr_assert_eq(h[0].weight, 640);
+	cr_assert_eq(h[0].total, 1000);
+	cr_assert_str_eq(profile__str(q, h[1].module), "liby.so");
+	cr_assert_str_eq(profile__str(q, h[1].path), "");
+	cr_assert_eq(h[1].weight, 20);
+	profile__free(q);
+
+	/* stored, but none: read back as stored and empty */
+	cr_assert_eq(profile__set_hints(p, NULL, 0), 0);
+	cr_assert_eq(profile__write(p, path), 0);
+	cr_assert_eq(profile__read(path, &q, &e), 0, "%s", e.what);
+	cr_assert(profile__hints(q, &h, &n));
+	cr_assert_eq(n, 0);
+	profile__free(q);
 	profile__free(p);
 }
 
