@@ -382,6 +382,29 @@ static void sample_rss(struct session *ss, uint64_t now)
 	u64map_free(&seen);
 }
 
+/*
+ * The JIT kernels each recorded process has named in its perf map, read
+ * while it runs (symbolizer__jit_refresh): unwinding runs behind the
+ * samples, and a kernel's code cannot be read once its process has exited.
+ */
+static void jit_refresh(struct session *ss)
+{
+	size_t n = profile__nr_threads(ss->prof);
+	struct u64map seen;
+
+	u64map_init(&seen);
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_thread *t = profile__get_thread(ss->prof, (uint32_t)i);
+		uint64_t v;
+
+		if (u64map_get(&seen, t->pid, &v))
+			continue;
+		u64map_put(&seen, t->pid, 1);
+		symbolizer__jit_refresh(ss->sym, t->pid);
+	}
+	u64map_free(&seen);
+}
+
 /* Samples delivered up to about this long before a SIGKILL are kept. */
 #define JOURNAL_EVERY_NS 500000000ull
 
@@ -432,6 +455,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		}
 		if (monotonic_ns() >= rss_at) {
 			sample_rss(ss, monotonic_ns());
+			jit_refresh(ss);
 			rss_at = monotonic_ns() + RSS_EVERY_NS;
 		}
 		if (ss->journal && monotonic_ns() >= journal_at) {

@@ -25,6 +25,10 @@ static enum stack_end end_of(enum unwind_end end)
 		return STACK_END_DEPTH;
 	case UNWIND_END_JIT_NO_CALLER:
 		return STACK_END_JIT;
+	case UNWIND_END_NOT_ENTRY:
+		return STACK_END_NOT_ENTRY;
+	case UNWIND_END_JIT_GUESSED:
+		return STACK_END_JIT_GUESSED;
 	default:
 		return STACK_END_ERROR;
 	}

@@ -78,6 +78,8 @@ enum stack_end {
 	STACK_END_FP, /* a frame-pointer chain that stopped short of a thread's outermost frame */
 	STACK_END_PY_CHANGED, /* an eval call's Python frames changed between the sample and the read */
 	STACK_END_PY_UNREAD, /* an eval call's Python frames could not be read or shown to be its own */
+	STACK_END_NOT_ENTRY, /* CFI found no caller where no thread starts (a stale return address) */
+	STACK_END_JIT_GUESSED, /* through JIT code whose preamble could not be read: callers guessed */
 	STACK_END_MAX,
 };
 

@@ -74,3 +74,188 @@ bool insn_is_call(const uint8_t *code, size_t len)
 {
 	return code && ends_in(code, len, false);
 }
+
+/* ---- the stack moves at the start of JIT code ---- */
+
+#define REG_RSP 4
+#define REG_RBP 5
+
+static void preamble_step(struct preamble *p, size_t at)
+{
+	p->end[p->nsteps] = (uint16_t)at;
+	p->depth[p->nsteps] = p->depth_now;
+	p->npushed[p->nsteps] = p->npush;
+	p->nsteps++;
+}
+
+/*
+ * Decode code[0..len), the first bytes of a piece of JIT code, for as long
+ * as the instructions are ones a prologue is made of: endbr64, vzeroupper,
+ * push r64, a copy of rsp into a register (`mov rbp, rsp`), sub/add of an
+ * immediate to rsp, a store to [rsp + disp]. The first other instruction
+ * ends it, and so does one that moves rsp by an amount not in the code (an
+ * `and rsp` alignment, a move into rsp).
+ */
+int insn_preamble(const uint8_t *code, size_t len, struct preamble *p)
+{
+	size_t i = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->fp_at = -1;
+	if (!code)
+		return -1;
+	while (i < len && p->nsteps < PREAMBLE_MAX_STEPS) {
+		const uint8_t *b = code + i;
+		size_t left = len - i;
+		unsigned rex = 0, op, mod, reg, rm;
+
+		if (left >= 4 && b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa) {
+			i += 4; /* endbr64 */
+			preamble_step(p, i);
+			continue;
+		}
+		if (left >= 3 && b[0] == 0xc5 && b[1] == 0xf8 && b[2] == 0x77) {
+			i += 3; /* vzeroupper */
+			preamble_step(p, i);
+			continue;
+		}
+		if ((b[0] & 0xf0) == 0x40) {
+			rex = b[0];
+			b++;
+			left--;
+		}
+		if (!left)
+			break;
+		op = b[0];
+		if (op >= 0x50 && op <= 0x57 && !(rex & 8)) {
+			/* push r64 (REX.B: r8-r15) */
+			unsigned r = (op - 0x50) | (rex & 1) << 3;
+
+			if (r == REG_RSP || p->npush >= PREAMBLE_MAX_PUSHES)
+				break;
+			p->push[p->npush++] = (uint8_t)r;
+			p->depth_now += 8;
+			i += (size_t)(b - (code + i)) + 1;
+			preamble_step(p, i);
+			continue;
+		}
+		/* the rest are 64-bit forms with a ModRM byte */
+		if (!(rex & 8) || left < 2)
+			break;
+		mod = b[1] >> 6;
+		reg = ((b[1] >> 3) & 7) | (rex & 4) << 1;
+		rm = (b[1] & 7) | (rex & 1) << 3;
+		if ((op == 0x89 || op == 0x8b) && mod == 3) {
+			/* mov r64, r64: 89 /r writes rm, 8b /r writes reg */
+			unsigned dst = op == 0x89 ? rm : reg, src = op == 0x89 ? reg : rm;
+
+			if (dst == REG_RSP)
+				break;
+			if (dst == REG_RBP)
+				p->fp_at = src == REG_RSP ? (int8_t)p->npush : -1;
+			if (dst == REG_RBP && src == REG_RSP)
+				p->fp_depth = p->depth_now;
+			i += (size_t)(b - (code + i)) + 2;
+			preamble_step(p, i);
+			continue;
+		}
+		if ((op == 0x83 || op == 0x81) && mod == 3 && rm == REG_RSP &&
+		    (reg & 7) != 4 /* and: alignment */) {
+			/* sub/add rsp, imm8 (sign-extended) or imm32 */
+			size_t n = op == 0x83 ? 1 : 4;
+			int64_t imm;
+
+			if (left < 2 + n || ((reg & 7) != 5 && (reg & 7) != 0))
+				break;
+			if (op == 0x83) {
+				imm = (int8_t)b[2];
+			} else {
+				int32_t v;
+
+				memcpy(&v, b + 2, 4);
+				imm = v;
+			}
+			if ((reg & 7) == 0)
+				imm = -imm; /* add */
+			if (imm < 0 ? (uint64_t)-imm > p->depth_now
+				    : p->depth_now + (uint64_t)imm > PREAMBLE_MAX_DEPTH)
+				break;
+			p->depth_now = (uint32_t)((int64_t)p->depth_now + imm);
+			i += (size_t)(b - (code + i)) + 2 + n;
+			preamble_step(p, i);
+			continue;
+		}
+		if (op == 0x89 && (mod == 1 || mod == 2) && (b[1] & 7) == 4 && left >= 3 &&
+		    (b[2] & 7) == REG_RSP && ((b[2] >> 3) & 7) == 4 && !(rex & 3)) {
+			/* mov [rsp + disp8/32], r64: a store, rsp stays */
+			size_t n = mod == 1 ? 1 : 4;
+
+			if (left < 3 + n)
+				break;
+			i += (size_t)(b - (code + i)) + 3 + n;
+			preamble_step(p, i);
+			continue;
+		}
+		break;
+	}
+	p->len = (uint16_t)(p->nsteps ? p->end[p->nsteps - 1] : 0);
+	return 0;
+}
+
+/*
+ * Where rsp is at code offset off, if off is the start or the end of a
+ * decoded step: how far below the entry SP, and how many pushes are done.
+ */
+bool preamble_at(const struct preamble *p, uint64_t off, uint32_t *depth, uint8_t *npush)
+{
+	*depth = 0;
+	*npush = 0;
+	if (off == 0)
+		return true;
+	for (unsigned k = 0; k < p->nsteps && p->end[k] <= off; k++) {
+		if (p->end[k] == off) {
+			*depth = p->depth[k];
+			*npush = p->npushed[k];
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Does the code at ip leave its function with pops and a return (pop r64,
+ * vzeroupper) to a ret? The registers popped, in order, into
+ * regs; how many, or -1 when the code is not such an epilogue.
+ */
+int insn_epilogue(const uint8_t *code, size_t len, uint8_t *regs, size_t max)
+{
+	size_t i = 0;
+	int n = 0;
+
+	while (i < len) {
+		const uint8_t *b = code + i;
+		unsigned rex = 0;
+
+		if (b[0] == 0xc3)
+			return n;
+		if (len - i >= 3 && b[0] == 0xc5 && b[1] == 0xf8 && b[2] == 0x77) {
+			i += 3;
+			continue;
+		}
+		if ((b[0] & 0xf0) == 0x40 && len - i >= 2) {
+			rex = b[0];
+			b++;
+		}
+		if (b[0] >= 0x58 && b[0] <= 0x5f && !(rex & 8)) {
+			unsigned r = (b[0] - 0x58) | (rex & 1) << 3;
+
+			if (r == REG_RSP || (size_t)n >= max)
+				return -1;
+			regs[n++] = (uint8_t)r;
+			i += (size_t)(b - (code + i)) + 1;
+			continue;
+		}
+		return -1;
+	}
+	return -1;
+}

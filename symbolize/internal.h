@@ -13,13 +13,13 @@
  *   dwsym.c      symbols, DWARF (libdwfl)   kallsyms.c   kernel symbols
  *   perfmap.c    perf-map JIT symbols
  *   strpool.c    strings, line reader       elf.c        ELF files, .eh_frame_hdr
- *   demangle.c   C++/Rust names             insn.c       call instructions
+ *   demangle.c   C++/Rust names             insn.c       calls, JIT preambles
  *
  * symbolize.c: procs, modules, kallsyms, perfmap, unwind, jitcaller, strpool
  *   (it frees what the others hang on a process or module).
  * resolve.c: procs, modules, dwsym, kallsyms, perfmap, demangle, strpool.
  * stackwalk.c: jitcaller, unwind, procs.
- * jitcaller.c: unwind, procs, perfmap.   unwind.c: procs, perfmap, elf, insn.
+ * jitcaller.c: unwind, procs, perfmap, insn.   unwind.c: procs, perfmap, elf, insn.
  * procs.c: modules, strpool.             modules.c: dwsym, strpool.
  * dwsym.c: elf, demangle, strpool.       kallsyms.c, perfmap.c: strpool.
  * funcs.c (functions and operator schemas of a file, for probes): elf.
@@ -458,6 +458,7 @@ struct perfmap_entry {
 	uint64_t end; /* exclusive */
 	const char *name; /* interned in the symbolizer's pool */
 	uint64_t seq; /* position over all reads: the later line wins a tie */
+	uint64_t code; /* where the line says the code starts (start may be cut by overlaps) */
 };
 
 struct perfmap {
@@ -510,6 +511,8 @@ void unwind__proc_free(struct unwind_proc *u);
 void unwind__module_free(struct module *m);
 /* jitcaller.c: frees what a process's JIT frames taught. */
 void jitcaller__proc_free(struct jit_proc *j);
+/* jitcaller.c: read the preambles of the kernels the perf map has named since the last time. */
+void jitcaller__refresh(struct symbolizer *s, struct proc *p);
 
 /*
  * insn.c: does the code before a return address end in a call? code[0..len)
@@ -520,5 +523,44 @@ void jitcaller__proc_free(struct jit_proc *j);
  */
 bool insn_is_indirect_call(const uint8_t *code, size_t len);
 bool insn_is_call(const uint8_t *code, size_t len); /* also E8 rel32 and FF 15 */
+
+/*
+ * insn.c: what the first instructions of a piece of JIT code do to the
+ * stack, decoded from its bytes (oneDNN's jit_generator::preamble() and
+ * whatever follows it, for each kernel as generated): the registers it
+ * pushes, in order, a copy of rsp into rbp, rsp moved by immediates. After
+ * the decoded steps, the code is the kernel's body.
+ */
+#define PREAMBLE_MAX_PUSHES 16
+#define PREAMBLE_MAX_STEPS 40
+#define PREAMBLE_MAX_DEPTH (1u << 20)
+#define PREAMBLE_CODE 128 /* bytes read from the start of a kernel */
+struct preamble {
+	uint8_t npush;
+	uint8_t push
+		[PREAMBLE_MAX_PUSHES]; /* x86 register numbers (rax 0 ... r15 15), in push order */
+	int8_t fp_at; /* rbp = rsp after this many pushes (and not written since); -1: no */
+	uint32_t fp_depth; /* bytes below the entry SP that rbp points to then */
+	uint32_t depth_now; /* bytes below the entry SP where rsp is after the decoded steps */
+	uint8_t nsteps;
+	uint16_t len; /* bytes decoded */
+	uint16_t end[PREAMBLE_MAX_STEPS]; /* code offset after each step */
+	uint32_t depth[PREAMBLE_MAX_STEPS]; /* rsp below the entry SP after each step */
+	uint8_t npushed[PREAMBLE_MAX_STEPS]; /* pushes done after each step */
+};
+/* Decode code[0..len); 0 (a preamble of no steps when the first instruction is no prologue's), -1 for NULL. */
+int insn_preamble(const uint8_t *code, size_t len, struct preamble *p);
+/*
+ * Where rsp is at code offset off, if off is 0 or the end of a decoded
+ * step: how far below the entry SP, and how many pushes are done.
+ */
+bool preamble_at(const struct preamble *p, uint64_t off, uint32_t *depth, uint8_t *npush);
+/*
+ * Is code[0..len) (the code at a sampled IP) the rest of an epilogue: pop
+ * r64 and vzeroupper up to a ret? The registers it pops, in order, into
+ * regs[0..max); their number, or -1.
+ */
+int insn_epilogue(const uint8_t *code, size_t len, uint8_t *regs, size_t max);
+#define EPILOGUE_CODE 32 /* bytes read at a sampled IP */
 
 #endif

@@ -4,14 +4,20 @@
  * see docs/onednn-jit.md. Driven by stackwalk.c one JIT frame at a time
  * (jitcaller__find), on top of the CFI walker of unwind.c.
  *
- * The caller is found by scanning the copied stack upward from SP for a
- * word that (1) points into an executable mapping of a known module, (2)
- * follows an indirect call there, and (3) passes the caller's CFI: resumed
- * there with the registers oneDNN's preamble saved below it (or, for code
- * that saved nothing, with the sampled ones), the caller's chain unwinds to
- * the root or off the end of the copy. One step is not enough: the kernel's
- * own stack area holds stale frames of earlier calls, whose first steps
- * look fine.
+ * Each kernel's preamble is decoded from its own code (insn.c), read from
+ * the live process at its first frame and kept per perf-map line: which
+ * registers it pushed, in what order, and how it moved rsp (oneDNN 2.x
+ * pushes rbx, rbp, r12-r15; 3.x rbp, then mov rbp, rsp, then rbx,
+ * r12-r15). Inside the preamble or an epilogue the return address's slot is
+ * exact. In the body the caller is found by scanning the copied stack
+ * upward from above the preamble's pushes for a word that (1) points into
+ * an executable mapping of a known module, (2) follows an indirect call
+ * there, and (3) passes the caller's CFI: resumed there with the registers
+ * the preamble saved below it, the caller's chain unwinds to a thread's
+ * entry, or off the end of the copy, or to more JIT code. One step is not
+ * enough: the kernel's own stack area holds stale frames of earlier calls,
+ * whose first steps look fine (and whose CFI may even stop as at a
+ * thread's entry: unwind.c tells the two apart).
  *
  * oneDNN's GEMM kernel running on its heap workspace keeps the original rsp
  * at [rsp + 120] and its callers are not in the copy at all: from a call
@@ -25,12 +31,19 @@
 #include <libunwind.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "symbolize/internal.h"
 #include "symbolize/unwind.h"
 
-/* rbx, rbp, r12, r13, r14, r15: what oneDNN's jit_generator::preamble() pushes */
-#define PREAMBLE_PUSHES 6
+/*
+ * What a kernel whose code could not be read is taken to have pushed, when
+ * no other kernel of its process was decoded: oneDNN 2.x's preamble (rbx,
+ * rbp, r12-r15; 3.x pushes rbp first). Stacks recovered with it are marked
+ * so (UNWIND_END_JIT_GUESSED), never complete.
+ */
+static const uint8_t preamble_2x[] = { 3, 5, 12, 13, 14, 15 };
+#define KERNEL_SLOTS 1024 /* power of two */
 #define JIT_MAX_TRIALS 64
 /*
  * oneDNN's f32 GEMM kernels keep the rsp they had after the preamble in a
@@ -68,11 +81,23 @@ struct size_slot {
 	uint64_t ra, size;
 };
 
+/* A kernel's preamble, decoded from its code the first time a frame of it was unwound. */
+struct jit_kernel {
+	uint64_t code, seq; /* its perf-map line: where it starts; code 0: empty slot */
+	bool read; /* its first bytes were read and decoded into pre */
+	struct preamble pre;
+};
+
 /* What a process's JIT frames taught us; hung on proc->jit. */
 struct jit_proc {
 	struct jit_ret *jit_rets;
 	struct edge_slot *edges; /* call sites of functions, for climbing */
 	struct size_slot *sizes;
+	struct jit_kernel *kernels;
+	struct epi_slot *epis; /* sampled IPs: epilogue or not */
+	struct preamble last; /* the preamble decoded last, for kernels that cannot be read */
+	bool have_last;
+	uint64_t swept_seq; /* perf-map lines before this one were read (perfmap_entry.seq) */
 };
 
 void jitcaller__proc_free(struct jit_proc *j)
@@ -82,6 +107,8 @@ void jitcaller__proc_free(struct jit_proc *j)
 	free(j->jit_rets);
 	free(j->edges);
 	free(j->sizes);
+	free(j->kernels);
+	free(j->epis);
 	free(j);
 }
 
@@ -92,41 +119,216 @@ static struct jit_proc *jit_proc_get(struct proc *p)
 	return p->jit;
 }
 
-/* ---- searching the copy ---- */
+/* ---- the kernel's preamble ---- */
+
+/* x86 register numbers (as instructions encode them) -> libunwind's */
+static const int unw_of_x86[16] = {
+	UNW_X86_64_RAX, UNW_X86_64_RCX, UNW_X86_64_RDX, UNW_X86_64_RBX,
+	UNW_X86_64_RSP, UNW_X86_64_RBP, UNW_X86_64_RSI, UNW_X86_64_RDI,
+	UNW_X86_64_R8,	UNW_X86_64_R9,	UNW_X86_64_R10, UNW_X86_64_R11,
+	UNW_X86_64_R12, UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
+};
+
+/* The first bytes of the code at addr in the live process; how many were read. */
+static size_t read_code(uint32_t pid, uint64_t addr, uint8_t *buf, size_t len)
+{
+	struct iovec local = { .iov_base = buf, .iov_len = len };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
+	ssize_t got = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+
+	return got > 0 ? (size_t)got : 0;
+}
+
+/* The kernel of a perf-map line, its first bytes read and decoded the first time. */
+static struct jit_kernel *kernel_of(struct uw_ctx *ctx, const struct perfmap_entry *e)
+{
+	struct jit_proc *jp = ctx->jit;
+	struct jit_kernel *k = &jp->kernels[hash_u64(e->code) & (KERNEL_SLOTS - 1)];
+	uint8_t code[PREAMBLE_CODE];
+	size_t len;
+
+	if (k->code == e->code && k->seq == e->seq)
+		return k;
+	*k = (struct jit_kernel){ .code = e->code, .seq = e->seq };
+	len = e->end - e->code < sizeof(code) ? e->end - e->code : sizeof(code);
+	len = read_code(ctx->p->pid, e->code, code, len);
+	if (len && !insn_preamble(code, len, &k->pre)) {
+		k->read = true;
+		ctx->s->stats.jit_preambles_read++;
+		jp->last = k->pre;
+		jp->have_last = true;
+	} else {
+		ctx->s->stats.jit_preambles_unread++;
+	}
+	return k;
+}
+
+/* Read the kernels of the perf-map lines added since the last sweep. */
+static void sweep(struct uw_ctx *ctx, const struct perfmap *pm)
+{
+	struct jit_proc *jp = ctx->jit;
+	unsigned n = 0;
+
+	if (!pm || pm->seq == jp->swept_seq)
+		return;
+	for (size_t i = 0; i < pm->nents && n < KERNEL_SLOTS; i++) {
+		if (pm->ents[i].seq >= jp->swept_seq && pm->ents[i].end > pm->ents[i].code) {
+			kernel_of(ctx, &pm->ents[i]);
+			n++;
+		}
+	}
+	jp->swept_seq = pm->seq;
+}
+
+void jitcaller__refresh(struct symbolizer *s, struct proc *p)
+{
+	struct uw_ctx ctx = { .s = s, .p = p, .jit = jit_proc_get(p) };
+
+	if (!ctx.jit || !p->perfmap || !p->perfmap->nents)
+		return;
+	if (!ctx.jit->kernels)
+		ctx.jit->kernels = calloc(KERNEL_SLOTS, sizeof(*ctx.jit->kernels));
+	if (ctx.jit->kernels)
+		sweep(&ctx, p->perfmap);
+}
 
 /*
- * The caller of the JIT frame at the end of f: scan the copy upward from its
- * SP for a return address after an indirect call whose caller chain then
- * unwinds with CFI to the root (or off the end of the copy). Stale return
- * addresses below the real one (the JIT frame's own stack area holds old
- * frames) pass the first steps but not the whole way. On success the
- * caller's frames are in f, w is the walker past them, and the result
- * says how that walk ended.
+ * The preamble of the kernel that ip lies in, decoded from its code in the
+ * process's memory (its start is in the perf map) and kept. Every kernel
+ * the perf map has named since the last time is read now too, while the
+ * process is still there to be read: unwinding runs behind the samples, and
+ * a kernel's first frame may be unwound after the trainer has exited. NULL
+ * when the kernel's start is unknown or its code could not be read; then
+ * *off is not set.
  */
-static bool find_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w, struct frames *f,
-			const struct jit_ret *jr, enum walk_end *how)
+static const struct preamble *kernel_preamble(struct uw_ctx *ctx, uint64_t ip, uint64_t *off)
 {
-	static const int pushed[PREAMBLE_PUSHES] = {
-		UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
-		UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
-	};
+	const struct perfmap_entry *e = perfmap__lookup(ctx->s, ctx->p, ip);
+	const struct perfmap *pm = ctx->p->perfmap;
+	struct jit_proc *jp = ctx->jit;
+	struct jit_kernel *k;
+
+	if (!e || !jp || e->code > ip || e->end <= e->code)
+		return NULL;
+	if (!jp->kernels)
+		jp->kernels = calloc(KERNEL_SLOTS, sizeof(*jp->kernels));
+	if (!jp->kernels)
+		return NULL;
+	sweep(ctx, pm);
+	k = kernel_of(ctx, e);
+	if (!k->read)
+		return NULL;
+	*off = ip - e->code;
+	return &k->pre;
+}
+
+/*
+ * What to take for a kernel whose code could not be read: the preamble of
+ * the kernel decoded last in this process (one generator makes them all),
+ * else oneDNN 2.x's.
+ */
+static const struct preamble *guess_preamble(struct uw_ctx *ctx, struct preamble *buf)
+{
+	if (ctx->jit && ctx->jit->have_last)
+		return &ctx->jit->last;
+	memset(buf, 0, sizeof(*buf));
+	buf->fp_at = -1;
+	buf->npush = sizeof(preamble_2x);
+	memcpy(buf->push, preamble_2x, sizeof(preamble_2x));
+	buf->depth_now = 8 * sizeof(preamble_2x);
+	return buf;
+}
+
+/* ---- searching the copy ---- */
+
+/* Does a walk that ended so go on to a thread's entry (or may, past the copy or a JIT frame)? */
+static bool walk_usable(enum walk_end how)
+{
+	return how == WALK_ROOT || how == WALK_OOB || how == WALK_JIT || how == WALK_FULL;
+}
+
+/* Where a sampled IP of JIT code was: an epilogue (pops to a ret) or not. */
+struct epi_slot {
+	uint64_t ip;
+	int8_t n; /* registers popped from ip on; -1: not an epilogue */
+	uint8_t regs[PREAMBLE_MAX_PUSHES];
+};
+#define EPI_SLOTS 1024 /* power of two */
+
+/* Is the sampled ip in an epilogue? Its pops, read from the process's memory once per ip. */
+static const struct epi_slot *epilogue_at(struct uw_ctx *ctx, uint64_t ip)
+{
+	struct jit_proc *jp = ctx->jit;
+	struct epi_slot *e;
+	uint8_t code[EPILOGUE_CODE];
+	size_t len;
+
+	if (!jp->epis)
+		jp->epis = calloc(EPI_SLOTS, sizeof(*jp->epis));
+	if (!jp->epis)
+		return NULL;
+	e = &jp->epis[hash_u64(ip) & (EPI_SLOTS - 1)];
+	if (e->ip == ip)
+		return e;
+	len = read_code(ctx->p->pid, ip, code, sizeof(code));
+	if (!len)
+		return NULL;
+	e->ip = ip;
+	e->n = (int8_t)insn_epilogue(code, len, e->regs, PREAMBLE_MAX_PUSHES);
+	return e;
+}
+
+/*
+ * Try the return address in slot `at` for the JIT frame of cur, with the
+ * callee-saved registers as the kernel left them: regs[i] pushed at
+ * at - 8 * (i + 1) for each i below n whose slot is still on the stack (at
+ * or above sp; below it they were popped back already), the rest as the
+ * JIT frame has them. The walk from there must end usably (walk_usable).
+ */
+static bool try_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w, struct frames *f,
+		       const uint8_t *regs, unsigned n, uint64_t at, enum walk_end *how)
+{
 	uint64_t sp = f->sps[f->n - 1], ra;
 	size_t base = f->n;
-	unsigned trials = 0;
 
-	if (f->n >= f->max)
+	if (!stack_word(ctx, at, &ra) || !after_call(ctx, ra, true))
 		return false;
+	w->arg.ctx = ctx;
+	memcpy(w->arg.regs, cur->arg.regs, sizeof(w->arg.regs));
+	for (unsigned i = 0; i < n && at >= sp + 8 * (uint64_t)(i + 1); i++)
+		stack_word(ctx, at - 8 * (uint64_t)(i + 1), &w->arg.regs[unw_of_x86[regs[i] & 15]]);
+	w->arg.regs[UNW_X86_64_RSP] = at + 8;
+	/* inside the call instruction: right for a call that ends its function too */
+	w->arg.regs[UNW_X86_64_RIP] = ra - 1;
+	walker_init(w, ctx);
+	push(f, ra, at + 8);
+	*how = walk(ctx, w, f);
+	if (walk_usable(*how))
+		return true;
+	f->n = base;
+	return false;
+}
+
+/*
+ * Where a known stack says this JIT code returned to: first without
+ * stepping, from the slot where its return address was last time, then
+ * from any slot of the copy that holds one of the addresses it returned to
+ * lately. A chain is joined only where enough of its frames are still in
+ * the copy (chain_join).
+ */
+static bool known_caller(struct uw_ctx *ctx, struct frames *f, const struct jit_ret *jr,
+			 uint64_t lo, enum walk_end *how)
+{
+	uint64_t sp = f->sps[f->n - 1], ra;
+	size_t base = f->n;
+
 	/*
-	 * First without stepping: where this JIT code returned to lately, if
-	 * the known stack from there is still in the copy. (Any other known
-	 * frame further up would skip the frames in between.) A kernel's frame
-	 * has the same size at most of its samples, so the slot where its
-	 * return address was last time is tried before the copy is searched
-	 * (the GEMM kernel's is 8 KiB up): a known stack from there is the same
-	 * one a search would find, as no other slot below it starts one.
+	 * A kernel's frame has the same size at most of its samples, so the
+	 * slot where its return address was last time is tried before the
+	 * copy is searched (the GEMM kernel's is 8 KiB up).
 	 */
-	for (int k = 0; jr && k < JIT_RET_WAYS && jr->ra_off[k]; k++) {
-		if (!stack_word(ctx, sp + jr->ra_off[k], &ra) || !ra)
+	for (int k = 0; k < JIT_RET_WAYS && jr->ra_off[k]; k++) {
+		if (sp + jr->ra_off[k] < lo || !stack_word(ctx, sp + jr->ra_off[k], &ra) || !ra)
 			continue;
 		for (int i = 0; i < JIT_RET_WAYS; i++) {
 			if (ra != jr->ra[i])
@@ -140,52 +342,108 @@ static bool find_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w
 			break;
 		}
 	}
-	if (jr) {
-		for (uint64_t at = sp; stack_word(ctx, at, &ra); at += 8) {
-			int i;
+	for (uint64_t at = lo; stack_word(ctx, at, &ra); at += 8) {
+		int i;
 
-			for (i = 0; i < JIT_RET_WAYS && ra != jr->ra[i]; i++)
-				;
-			if (!ra || i == JIT_RET_WAYS)
-				continue;
-			f->n = base;
-			push(f, ra, at + 8);
-			if (chain_join(ctx, f)) {
-				*how = WALK_ROOT;
-				return true;
-			}
+		for (i = 0; i < JIT_RET_WAYS && ra != jr->ra[i]; i++)
+			;
+		if (!ra || i == JIT_RET_WAYS)
+			continue;
+		push(f, ra, at + 8);
+		if (chain_join(ctx, f)) {
+			*how = WALK_ROOT;
+			return true;
 		}
 		f->n = base;
 	}
-	for (uint64_t at = sp; stack_word(ctx, at, &ra); at += 8) {
+	return false;
+}
+
+/*
+ * The caller of the JIT frame at the end of f. Its kernel's preamble,
+ * decoded from its code, says where the return address can be and which
+ * registers lie below it:
+ *  - at the start of the kernel or inside its preamble: exactly at SP plus
+ *    what was pushed and reserved so far;
+ *  - in an epilogue (pops to a ret): just above the registers still to pop;
+ *  - in the body: at or above SP plus all the preamble did, with every
+ *    pushed register below it; for a preamble that copied rsp into rbp,
+ *    first where rbp says, if the body left rbp alone.
+ * In the body the copy is scanned upward from there for a word that
+ * follows an indirect call and whose caller's chain then unwinds with CFI
+ * to a thread's entry (or off the end of the copy, or to more JIT code).
+ * Stale return addresses (the kernel's own stack area holds frames of
+ * earlier calls) pass the first steps but not the whole way. A kernel whose
+ * code could not be read is searched as oneDNN 2.x's preamble would have
+ * it (or as the kernel decoded last in the process), and ctx->jit_guessed
+ * says so. On success the caller's frames are in f, w is the walker past
+ * them, and *how says how that walk ended.
+ */
+static bool find_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w, struct frames *f,
+			const struct jit_ret *jr, enum walk_end *how)
+{
+	uint64_t sp = f->sps[f->n - 1], ip = f->ips[f->n - 1], off = 0, ra, lo;
+	struct preamble guess;
+	const struct preamble *pre;
+	unsigned trials = 0;
+	uint32_t depth;
+	uint8_t npush;
+
+	if (f->n >= f->max)
+		return false;
+	pre = kernel_preamble(ctx, ip, &off);
+	if (!pre) {
+		/* as before the preamble was read: 2.x's pushes, else a kernel that saved nothing */
+		pre = guess_preamble(ctx, &guess);
+		ctx->jit_guessed = true;
+		if (jr && known_caller(ctx, f, jr, sp, how))
+			return true;
+		for (uint64_t at = sp; stack_word(ctx, at, &ra); at += 8) {
+			if (!after_call(ctx, ra, true))
+				continue;
+			if (++trials > JIT_MAX_TRIALS)
+				return false;
+			if (at - sp >= pre->depth_now &&
+			    try_caller(ctx, cur, w, f, pre->push, pre->npush, at, how))
+				return true;
+			if (try_caller(ctx, cur, w, f, pre->push, 0, at, how))
+				return true;
+		}
+		return false;
+	}
+	/* the sampled IP at the start of the kernel or between its preamble's steps */
+	if (f->n == 1 && preamble_at(pre, off, &depth, &npush))
+		return try_caller(ctx, cur, w, f, pre->push, npush, sp + depth, how);
+	if (f->n == 1 && off >= pre->len) {
+		const struct epi_slot *e = epilogue_at(ctx, ip);
+
+		if (e && e->n >= 0) {
+			uint8_t regs[PREAMBLE_MAX_PUSHES];
+
+			/* popped from sp up: the last pop is the register pushed first */
+			for (int i = 0; i < e->n; i++)
+				regs[i] = e->regs[e->n - 1 - i];
+			return try_caller(ctx, cur, w, f, regs, (unsigned)e->n,
+					  sp + 8 * (uint64_t)e->n, how);
+		}
+	}
+	lo = sp + pre->depth_now;
+	if (jr && known_caller(ctx, f, jr, lo, how))
+		return true;
+	if (pre->fp_at >= 0) {
+		uint64_t at = cur->arg.regs[UNW_X86_64_RBP] + pre->fp_depth;
+
+		if (at >= lo && try_caller(ctx, cur, w, f, pre->push, pre->npush, at, how))
+			return true;
+	}
+	for (uint64_t at = lo; stack_word(ctx, at, &ra); at += 8) {
 		if (!after_call(ctx, ra, true))
 			continue;
 		if (++trials > JIT_MAX_TRIALS)
 			return false;
-		for (int hyp = 0; hyp < 2; hyp++) {
-			w->arg.ctx = ctx;
-			memcpy(w->arg.regs, cur->arg.regs, sizeof(w->arg.regs));
-			if (hyp == 0) {
-				/* the preamble's pushes just below the return address, if there is room */
-				if (at - sp < 8 * PREAMBLE_PUSHES)
-					continue;
-				for (int i = 0; i < PREAMBLE_PUSHES; i++)
-					stack_word(ctx, at - 8 * (uint64_t)(i + 1),
-						   &w->arg.regs[pushed[i]]);
-			}
-			/* else a leaf that saved nothing: the callee-saved registers are the caller's */
-			w->arg.regs[UNW_X86_64_RSP] = at + 8;
-			/* inside the call instruction: right for a call that ends its function too */
-			w->arg.regs[UNW_X86_64_RIP] = ra - 1;
-			walker_init(w, ctx);
-			f->n = base;
-			push(f, ra, at + 8);
-			*how = walk(ctx, w, f);
-			if (*how != WALK_FAIL)
-				return true;
-		}
+		if (try_caller(ctx, cur, w, f, pre->push, pre->npush, at, how))
+			return true;
 	}
-	f->n = base;
 	return false;
 }
 
@@ -354,14 +612,22 @@ static enum walk_end graft_at(struct uw_ctx *ctx, struct frames *f, uint64_t sp,
 
 static enum walk_end graft_gemm(struct uw_ctx *ctx, struct frames *f, const struct jit_ret *jr)
 {
-	uint64_t sp = f->sps[f->n - 1], orig;
+	uint64_t sp = f->sps[f->n - 1], orig, off;
+	struct preamble guess;
+	const struct preamble *pre = kernel_preamble(ctx, f->ips[f->n - 1], &off);
+
+	if (!pre) {
+		pre = guess_preamble(ctx, &guess);
+		ctx->jit_guessed = true;
+	}
 
 	for (size_t i = 0; i < GEMM_OFFS; i++) {
 		/* the saved rsp lies above the kernel's own frame, or on the heap */
 		if (!stack_word(ctx, sp + gemm_orig_sp_off[i], &orig) || !orig || orig % 8 ||
 		    orig == sp)
 			continue;
-		if (graft_at(ctx, f, orig + 8 * (PREAMBLE_PUSHES + 1), jr) == WALK_ROOT)
+		/* the rsp saved is the one after the preamble: the return address is above it */
+		if (graft_at(ctx, f, orig + pre->depth_now + 8, jr) == WALK_ROOT)
 			return WALK_ROOT;
 	}
 	return WALK_FAIL;
@@ -491,19 +757,21 @@ enum jit_caller jitcaller__find(struct uw_ctx *ctx, struct walker *cur, struct w
 	jit_at = f->n;
 	grafted = graft_first(ctx, f, jr);
 	*how = grafted ? graft_gemm(ctx, f, jr) : WALK_FAIL;
-	if (*how == WALK_FAIL && find_caller(ctx, cur, next, f, jr, how)) {
-		s->stats.jit_callers_recovered++;
-		drop_stale(f, jit_at, jr);
-		if (jr) {
-			uint64_t off = f->sps[jit_at] - 8 - f->sps[jit_at - 1];
+	if (*how == WALK_FAIL) {
+		if (find_caller(ctx, cur, next, f, jr, how)) {
+			s->stats.jit_callers_recovered++;
+			drop_stale(f, jit_at, jr);
+			if (jr) {
+				uint64_t off = f->sps[jit_at] - 8 - f->sps[jit_at - 1];
 
-			jit_ret_note(jr, f->ips[jit_at], off < ctx->size ? off : 0);
+				jit_ret_note(jr, f->ips[jit_at], off < ctx->size ? off : 0);
+			}
+			return JIT_CALLER_WALKED;
 		}
-		return JIT_CALLER_WALKED;
+		/* not how the candidates that failed ended */
+		*how = grafted ? WALK_FAIL : graft_gemm(ctx, f, jr);
 	}
-	if (*how == WALK_FAIL && !grafted)
-		*how = graft_gemm(ctx, f, jr);
-	if (*how != WALK_FAIL) {
+	if (*how == WALK_ROOT) {
 		s->stats.jit_callers_recovered++;
 		if (jr)
 			jr->grafted = true;

@@ -153,7 +153,7 @@ static int add_line(struct read_ctx *rc, const char *line, size_t len)
 	if (!name)
 		return -ENOMEM;
 	pm->ents[pm->nents++] = (struct perfmap_entry){
-		.start = start, .end = end, .name = name, .seq = pm->seq++
+		.start = start, .end = end, .code = start, .name = name, .seq = pm->seq++
 	};
 	rc->st->entries++;
 	rc->added++;

@@ -26,6 +26,8 @@ static enum unwind_end end_of(enum walk_end how)
 		return UNWIND_END_DEPTH;
 	case WALK_JIT:
 		return UNWIND_END_JIT_NO_CALLER;
+	case WALK_NOT_ENTRY:
+		return UNWIND_END_NOT_ENTRY;
 	default:
 		return UNWIND_END_ERROR;
 	}
@@ -93,6 +95,8 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 			continue;
 		}
 		*end = r == JIT_CALLER_GRAFTED ? end_of(how) : UNWIND_END_JIT_NO_CALLER;
+		if (*end == UNWIND_END_ROOT && ctx.jit_guessed)
+			*end = UNWIND_END_JIT_GUESSED;
 		goto out;
 	}
 	/*
@@ -107,7 +111,11 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 			s->stats.outer_grafts++;
 	}
 	*end = end_of(how);
-	if (how == WALK_ROOT) {
+	if (how == WALK_ROOT && ctx.jit_guessed) {
+		/* at an entry, but through a JIT frame recovered without its preamble: not kept */
+		*end = UNWIND_END_JIT_GUESSED;
+		s->stats.unwind_errors++;
+	} else if (how == WALK_ROOT) {
 		/* also the frames that came from a known stack: that marks them recently used */
 		if (chains_store(&ctx, &f))
 			jitcaller__note_stack(&ctx, &f);

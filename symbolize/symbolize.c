@@ -249,3 +249,15 @@ const struct symbolizer_stats *symbolizer__stats(const struct symbolizer *s)
 {
 	return &s->stats;
 }
+
+int symbolizer__jit_refresh(struct symbolizer *s, uint32_t pid)
+{
+	struct proc *p = s ? proc_find(s, pid) : NULL;
+
+	if (!p)
+		return -ESRCH;
+	/* no kernel starts at 0: the map is read again if it grew (at most every 50 ms) */
+	perfmap__lookup(s, p, 0);
+	jitcaller__refresh(s, p);
+	return 0;
+}

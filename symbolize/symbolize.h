@@ -234,16 +234,33 @@ int symbolizer__needed(const char *path, symbolizer_needed_fn fn, void *ctx);
  */
 int symbolizer__load_proc_maps(struct symbolizer *s, uint32_t pid);
 
+/*
+ * While a process runs: read its perf map if it grew, and the first bytes
+ * of each JIT kernel it names since the last call (their preambles, for
+ * unwinding; see docs/onednn-jit.md), while the process is there to be
+ * read. Unwinding runs behind the samples; a recorder calls this often.
+ * 0, or -ESRCH for a pid it does not know.
+ */
+int symbolizer__jit_refresh(struct symbolizer *s, uint32_t pid);
+
 /* ---- DWARF unwinding of copied user stacks ------------------------------ */
 
 /* Why an unwind stopped. */
 enum unwind_end {
-	UNWIND_END_ROOT =
-		0, /* reached the outermost frame: CFI marks its return address undefined */
+	/*
+	 * reached a thread's entry: the outermost frame's CFI marks its return
+	 * address undefined (_start, clone3), or it is the ELF entry of the
+	 * executable or its interpreter
+	 */
+	UNWIND_END_ROOT = 0,
 	UNWIND_END_COPY, /* the next frame lies beyond the stack copy */
 	UNWIND_END_ERROR, /* an unwind error, no CFI, or an implausible frame */
 	UNWIND_END_DEPTH, /* no room for more frames (max) */
 	UNWIND_END_JIT_NO_CALLER, /* stopped in JIT code whose caller was not recovered */
+	/* CFI found no caller (a zero return address) at a frame that is no thread's entry */
+	UNWIND_END_NOT_ENTRY,
+	/* reached an entry through JIT code whose preamble could not be read: a guess */
+	UNWIND_END_JIT_GUESSED,
 };
 
 /*
@@ -306,6 +323,8 @@ struct symbolizer_stats {
 	struct perfmap_stats perfmap;
 	uint64_t unwinds, unwind_errors;
 	uint64_t jit_callers_recovered, jit_callers_missed;
+	/* JIT kernels whose preamble was decoded from their code / could not be read */
+	uint64_t jit_preambles_read, jit_preambles_unread;
 	uint64_t outer_grafts; /* walks past the copy's end completed from known stacks */
 };
 const struct symbolizer_stats *symbolizer__stats(const struct symbolizer *s);

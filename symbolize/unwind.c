@@ -487,6 +487,34 @@ static bool at_entry(struct uw_ctx *ctx, uint64_t ip)
 }
 
 /*
+ * Does the CFI of the code at ip (as a cursor takes it: a return address
+ * minus one) end the stack, marking its return address undefined, as
+ * _start's and clone3's do? One step from a stack that holds nothing: a
+ * return address that CFI says is saved cannot be read, so only a frame
+ * without one steps to its end. libunwind also stops (unw_step 0) where it
+ * reads a return address of 0, which a stale frame can hold: that is no
+ * thread's entry.
+ */
+static bool cfi_ends_stack(struct uw_ctx *ctx, uint64_t ip)
+{
+	struct walker w;
+	bool noinfo = ctx->noinfo, oob = ctx->oob;
+	int ret;
+
+	memset(w.arg.regs, 0, sizeof(w.arg.regs));
+	/* below every copy: each read of the stack fails */
+	w.arg.regs[UNW_X86_64_RSP] = 1ull << 12;
+	w.arg.regs[UNW_X86_64_RIP] = ip;
+	ctx->noinfo = false;
+	walker_init(&w, ctx);
+	ret = w.ok ? unw_step(&w.c) : -1;
+	ret = ret == 0 && !ctx->noinfo ? 0 : -1;
+	ctx->noinfo = noinfo;
+	ctx->oob = oob;
+	return ret == 0;
+}
+
+/*
  * Step with CFI from the last frame of f until something stops it. Every
  * frame must lie above the one before (this bounds loops) and return to
  * code just after a call, or to JIT code, or from a signal handler.
@@ -508,9 +536,12 @@ enum walk_end walk(struct uw_ctx *ctx, struct walker *w, struct frames *f)
 		ctx->noinfo = false;
 		ctx->oob = false;
 		ret = unw_step(&w->c);
+		if (ret == 0 && ctx->noinfo)
+			return f->n > 1 && at_entry(ctx, ip) ? WALK_ROOT : WALK_FAIL;
+		/* a thread's entry only if CFI says so, not for a return address read as 0 */
 		if (ret == 0)
-			return !ctx->noinfo || (f->n > 1 && at_entry(ctx, ip)) ? WALK_ROOT
-									       : WALK_FAIL;
+			return cfi_ends_stack(ctx, f->n > 1 ? ip - 1 : ip) ? WALK_ROOT
+									   : WALK_NOT_ENTRY;
 		if (ret < 0 && ctx->oob)
 			return WALK_OOB;
 		if (ret < 0)
@@ -612,7 +643,11 @@ bool chains_store(struct uw_ctx *ctx, const struct frames *f)
 	return true;
 }
 
-/* Does the last frame of f start a known stack that the copy still holds? Then append it. */
+/*
+ * Does the last frame of f start a known stack that the copy still holds
+ * (every return address of it where it was, at least CHAIN_MIN_MATCH of
+ * them)? Then append it.
+ */
 bool chain_join(struct uw_ctx *ctx, struct frames *f)
 {
 	uint64_t ip = f->ips[f->n - 1], sp = f->sps[f->n - 1], w;
@@ -625,7 +660,13 @@ bool chain_join(struct uw_ctx *ctx, struct frames *f)
 		struct chain_slot *sl = &b[way];
 		uint32_t j;
 
-		if (!sl->n || sl->sp != sp || sl->ips[0] != ip || f->n - 1 + sl->n > f->max)
+		/*
+		 * at least CHAIN_MIN_MATCH return addresses of the chain must be
+		 * found in the copy: a chain that starts at the root has nothing
+		 * to check, and one address alone is what a stale frame has
+		 */
+		if (!sl->n || sl->sp != sp || sl->ips[0] != ip || f->n - 1 + sl->n > f->max ||
+		    sl->n < CHAIN_MIN_MATCH + 1)
 			continue;
 		for (j = 1; j < sl->n; j++) {
 			if (!stack_word(ctx, sl->sps[j] - 8, &w) || w != sl->ips[j])

@@ -25,6 +25,8 @@ struct ra_slot;
 #define UW_RECENT 8
 #define CHAIN_BUCKETS 512 /* power of two */
 #define CHAIN_WAYS 4
+/* return addresses of a known stack that must be found in the copy to join it */
+#define CHAIN_MIN_MATCH 2
 /* what a probe reads for memory it does not have: odd, so never a real return address */
 #define PROBE_MARK 1
 
@@ -69,6 +71,7 @@ struct uw_ctx {
 	bool noinfo; /* find_proc_info found no CFI: libunwind is guessing */
 	bool probe; /* memory outside the copy and the modules reads as PROBE_MARK */
 	bool oob; /* a read fell just past the end of the copy */
+	bool jit_guessed; /* a JIT caller was found without the kernel's preamble */
 };
 
 /* The as_arg of one cursor: the context and the registers it starts from. */
@@ -90,6 +93,7 @@ enum walk_end {
 	WALK_OOB, /* the next frame lies beyond the copy */
 	WALK_FULL, /* no room for more frames */
 	WALK_FAIL, /* an unwind error or an implausible frame */
+	WALK_NOT_ENTRY, /* CFI stopped (unw_step 0) at a frame that is no thread's entry */
 };
 
 /* The frames found so far, leaf first: return addresses and the SP above each. */

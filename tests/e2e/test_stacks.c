@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "run.h"
 
@@ -162,8 +163,11 @@ Test(stacks, jit_frames_are_named_and_have_their_callers)
 	static const char *const plain[] = { "main", "call_plain", "jit_fixture_plain_[j]" };
 	static const char *const pre[] = { "main", "call_preamble",
 					   "jit_fixture_preamble_kernel_[j]" };
+	static const char *const pre3[] = { "main", "call_preamble3",
+					    "jit_fixture_preamble3_kernel_[j]" };
 	char *folded = record_folded(NULL, cmd), *cur = folded;
 	unsigned long n_plain = 0, ok_plain = 0, n_pre = 0, ok_pre = 0, total = 0, unnamed = 0;
+	unsigned long n_pre3 = 0, ok_pre3 = 0;
 	struct line l;
 
 	while (next_line(&cur, &l)) {
@@ -185,11 +189,21 @@ Test(stacks, jit_frames_are_named_and_have_their_callers)
 				ok_pre += l.count;
 			else
 				log_line(&l);
+		} else if (!strcmp(f, pre3[2])) {
+			n_pre3 += l.count;
+			if (has_callers(&l, leaf, pre3, 3))
+				ok_pre3 += l.count;
+			else
+				log_line(&l);
 		}
 	}
-	/* the loops are the same length: about half of the ~1500 samples each */
+	/* the loops are the same length: about a third of the ~1500 samples each */
 	cr_assert_gt(n_plain, 300, "jit_fixture_plain: %lu of %lu samples", n_plain, total);
 	cr_assert_gt(n_pre, 300, "jit_fixture_preamble_kernel: %lu of %lu samples", n_pre, total);
+	cr_assert_gt(n_pre3, 300, "jit_fixture_preamble3_kernel: %lu of %lu samples", n_pre3,
+		     total);
+	cr_assert_eq(ok_pre3, n_pre3, "%lu of %lu 3.x-preamble samples under main;call_preamble3",
+		     ok_pre3, n_pre3);
 	cr_assert_eq(ok_plain, n_plain, "%lu of %lu plain-JIT samples under main;call_plain",
 		     ok_plain, n_plain);
 	cr_assert_eq(ok_pre, n_pre, "%lu of %lu preamble-JIT samples under main;call_preamble",
@@ -244,15 +258,27 @@ static char *record_mlp(char *const env[], const char *const *opts, const char *
 	return data;
 }
 
+struct trainer_stacks {
+	unsigned long total, jit, jit_through_dnnl, complete, complete_entry, cut, cut_entry;
+};
+
+static void count_trainer(const char *data, struct trainer_stacks *t);
+
 static void mlp_case(const char *threads, double want)
 {
 	char *env[] = { (char *)threads, NULL };
 	char *data = record_mlp(env, NULL, "1500");
 	double share = assert_ends_agree(data, NULL, true);
+	struct trainer_stacks t;
 
 	cr_log_info("%s: %.1f%% of stacks complete", threads, share);
 	cr_assert_geq(share, want, "%s: %.1f%% of stacks complete: %s", threads, share,
 		      last_summary);
+	/* complete means at a thread's entry, by the files, not by the unwinder's word */
+	count_trainer(data, &t);
+	cr_assert_eq(t.complete_entry, t.complete,
+		     "%lu of %lu samples counted complete start at a thread's entry",
+		     t.complete_entry, t.complete);
 	free(data);
 }
 
@@ -292,5 +318,239 @@ Test(stacks, small_copies_are_counted_cut_with_their_cause)
 	cr_assert_not_null(strstr(r.out, "stack copy exhausted "), "%s", r.out);
 	cr_assert_not_null(strstr(r.out, "JIT caller not recovered "), "%s", r.out);
 	run_free(&r);
+	free(data);
+}
+
+/*
+ * Is a folded root frame a thread's entry? Judged from the module's file
+ * with readelf, not by the unwinder: "lib+0xS" names the CFI range that
+ * starts at S, an entry when its CFI marks the return address undefined
+ * (glibc's clone3 and _start do); "[lib+0xV]" is code no CFI covers, an
+ * entry when it is the ELF entry point's code (ld.so's _dl_start_user); a
+ * named frame by its name.
+ */
+#define ENTRY_CODE 128
+static const char *const entry_names[] = { "_start", "clone3",	"__clone3",
+					   "clone",  "__clone", "_dl_start_user" };
+
+static bool module_file(const char *base, char *path, size_t cap)
+{
+	static const char *const dirs[] = { "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+					    "/lib64", "/usr/bin",
+					    "/usr/lib/python3/dist-packages/torch/lib" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		snprintf(path, cap, "%s/%s", dirs[i], base);
+		if (!access(path, R_OK))
+			return true;
+	}
+	return false;
+}
+
+/* readelf's ELF entry point of path; 0 if none. */
+static unsigned long long elf_entry(const char *path)
+{
+	char cmd[600], line[512];
+	unsigned long long entry = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "readelf -h '%s'", path);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	while (fgets(line, sizeof(line), p))
+		if (strstr(line, "Entry point address:"))
+			entry = strtoull(strchr(line, ':') + 1, NULL, 16);
+	pclose(p);
+	return entry;
+}
+
+/* Does the CFI range starting at start say, in its first row, that the return address is undefined? */
+static bool cfi_ra_undefined(const char *path, unsigned long long start)
+{
+	char cmd[600], line[1024], want[64];
+	int ra_col = -1, state = 0;
+	bool undef = false;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "readelf -wF '%s' 2>/dev/null", path);
+	snprintf(want, sizeof(want), "pc=%016llx..", start);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		char *save = NULL, *tok;
+		int col = 0;
+
+		if (state == 0 && strstr(line, want)) {
+			state = 1;
+		} else if (state == 1) {
+			/* the header: LOC CFA reg... ra */
+			for (tok = strtok_r(line, " \n", &save); tok;
+			     tok = strtok_r(NULL, " \n", &save))
+				if (!strcmp(tok, "ra"))
+					ra_col = col;
+				else
+					col++;
+			state = ra_col >= 0 ? 2 : 3;
+		} else if (state == 2) {
+			for (tok = strtok_r(line, " \n", &save); tok && col < ra_col;
+			     tok = strtok_r(NULL, " \n", &save))
+				col++;
+			undef = tok && !strcmp(tok, "u");
+			state = 3;
+		}
+	}
+	pclose(p);
+	return undef;
+}
+
+struct entry_verdict {
+	char name[256];
+	bool entry;
+};
+
+static bool is_thread_entry(const char *name, struct entry_verdict *seen, size_t *nseen)
+{
+	char base[256], path[512];
+	unsigned long long off;
+	bool bracket = name[0] == '[', entry = false;
+	const char *plus;
+
+	for (size_t i = 0; i < ARRAY_SIZE(entry_names); i++)
+		if (!strcmp(name, entry_names[i]))
+			return true;
+	for (size_t i = 0; i < *nseen; i++)
+		if (!strcmp(seen[i].name, name))
+			return seen[i].entry;
+	plus = strstr(name, "+0x");
+	if (plus && (size_t)(plus - name - bracket) < sizeof(base)) {
+		snprintf(base, sizeof(base), "%.*s", (int)(plus - name - bracket), name + bracket);
+		off = strtoull(plus + 3, NULL, 16);
+		if (module_file(base, path, sizeof(path))) {
+			if (bracket) {
+				unsigned long long e = elf_entry(path);
+
+				entry = e && off >= e && off - e < ENTRY_CODE;
+			} else {
+				entry = cfi_ra_undefined(path, off);
+			}
+		}
+	}
+	if (*nseen < 64) {
+		snprintf(seen[*nseen].name, sizeof(seen[*nseen].name), "%s", name);
+		seen[(*nseen)++].entry = entry;
+	}
+	return entry;
+}
+
+/* `dlflame report` of data, --folded with one more option (NULL: none). */
+static char *report_folded(const char *data, const char *opt)
+{
+	const char *rep[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", opt, NULL };
+	struct run_result r = run(dir, NULL, NULL, rep);
+	char *out;
+
+	cr_assert_eq(r.status, 0, "report failed: %s", r.err);
+	out = r.out;
+	r.out = NULL;
+	run_free(&r);
+	return out;
+}
+
+/*
+ * Count the stacks of a recorded trainer: those counted complete and cut,
+ * how many of each start at a thread's entry, and the samples in JIT code
+ * (leaf `_[j]`) whose stack passes through dnnl_primitive_execute and
+ * starts at a thread's entry.
+ */
+static void count_trainer(const char *data, struct trainer_stacks *t)
+{
+	struct entry_verdict *seen = calloc(64, sizeof(*seen));
+	size_t nseen = 0;
+
+	memset(t, 0, sizeof(*t));
+	cr_assert_not_null(seen);
+	for (int pass = 0; pass < 2; pass++) {
+		char *folded = report_folded(data, pass ? "--cut" : "--complete"), *cur = folded;
+		struct line l;
+
+		while (next_line(&cur, &l)) {
+			size_t leaf = user_leaf(&l);
+			bool entry = l.n > 1 && is_thread_entry(l.frames[1], seen, &nseen),
+			     dnnl = false;
+
+			t->total += l.count;
+			if (pass) {
+				t->cut += l.count;
+				t->cut_entry += entry ? l.count : 0;
+			} else {
+				t->complete += l.count;
+				t->complete_entry += entry ? l.count : 0;
+				if (!entry)
+					log_line(&l);
+			}
+			if (!ends_with(l.frames[leaf], "_[j]"))
+				continue;
+			t->jit += l.count;
+			for (size_t i = 1; i < leaf; i++)
+				dnnl |= !strncmp(l.frames[i], "dnnl_primitive_execute", 22);
+			if (dnnl && entry)
+				t->jit_through_dnnl += l.count;
+			else
+				log_line(&l);
+		}
+		free(folded);
+	}
+	free(seen);
+	cr_log_info("%lu samples: %lu complete (%lu start at a thread entry), %lu cut (%lu do); "
+		    "%lu in JIT code, %lu of them through dnnl_primitive_execute from an entry",
+		    t->total, t->complete, t->complete_entry, t->cut, t->cut_entry, t->jit,
+		    t->jit_through_dnnl);
+}
+
+/*
+ * The PyTorch CNN (examples/cnn_train.py) with one thread, on the oneDNN
+ * the system's python3-torch runs (2.6 on Debian 12, 3.7 on Debian 13):
+ * every stack counted complete starts at its thread's entry, and the
+ * samples in oneDNN's JIT kernels have their callers, through
+ * dnnl_primitive_execute, to the thread's entry.
+ */
+Test(stacks, cnn_one_thread_jit_stacks_reach_their_entry, .timeout = 900)
+{
+	const char *probe[] = { "/usr/bin/python3", "-c", "import torch", NULL };
+	char *script = path_in(need_env("EXAMPLES"), "cnn_train.py");
+	char *data = path_in(dir, "cnn.data");
+	char *env[] = { "OMP_NUM_THREADS=1", NULL };
+	const char *argv[] = { need_env("DLFLAME"),
+			       "record",
+			       "--forward-exit",
+			       "-o",
+			       data,
+			       "--",
+			       "/usr/bin/python3",
+			       script,
+			       "30",
+			       "--threads",
+			       "1",
+			       NULL };
+	struct trainer_stacks t;
+	struct run_result r = run(dir, NULL, NULL, probe);
+
+	cr_assert_eq(r.status, 0, "python3-torch (scripts/setup.sh installs it): %s", r.err);
+	run_free(&r);
+	r = run(dir, env, NULL, argv);
+	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+	cr_log_info("%s", r.err);
+	run_free(&r);
+	/* Python-cut stacks end in their own placeholder, inside the stack */
+	assert_ends_agree(data, NULL, false);
+	count_trainer(data, &t);
+	cr_assert_eq(t.complete_entry, t.complete,
+		     "%lu of %lu samples counted complete start at a thread's entry",
+		     t.complete_entry, t.complete);
+	cr_assert_gt(t.jit, 100, "%lu samples in JIT code of %lu", t.jit, t.total);
+	cr_assert_geq(t.jit_through_dnnl, t.jit * 99 / 100,
+		      "%lu of %lu JIT samples through dnnl_primitive_execute from a thread entry",
+		      t.jit_through_dnnl, t.jit);
+	free(script);
 	free(data);
 }

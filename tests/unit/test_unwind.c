@@ -495,6 +495,8 @@ static void jit_case(bool preamble)
 	st = symbolizer__stats(sym);
 	cr_assert_eq(st->jit_callers_recovered, 1);
 	cr_assert_eq(st->perfmap.entries, 2);
+	/* both kernels' code read at the first frame of one: the other may be unwound too late */
+	cr_assert_eq(st->jit_preambles_read, 2);
 
 	/* again: now from the slot where its return address was, the same chain */
 	struct unwound again;
@@ -613,8 +615,15 @@ Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 	struct unwound u;
 	void *code;
 	ws_fn fn = ws_build(&code);
+	FILE *pm;
 
 	cr_assert_neq(ws, MAP_FAILED);
+	/* named in a perf map, as oneDNN's kernels are: its preamble is read from its start */
+	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
+	pm = fopen(map_path, "w");
+	cr_assert_not_null(pm);
+	fprintf(pm, "%" PRIx64 " 100 jit_ws_gemm_kernel\n", (uint64_t)(uintptr_t)code);
+	fclose(pm);
 	/* one call site, at the same depth, first with the kernel on the stack, then on the heap */
 	for (int i = 0; i < 2; i++)
 		ws_outer(fn, i ? on_heap : on_stack, i ? ws + COPY_MAX / 2 : NULL);
@@ -650,10 +659,390 @@ Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 	cr_assert_str_eq(u.names[1], "call_ws");
 	assert_reaches_root(&u);
 	cr_assert_eq(symbolizer__stats(sym)->jit_callers_recovered, 4);
+	cr_assert_eq(symbolizer__stats(sym)->jit_preambles_read, 1);
+	unlink(map_path);
 	munmap(code, 4096);
 	munmap(ws, wslen);
 	sample_free(on_stack);
 	sample_free(on_heap);
+}
+
+/* ---- oneDNN's preambles, as its two generations write them ---- */
+
+/*
+ * The first 32 bytes of kernels that oneDNN generated, dumped with
+ * ONEDNN_JIT_DUMP=1 (one dnnl_dump_cpu_<name>.<n>.bin file per kernel, then
+ * `head -c 32 FILE | xxd -i`) on an AVX2 machine: oneDNN 2.6.3 (Debian 12,
+ * examples/mlp) and 3.7.2 (Debian 13, python3-torch 2.6 running
+ * examples/cnn_train.py). 2.6 pushes rbx, rbp, r12-r15; 3.7 pushes rbp,
+ * copies rsp into it, then pushes rbx, r12-r15; jit_single_blk_kernel,
+ * which 3.7's reorder kernels call, saves nothing.
+ */
+static const uint8_t dnnl26_gemm[] = {
+	/* jit_avx_gemm_f32_xbyak_gemm */
+	0x53, 0x55, 0x41, 0x54, 0x41, 0x55, 0x41, 0x56, 0x41, 0x57, 0x4c,
+	0x8b, 0x5c, 0x24, 0x38, 0x48, 0x8b, 0x5c, 0x24, 0x40, 0x4c, 0x8b,
+	0x7c, 0x24, 0x48, 0x4c, 0x8b, 0x64, 0x24, 0x50, 0x4c, 0x8b,
+};
+static const uint8_t dnnl26_softmax[] = {
+	/* jit_softmax_t */
+	0x53, 0x55, 0x41, 0x54, 0x41, 0x55, 0x41, 0x56, 0x41, 0x57, 0x48,
+	0xb8, 0x40, 0x53, 0xcf, 0xc5, 0xa1, 0x7f, 0x00, 0x00, 0x49, 0xbd,
+	0x34, 0xbd, 0x9a, 0xc8, 0xa1, 0x7f, 0x00, 0x00, 0xc4, 0xc1,
+};
+static const uint8_t dnnl37_conv[] = {
+	/* jit_avx2_conv_fwd_kernel_f32 */
+	0x55, 0x48, 0x89, 0xe5, 0x53, 0x41, 0x54, 0x41, 0x55, 0x41, 0x56,
+	0x41, 0x57, 0x48, 0x8b, 0x07, 0x48, 0x8b, 0x77, 0x08, 0x48, 0x8b,
+	0x57, 0x10, 0x48, 0x8b, 0x5f, 0x18, 0x48, 0x8b, 0x8f, 0xf0,
+};
+static const uint8_t dnnl37_reorder[] = {
+	/* jit_uni_reorder_kernel_f32 */
+	0x55, 0x48, 0x89, 0xe5, 0x53, 0x41, 0x54, 0x41, 0x55, 0x41, 0x56,
+	0x41, 0x57, 0x48, 0x8b, 0x37, 0x48, 0x8b, 0x57, 0x08, 0xc4, 0x41,
+	0x08, 0x57, 0xf6, 0x4d, 0x31, 0xc0, 0x4d, 0x31, 0xc9, 0x41,
+};
+static const uint8_t dnnl37_single_blk[] = {
+	/* jit_single_blk_kernel */
+	0x80, 0xfa, 0x01, 0x0f, 0x84, 0xef, 0x00, 0x00, 0x00, 0xc5, 0xfc,
+	0x10, 0x07, 0xc5, 0xfc, 0x10, 0x4f, 0x20, 0xc5, 0xfc, 0x10, 0x57,
+	0x40, 0xc5, 0xfc, 0x10, 0x5f, 0x60, 0xc5, 0xfc, 0x10, 0xa7,
+};
+/* 3.7's postamble (the end of jit_avx2_conv_fwd_kernel_f32): pop r15-r12, rbx, rbp; vzeroupper; ret */
+static const uint8_t dnnl37_post[] = {
+	0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c, 0x5b, 0x5d, 0xc5, 0xf8, 0x77, 0xc3,
+};
+
+enum { RAX, RCX, RDX, RBX, RSP, RBP, RSI, RDI, R8, R9, R10, R11, R12, R13, R14, R15 };
+
+static void assert_pushes(const struct preamble *p, const uint8_t *want, size_t n)
+{
+	cr_assert_eq(p->npush, n, "%u pushes, %zu expected", p->npush, n);
+	for (size_t i = 0; i < n; i++)
+		cr_assert_eq(p->push[i], want[i], "push %zu: r%u, r%u expected", i, p->push[i],
+			     want[i]);
+}
+
+Test(insn, preambles_of_onednn_2_6_and_3_7)
+{
+	static const uint8_t v2[] = { RBX, RBP, R12, R13, R14, R15 };
+	static const uint8_t v3[] = { RBP, RBX, R12, R13, R14, R15 };
+	struct preamble p;
+	uint32_t depth;
+	uint8_t n;
+
+	cr_assert_eq(insn_preamble(dnnl26_gemm, sizeof(dnnl26_gemm), &p), 0);
+	assert_pushes(&p, v2, 6);
+	cr_assert_eq(p.fp_at, -1);
+	cr_assert_eq(p.depth_now, 48);
+	cr_assert_eq(p.len, 10, "stops at the first load: %u", p.len);
+	cr_assert_eq(insn_preamble(dnnl26_softmax, sizeof(dnnl26_softmax), &p), 0);
+	assert_pushes(&p, v2, 6);
+	cr_assert_eq(p.len, 10);
+
+	for (int k = 0; k < 2; k++) {
+		const uint8_t *code = k ? dnnl37_reorder : dnnl37_conv;
+
+		cr_assert_eq(insn_preamble(code, 32, &p), 0);
+		assert_pushes(&p, v3, 6);
+		/* mov rbp, rsp after the first push: rbp is 8 below the entry SP */
+		cr_assert_eq(p.fp_at, 1);
+		cr_assert_eq(p.fp_depth, 8);
+		cr_assert_eq(p.depth_now, 48);
+		cr_assert_eq(p.len, 13);
+	}
+	/* inside the preamble: after push rbp and mov rbp, rsp; not inside an instruction */
+	cr_assert(preamble_at(&p, 4, &depth, &n));
+	cr_assert_eq(depth, 8);
+	cr_assert_eq(n, 1);
+	cr_assert(preamble_at(&p, 0, &depth, &n));
+	cr_assert_eq(depth, 0);
+	cr_assert_not(preamble_at(&p, 2, &depth, &n));
+	cr_assert_not(preamble_at(&p, 20, &depth, &n));
+
+	cr_assert_eq(insn_preamble(dnnl37_single_blk, sizeof(dnnl37_single_blk), &p), 0);
+	cr_assert_eq(p.npush, 0);
+	cr_assert_eq(p.len, 0);
+	cr_assert_eq(p.depth_now, 0);
+}
+
+Test(insn, preamble_forms)
+{
+	static const uint8_t code[] = {
+		0xf3, 0x0f, 0x1e, 0xfa, /* endbr64 */
+		0x41, 0x57, /* push %r15 */
+		0x48, 0x8b, 0xec, /* mov %rsp, %rbp (8b form) */
+		0x48, 0x83, 0xec, 0x18, /* sub $0x18, %rsp */
+		0x48, 0x81, 0xec, 0x00, 0x01, 0x00, 0x00, /* sub $0x100, %rsp */
+		0x48, 0x83, 0xc4, 0x08, /* add $8, %rsp */
+		0x48, 0x89, 0x44, 0x24, 0x10, /* mov %rax, 0x10(%rsp) */
+		0xc5, 0xf8, 0x77, /* vzeroupper */
+		0x48, 0x83, 0xe4, 0xc0, /* and $-64, %rsp: the end */
+		0x53,
+	};
+	static const uint8_t rsp_from_reg[] = { 0x53, 0x48, 0x89, 0xc4, 0x55 }; /* mov %rax, %rsp */
+	static const uint8_t clobber[] = { 0x55, 0x48, 0x89, 0xe5, 0x48, 0x89, 0xc5 };
+	struct preamble p;
+	uint8_t regs[16];
+
+	cr_assert_eq(insn_preamble(code, sizeof(code), &p), 0);
+	cr_assert_eq(p.npush, 1);
+	cr_assert_eq(p.push[0], R15);
+	cr_assert_eq(p.fp_at, 1);
+	cr_assert_eq(p.depth_now, 8 + 0x18 + 0x100 - 8);
+	cr_assert_eq(p.len, sizeof(code) - 5, "len %u", p.len);
+	cr_assert_eq(insn_preamble(rsp_from_reg, sizeof(rsp_from_reg), &p), 0);
+	cr_assert_eq(p.npush, 1);
+	cr_assert_eq(p.len, 1);
+	/* rbp written after the copy: no longer a frame pointer */
+	cr_assert_eq(insn_preamble(clobber, sizeof(clobber), &p), 0);
+	cr_assert_eq(p.fp_at, -1);
+	/* truncated code ends the decoding, in bounds */
+	cr_assert_eq(insn_preamble(code, 11, &p), 0);
+	cr_assert_eq(p.len, 9);
+	cr_assert_eq(insn_preamble(NULL, 4, &p), -1);
+
+	cr_assert_eq(insn_epilogue(dnnl37_post, sizeof(dnnl37_post), regs, 16), 6);
+	cr_assert_eq(regs[0], R15);
+	cr_assert_eq(regs[5], RBP);
+	cr_assert_eq(insn_epilogue(dnnl37_post + 9, sizeof(dnnl37_post) - 9, regs, 16), 1);
+	cr_assert_eq(insn_epilogue(dnnl37_post, 8, regs, 16), -1, "no ret in the bytes");
+	cr_assert_eq(insn_epilogue(dnnl37_conv, sizeof(dnnl37_conv), regs, 16), -1);
+	cr_assert_eq(insn_epilogue(dnnl37_post, sizeof(dnnl37_post), regs, 3), -1);
+}
+
+/*
+ * A kernel as the installed generations write it: the real preamble's
+ * bytes, then a body that loads a constant into rbp, reserves `reserve`
+ * bytes of stack of its own and calls capture_regs, then the postamble
+ * that pops what the preamble pushed. Named in this process's perf map.
+ */
+struct gen_kernel {
+	uint8_t *mem;
+	jit_fn fn;
+	size_t len;
+	uint8_t *post; /* the first pop */
+	struct preamble pre;
+};
+
+static void gen_build(struct gen_kernel *k, const uint8_t *code, size_t len, uint32_t reserve)
+{
+	uint64_t junk = 0x4242424242424242ull;
+	uint8_t *p;
+	size_t n = 0;
+	FILE *f;
+
+	cr_assert_eq(insn_preamble(code, len, &k->pre), 0);
+	k->mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+		      -1, 0);
+	cr_assert_neq(k->mem, MAP_FAILED);
+	p = k->mem;
+	memset(p, 0xcc, 4096);
+	n += emit(p + n, code, k->pre.len);
+	n += emit(p + n, (const uint8_t[]){ 0x48, 0xbd }, 2); /* movabs $junk, %rbp */
+	memcpy(p + n, &junk, 8);
+	n += 8;
+	n += emit(p + n, (const uint8_t[]){ 0x48, 0x81, 0xec }, 3); /* sub $reserve, %rsp */
+	memcpy(p + n, &reserve, 4);
+	n += 4;
+	n += emit_call_capture(p + n);
+	n += emit(p + n, (const uint8_t[]){ 0x48, 0x81, 0xc4 }, 3); /* add $reserve, %rsp */
+	memcpy(p + n, &reserve, 4);
+	n += 4;
+	k->post = p + n;
+	for (int i = k->pre.npush - 1; i >= 0; i--) {
+		if (k->pre.push[i] >= 8)
+			p[n++] = 0x41;
+		p[n++] = (uint8_t)(0x58 + (k->pre.push[i] & 7));
+	}
+	p[n++] = 0xc3;
+	k->len = n;
+	k->fn = (jit_fn)(uintptr_t)p;
+	__builtin___clear_cache((char *)p, (char *)p + n);
+	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
+	f = fopen(map_path, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "%" PRIx64 " %zx jit_gen_kernel\n", (uint64_t)(uintptr_t)p, n);
+	fclose(f);
+}
+
+static void gen_free(struct gen_kernel *k)
+{
+	unlink(map_path);
+	munmap(k->mem, 4096);
+}
+
+/* The sample taken in the kernel's body, unwound whole: its caller and theirs, to _start. */
+static void gen_whole(struct sample *smp, struct unwound *u)
+{
+	unwind_sample(smp, smp->stack, smp->size, u);
+	log_chain(u);
+	cr_assert_str_eq(u->names[0], "jit_gen_kernel");
+	cr_assert_str_eq(u->names[1], "call_jit");
+	cr_assert_str_eq(u->names[2], "jit_outer");
+	assert_reaches_root(u);
+}
+
+/* A copy of smp as if sampled at ip with SP at sp (inside its copy), the registers otherwise the same. */
+static struct sample *resampled(const struct sample *smp, uint64_t ip, uint64_t sp)
+{
+	struct sample *r = sample_new();
+	uint64_t sp0 = smp->regs[PERF_REG_X86_SP];
+
+	cr_assert(sp >= sp0 && sp - sp0 < smp->size);
+	memcpy(r->regs, smp->regs, sizeof(r->regs));
+	r->regs[PERF_REG_X86_IP] = ip;
+	r->regs[PERF_REG_X86_SP] = sp;
+	r->size = smp->size - (sp - sp0);
+	memcpy(r->stack, smp->stack + (sp - sp0), r->size);
+	return r;
+}
+
+static uint64_t word_at(const struct sample *smp, uint64_t addr)
+{
+	uint64_t v, sp0 = smp->regs[PERF_REG_X86_SP];
+
+	cr_assert(addr >= sp0 && addr - sp0 + 8 <= smp->size);
+	memcpy(&v, smp->stack + (addr - sp0), 8);
+	return v;
+}
+
+static void gen_case(const uint8_t *code, size_t len)
+{
+	struct sample *smp = sample_new(), *at;
+	struct gen_kernel k;
+	struct unwound u, v;
+	uint64_t slot, start, last_pop;
+	int rbp_slot = -1;
+
+	gen_build(&k, code, len, 0x200);
+	jit_outer(k.fn, smp);
+	gen_whole(smp, &u);
+	cr_assert_eq(symbolizer__stats(sym)->jit_preambles_read, 1);
+	cr_assert_eq(symbolizer__stats(sym)->jit_callers_recovered, 1);
+
+	/* at the kernel's first instruction: the return address is at SP, the caller's rbp in rbp */
+	{
+		uint64_t ips[64], sps[64];
+		enum unwind_end end;
+		int n = symbolizer__unwind_sps(sym, (uint32_t)getpid(), smp->regs, regs_mask,
+					       smp->stack, smp->size, ips, sps, 64, &end);
+
+		cr_assert_geq(n, 3);
+		slot = sps[1] - 8; /* where the kernel's return address is */
+	}
+	for (int i = 0; i < k.pre.npush; i++)
+		if (k.pre.push[i] == RBP)
+			rbp_slot = i;
+	cr_assert_geq(rbp_slot, 0);
+	start = (uint64_t)(uintptr_t)k.mem;
+	at = resampled(smp, start, slot);
+	at->regs[PERF_REG_X86_BP] = word_at(smp, slot - 8 * (uint64_t)(rbp_slot + 1));
+	unwind_sample(at, at->stack, at->size, &v);
+	log_chain(&v);
+	cr_assert_eq(v.n, u.n);
+	cr_assert_str_eq(v.names[1], "call_jit");
+	assert_reaches_root(&v);
+	sample_free(at);
+
+	/* at the last pop of the postamble: one register left on the stack */
+	last_pop = (uint64_t)(uintptr_t)k.post;
+	for (int i = k.pre.npush - 1; i > 0; i--)
+		last_pop += k.pre.push[i] >= 8 ? 2 : 1;
+	at = resampled(smp, last_pop, slot - 8);
+	if (k.pre.push[0] != RBP)
+		at->regs[PERF_REG_X86_BP] = word_at(smp, slot - 8 * (uint64_t)(rbp_slot + 1));
+	unwind_sample(at, at->stack, at->size, &v);
+	log_chain(&v);
+	cr_assert_str_eq(v.names[1], "call_jit");
+	assert_reaches_root(&v);
+	sample_free(at);
+	gen_free(&k);
+	sample_free(smp);
+}
+
+Test(unwind, jit_caller_behind_a_onednn_2_6_preamble)
+{
+	gen_case(dnnl26_gemm, sizeof(dnnl26_gemm));
+}
+
+Test(unwind, jit_caller_behind_a_onednn_3_7_preamble)
+{
+	gen_case(dnnl37_conv, sizeof(dnnl37_conv));
+}
+
+/*
+ * The kernel's own stack area holds a stale return address (one that
+ * follows an indirect call, as a frame of an earlier call leaves it) whose
+ * frame, as CFI reads it, returns to 0: libunwind stops there as it does at
+ * a thread's entry. It is no entry: with the real return address beyond the
+ * copy the stack is cut, and stays cut when unwound again (nothing wrong
+ * was remembered); with it in the copy the stack is the real one.
+ */
+Test(unwind, stale_return_address_above_a_jit_frame_is_no_root)
+{
+	struct sample *smp = sample_new();
+	struct gen_kernel k;
+	struct unwound u, v;
+	uint64_t ips[64], sps[64], sp0, x, slot;
+	enum unwind_end end;
+	int n;
+
+	gen_build(&k, dnnl37_conv, sizeof(dnnl37_conv), 0x200);
+	jit_outer(k.fn, smp);
+	sp0 = smp->regs[PERF_REG_X86_SP];
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	n = symbolizer__unwind_sps(sym, (uint32_t)getpid(), smp->regs, regs_mask, smp->stack,
+				   smp->size, ips, sps, 64, &end);
+	cr_assert_geq(n, 3);
+	cr_assert_eq(end, UNWIND_END_ROOT);
+	slot = sps[1] - 8;
+	/* the stale frame, in the kernel's 0x200 bytes: a return address into call_jit ... */
+	x = sp0 + 0x100;
+	cr_assert_lt(x + 0x40, slot - 48);
+	memcpy(smp->stack + (x - sp0), &ips[1], 8);
+	/* ... with rbp below it (either push order) pointing at a frame that returns to 0 */
+	for (int i = 1; i <= 2; i++) {
+		uint64_t b = x + 0x10;
+
+		memcpy(smp->stack + (x - 8 * i - sp0), &b, 8);
+	}
+	memset(smp->stack + (x + 0x18 - sp0), 0, 8);
+
+	for (int round = 0; round < 2; round++) {
+		/* the copy ends below the real return address */
+		unwind_sample(smp, smp->stack, slot - sp0, &u);
+		log_chain(&u);
+		cr_assert_neq(u.end, UNWIND_END_ROOT, "a stale frame taken for the root");
+		cr_assert_eq(u.end, UNWIND_END_JIT_NO_CALLER);
+		cr_assert_eq(u.n, 1);
+	}
+	unwind_sample(smp, smp->stack, smp->size, &v);
+	log_chain(&v);
+	cr_assert_str_eq(v.names[1], "call_jit");
+	cr_assert_str_eq(v.names[2], "jit_outer");
+	assert_reaches_root(&v);
+	gen_free(&k);
+	sample_free(smp);
+}
+
+/* A kernel whose code cannot be read (no perf map line): recovered as before, and said so. */
+Test(unwind, jit_without_its_preamble_is_marked_guessed)
+{
+	struct sample *smp = sample_new();
+	struct gen_kernel k;
+	struct unwound u;
+
+	gen_build(&k, dnnl26_gemm, sizeof(dnnl26_gemm), 0x200);
+	unlink(map_path);
+	jit_outer(k.fn, smp);
+	unwind_sample(smp, smp->stack, smp->size, &u);
+	log_chain(&u);
+	cr_assert_eq(u.end, UNWIND_END_JIT_GUESSED);
+	cr_assert_str_eq(u.names[1], "call_jit");
+	cr_assert_eq(symbolizer__stats(sym)->jit_preambles_read, 0);
+	gen_free(&k);
+	sample_free(smp);
 }
 
 /* ---- call instructions ---- */
