@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "python/internal.h"
@@ -30,20 +31,25 @@ static void take(struct py_syms *s, const char *name, const GElf_Sym *sym)
 	}
 }
 
-int py_elf_syms(const char *path, struct py_syms *out)
+int py_elf_syms(const char *path, uint64_t ino, struct py_syms *out)
 {
 	Elf_Scn *scn = NULL;
+	struct stat st;
 	GElf_Ehdr eh;
 	size_t nph;
-	Elf *elf;
+	Elf *elf = NULL;
 	int fd, err = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (ino && (uint64_t)st.st_ino != ino)) {
+		err = -ESTALE; /* not the file the process mapped */
+		goto out;
+	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
 	    elf_getphdrnum(elf, &nph)) {

@@ -66,7 +66,10 @@ struct py_syms {
 	uint64_t runtime, version, code_type, none, eval, eval_size;
 };
 
-/* 0 (*out filled, maybe with nothing found) or a negative errno. */
-int py_elf_syms(const char *path, struct py_syms *out);
+/*
+ * 0 (*out filled, maybe with nothing found) or a negative errno; -ESTALE
+ * when ino is not 0 and the file at path has another inode.
+ */
+int py_elf_syms(const char *path, uint64_t ino, struct py_syms *out);
 
 #endif

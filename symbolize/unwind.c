@@ -85,7 +85,10 @@ static struct elf_file *module_unwind(struct module *m)
 	if (m->fd > STDERR_FILENO && !fstat(m->fd, &st) && S_ISREG(st.st_mode)) {
 		mu->fd = m->fd;
 	} else {
-		mu->fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		mu->fd = fsroot_open(m->root_fd, m->path,
+				     O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		if (mu->fd < 0)
+			mu->fd = -1;
 		mu->own_fd = mu->fd >= 0;
 		if (mu->fd >= 0 && (fstat(mu->fd, &st) || !S_ISREG(st.st_mode))) {
 			close(mu->fd);
