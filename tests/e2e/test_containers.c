@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Processes in containers, recorded from the host: a PID and a mount
+ * namespace of their own and another root (tests/e2e/container.sh makes
+ * them as a runtime does). The root is $DLFLAME_CONTAINER_ROOT when set (a
+ * debootstrapped Debian whose python3 and torch differ from the host's;
+ * CI sets DLFLAME_REQUIRE_CONTAINER_ROOT=1 and then its absence fails), else
+ * a root the test makes of the host's own files, in which python3.11 is a
+ * copy whose build-id differs from the host's file at the same path.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "profile/profile.h"
+#include "run.h"
+
+static char *dir;
+
+static void setup(void)
+{
+	dir = make_dir();
+}
+
+static void teardown(void)
+{
+	rm_dir(dir);
+}
+
+TestSuite(containers, .init = setup, .fini = teardown, .timeout = 600);
+
+static void need_root(void)
+{
+	/* namespaces and chroot: the tests run as root, as scripts/test.sh and CI do */
+	cr_assert_eq(geteuid(), 0, "the container tests need root (namespaces, chroot)");
+}
+
+/* The root to run in: container.sh's ROOT argument (free it). */
+static char *container_root(bool *minimal)
+{
+	const char *env = getenv("DLFLAME_CONTAINER_ROOT");
+	const char *req = getenv("DLFLAME_REQUIRE_CONTAINER_ROOT");
+	struct stat st;
+	char *r;
+
+	if (env && *env) {
+		cr_assert(!stat(env, &st) && S_ISDIR(st.st_mode),
+			  "DLFLAME_CONTAINER_ROOT=%s is no directory", env);
+		*minimal = false;
+		return strdup(env);
+	}
+	cr_assert(!req || strcmp(req, "1"),
+		  "DLFLAME_REQUIRE_CONTAINER_ROOT=1 but DLFLAME_CONTAINER_ROOT is not set: "
+		  "debootstrap a Debian root and name it there");
+	*minimal = true;
+	cr_assert_neq(asprintf(&r, "minimal:%s/root", dir), -1);
+	return r;
+}
+
+/*
+ * Start cmd in a container (stdout and stderr to DIR/NAME.out, .err), in
+ * cgroup cg ("-": ours); returns container.sh's pid (unshare's).
+ */
+static pid_t start(const char *root, const char *src, const char *cg, const char *name,
+		   const char *const *cmd)
+{
+	char *sh, *out = path_in(dir, name);
+	size_t len = 0, cap = 4096;
+	const char *argv[] = { "/bin/sh", "-c", NULL, NULL };
+	pid_t pid;
+
+	sh = malloc(cap);
+	cr_assert_not_null(sh);
+	len += (size_t)snprintf(sh + len, cap - len, "exec '%s' '%s' '%s' '%s'",
+				need_env("CONTAINER_SH"), root, src, cg);
+	for (; *cmd; cmd++)
+		len += (size_t)snprintf(sh + len, cap - len, " '%s'", *cmd);
+	len += (size_t)snprintf(sh + len, cap - len, " >'%s.out' 2>'%s.err'", out, out);
+	cr_assert_lt(len, cap);
+	argv[2] = sh;
+	pid = run_bg(dir, argv);
+	free(sh);
+	free(out);
+	return pid;
+}
+
+/* The container's pid 1 as the host sees it, once it runs a program named comm*. */
+static pid_t inner_pid(pid_t outer, const char *comm)
+{
+	char path[96], buf[64];
+
+	for (int i = 0; i < 6000; i++) {
+		FILE *f;
+		pid_t inner = 0;
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)outer, (int)outer);
+		f = fopen(path, "r");
+		if (f) {
+			if (fscanf(f, "%d", &inner) != 1)
+				inner = 0;
+			fclose(f);
+		}
+		if (inner > 0) {
+			snprintf(path, sizeof(path), "/proc/%d/comm", (int)inner);
+			f = fopen(path, "r");
+			if (f) {
+				bool ok = fgets(buf, sizeof(buf), f) &&
+					  !strncmp(buf, comm, strlen(comm));
+
+				fclose(f);
+				if (ok)
+					return inner;
+			}
+		}
+		cr_assert_eq(waitpid(outer, NULL, WNOHANG), 0, "the container ended early");
+		usleep(10000);
+	}
+	cr_assert_fail("no %s in the container after 60 s", comm);
+	return -1;
+}
+
+/* The container's end: its pid 1 killed when kill, else waited for. Its exit status. */
+static int finish(pid_t outer, pid_t inner, bool kill_it)
+{
+	int status = 0;
+
+	if (kill_it && inner > 0)
+		kill(inner, SIGKILL); /* pid 1 of its namespace: only SIGKILL from outside ends it */
+	cr_assert_eq(waitpid(outer, &status, 0), outer);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static char *folded(const char *data, const char *name, const char *opt)
+{
+	char *out = path_in(dir, name);
+	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", opt, NULL };
+	struct run_result r = run(dir, NULL, out, argv);
+
+	cr_assert_eq(r.status, 0, "report failed: %s", r.err);
+	run_free(&r);
+	return out;
+}
+
+static void judge(const char *what, const char *a, const char *b)
+{
+	const char *argv[] = { "/usr/bin/python3", need_env("PYSTACKS"), what, a, b, NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_log_info("%s", r.out);
+	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	run_free(&r);
+}
+
+/* The GNU build-id of a file, lower-case hex (free it). */
+static char *build_id(const char *path)
+{
+	const char *argv[] = { "/usr/bin/readelf", "-n", path, NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+	char *at, *id;
+
+	cr_assert_eq(r.status, 0, "readelf -n %s: %s", path, r.err);
+	at = strstr(r.out, "Build ID: ");
+	cr_assert_not_null(at, "%s has no build-id", path);
+	at += 10;
+	id = strndup(at, strspn(at, "0123456789abcdef"));
+	run_free(&r);
+	return id;
+}
+
+/*
+ * How many frames of modules named module (exact basename) the profile
+ * holds, and that each carries build-id want: no frame of that name came
+ * from another file (the host's under the same path).
+ */
+static size_t frames_of(const char *data, const char *module, const char *want)
+{
+	struct profile *p = NULL;
+	struct profile_read_error e = { 0 };
+	size_t n = 0;
+
+	cr_assert_eq(profile__read(data, &p, &e), 0, "%s", e.what ? e.what : "read failed");
+	for (size_t i = 0; i < profile__nr_frames(p); i++) {
+		const struct pf_frame *f = profile__get_frame(p, (uint32_t)i);
+		const char *bid;
+
+		if (strcmp(profile__str(p, f->module), module))
+			continue;
+		bid = f->build_id ? profile__str(p, f->build_id) : "";
+		cr_assert_str_eq(bid, want, "a frame of %s (%s) has build-id %s, not the container's",
+				 module, profile__str(p, f->name), bid);
+		n++;
+	}
+	profile__free(p);
+	return n;
+}
+
+/* A file of the container's root as the host sees it (free it). */
+static char *in_root(const char *root, bool minimal, const char *path)
+{
+	char *r;
+
+	/* the minimal root's python is the copy bound over the host's path: the test's own file */
+	if (minimal)
+		cr_assert_neq(asprintf(&r, "%s/root.python", dir), -1);
+	else
+		cr_assert_neq(asprintf(&r, "%s%s", root, path), -1);
+	return r;
+}
+
+/* The interpreter the root's python3 runs: its path inside the root. */
+static char *root_python(const char *root, bool minimal)
+{
+	char buf[256], *link, *r;
+	ssize_t n;
+
+	if (minimal) {
+		n = readlink("/usr/bin/python3", buf, sizeof(buf) - 1);
+		cr_assert_gt(n, 0);
+		buf[n] = '\0';
+		cr_assert_neq(asprintf(&r, "/usr/bin/%s", buf), -1);
+		return r;
+	}
+	cr_assert_neq(asprintf(&link, "%s/usr/bin/python3", root), -1);
+	n = readlink(link, buf, sizeof(buf) - 1);
+	cr_assert_gt(n, 0, "%s is no link to an interpreter", link);
+	buf[n] = '\0';
+	free(link);
+	cr_assert_neq(asprintf(&r, "/usr/bin/%s", strrchr(buf, '/') ? strrchr(buf, '/') + 1 : buf),
+		      -1);
+	return r;
+}
+
+/* Read the container's stdout (the fixture's JSON line). */
+static char *container_out(const char *name)
+{
+	char *p, *txt;
+
+	cr_assert_neq(asprintf(&p, "%s/%s.out", dir, name), -1);
+	txt = read_text(p);
+	free(p);
+	return txt;
+}
+
+/* The root made (a minimal root's copy of python) before anything is recorded. */
+static void prepare(const char *root)
+{
+	const char *argv[] = { need_env("CONTAINER_SH"), root, dir, "-", "true", NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 0, "container.sh failed: %s", r.err);
+	run_free(&r);
+}
+
+static void python_in_container(bool launch)
+{
+	bool minimal;
+	char *root = container_root(&minimal), *data = path_in(dir, "py.data");
+	char *py = root_python(root, minimal), *pyfile, *want, *f, *json, *jpath;
+	const char *base;
+	pid_t outer, inner = 0;
+	struct run_result r;
+
+	need_root();
+	prepare(root);
+	if (launch) {
+		const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--",
+				       need_env("CONTAINER_SH"), root, need_env("PY_FIXTURES"), "-",
+				       "python3", "/tmp/src/split.py", "8", NULL };
+
+		r = run(dir, NULL, NULL, argv);
+		cr_log_info("%s", r.err);
+		cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+		json = strdup(r.out);
+	} else {
+		/* long enough for 200 samples on a busy machine */
+		const char *cmd[] = { "python3", "/tmp/src/split.py", "24", NULL };
+		char pid[16];
+		const char *argv[] = { need_env("DLFLAME"), "record", "-p", pid, "-d", "20", "-o",
+				       data, NULL };
+
+		outer = start(root, need_env("PY_FIXTURES"), "-", "split", cmd);
+		inner = inner_pid(outer, "python3");
+		usleep(1000000); /* past the imports, into its loop */
+		snprintf(pid, sizeof(pid), "%d", (int)inner);
+		r = run(dir, NULL, NULL, argv);
+		cr_log_info("%s", r.err);
+		cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+		cr_assert_eq(finish(outer, inner, false), 0, "the fixture failed");
+		json = container_out("split");
+	}
+	{
+		const char *at = strstr(r.err, "Python frames in ");
+		double share = 0;
+
+		cr_assert_not_null(at, "no Python figure: %s", r.err);
+		cr_assert_eq(sscanf(at, "Python frames in %lf%%", &share), 1);
+		cr_assert_geq(share, 90.0, "Python frames in %.1f%% of eval calls", share);
+	}
+	run_free(&r);
+	jpath = path_in(dir, "split.json");
+	{
+		FILE *jf = fopen(jpath, "w");
+
+		cr_assert_not_null(jf);
+		fputs(json, jf);
+		fclose(jf);
+	}
+	f = folded(data, "split.folded", NULL);
+	if (launch) {
+		/*
+		 * Launched, the interpreter's start is recorded too: on a busy machine
+		 * its imports outweigh the timed loop, which the shares judge.
+		 */
+		const char *argv[] = { "/usr/bin/python3", need_env("PYSTACKS"), "has", f,
+				       "main (split.py)", "key_b (split.py)", "spin_c (split.py)",
+				       NULL };
+
+		r = run(dir, NULL, NULL, argv);
+		cr_assert_eq(r.status, 0, "%s", r.out);
+		run_free(&r);
+	} else {
+		judge("split", f, jpath);
+	}
+	/* the interpreter's frames come from the container's file, never the host's */
+	pyfile = in_root(root, minimal, py);
+	want = build_id(pyfile);
+	base = strrchr(py, '/') + 1;
+	cr_assert_gt(frames_of(data, base, want), 0, "no frame of %s", base);
+	free(root);
+	free(data);
+	free(py);
+	free(pyfile);
+	free(want);
+	free(f);
+	free(json);
+	free(jpath);
+}
+
+/* A pure-Python program as pid 1 of a container, attached from the host. */
+Test(containers, python_attach)
+{
+	python_in_container(false);
+}
+
+/* The same launched: dlflame record -- container.sh ... python3 (unshare, chroot, exec). */
+Test(containers, python_launch)
+{
+	python_in_container(true);
+}
