@@ -133,7 +133,8 @@ static int finish(pid_t outer, pid_t inner, bool kill_it)
 	int status = 0;
 
 	if (kill_it && inner > 0)
-		kill(inner, SIGKILL); /* pid 1 of its namespace: only SIGKILL from outside ends it */
+		kill(inner,
+		     SIGKILL); /* pid 1 of its namespace: only SIGKILL from outside ends it */
 	cr_assert_eq(waitpid(outer, &status, 0), outer);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -194,8 +195,9 @@ static size_t frames_of(const char *data, const char *module, const char *want)
 		if (strcmp(profile__str(p, f->module), module))
 			continue;
 		bid = f->build_id ? profile__str(p, f->build_id) : "";
-		cr_assert_str_eq(bid, want, "a frame of %s (%s) has build-id %s, not the container's",
-				 module, profile__str(p, f->name), bid);
+		cr_assert_str_eq(bid, want,
+				 "a frame of %s (%s) has build-id %s, not the container's", module,
+				 profile__str(p, f->name), bid);
 		n++;
 	}
 	profile__free(p);
@@ -249,6 +251,53 @@ static char *container_out(const char *name)
 	return txt;
 }
 
+/* Where cgroup v2 is mounted (/sys/fs/cgroup, or .../unified beside v1), or fail. */
+static char *cgroup2_mount(void)
+{
+	char line[1024], dev[256], mnt[512], type[64];
+	FILE *f = fopen("/proc/mounts", "r");
+	char *r = NULL;
+
+	cr_assert_not_null(f);
+	while (!r && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%255s %511s %63s", dev, mnt, type) == 3 &&
+		    !strcmp(type, "cgroup2"))
+			r = strdup(mnt);
+	}
+	fclose(f);
+	cr_assert_not_null(r, "no cgroup v2 file system is mounted (/proc/mounts)");
+	return r;
+}
+
+#define TEST_CTR_ID "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
+
+/*
+ * A cgroup made for the test, named as Docker's systemd driver names a
+ * container's: PARENT/docker-ID.scope. *parent: the directory to remove.
+ */
+static char *make_cgroup(char **parent)
+{
+	char *mnt = cgroup2_mount(), *cg;
+
+	cr_assert_neq(asprintf(parent, "%s/dlflame-test-%d", mnt, (int)getpid()), -1);
+	cr_assert_neq(asprintf(&cg, "%s/docker-" TEST_CTR_ID ".scope", *parent), -1);
+	cr_assert(!mkdir(*parent, 0755) || errno == EEXIST, "mkdir %s: %s", *parent,
+		  strerror(errno));
+	cr_assert(!mkdir(cg, 0755) || errno == EEXIST, "mkdir %s: %s", cg, strerror(errno));
+	free(mnt);
+	return cg;
+}
+
+/* Remove the test's cgroups once their processes are gone. */
+static void drop_cgroup(char *cg, char *parent)
+{
+	for (int i = 0; i < 500 && rmdir(cg) && errno == EBUSY; i++)
+		usleep(10000);
+	rmdir(parent);
+	free(cg);
+	free(parent);
+}
+
 /* The root made (a minimal root's copy of python) before anything is recorded. */
 static void prepare(const char *root)
 {
@@ -267,13 +316,26 @@ static void python_in_container(bool launch)
 	const char *base;
 	pid_t outer, inner = 0;
 	struct run_result r;
+	char *cg_parent = NULL, *cg = NULL;
 
 	need_root();
 	prepare(root);
+	if (!launch)
+		cg = make_cgroup(&cg_parent);
 	if (launch) {
-		const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--",
-				       need_env("CONTAINER_SH"), root, need_env("PY_FIXTURES"), "-",
-				       "python3", "/tmp/src/split.py", "8", NULL };
+		const char *argv[] = { need_env("DLFLAME"),
+				       "record",
+				       "-o",
+				       data,
+				       "--",
+				       need_env("CONTAINER_SH"),
+				       root,
+				       need_env("PY_FIXTURES"),
+				       "-",
+				       "python3",
+				       "/tmp/src/split.py",
+				       "8",
+				       NULL };
 
 		r = run(dir, NULL, NULL, argv);
 		cr_log_info("%s", r.err);
@@ -283,10 +345,11 @@ static void python_in_container(bool launch)
 		/* long enough for 200 samples on a busy machine */
 		const char *cmd[] = { "python3", "/tmp/src/split.py", "24", NULL };
 		char pid[16];
-		const char *argv[] = { need_env("DLFLAME"), "record", "-p", pid, "-d", "20", "-o",
-				       data, NULL };
+		const char *argv[] = {
+			need_env("DLFLAME"), "record", "-p", pid, "-d", "20", "-o", data, NULL
+		};
 
-		outer = start(root, need_env("PY_FIXTURES"), "-", "split", cmd);
+		outer = start(root, need_env("PY_FIXTURES"), cg, "split", cmd);
 		inner = inner_pid(outer, "python3");
 		usleep(1000000); /* past the imports, into its loop */
 		snprintf(pid, sizeof(pid), "%d", (int)inner);
@@ -319,15 +382,35 @@ static void python_in_container(bool launch)
 		 * Launched, the interpreter's start is recorded too: on a busy machine
 		 * its imports outweigh the timed loop, which the shares judge.
 		 */
-		const char *argv[] = { "/usr/bin/python3", need_env("PYSTACKS"), "has", f,
-				       "main (split.py)", "key_b (split.py)", "spin_c (split.py)",
-				       NULL };
+		const char *argv[] = {
+			"/usr/bin/python3", need_env("PYSTACKS"), "has", f, "main (split.py)",
+			"key_b (split.py)", "spin_c (split.py)",  NULL
+		};
 
 		r = run(dir, NULL, NULL, argv);
 		cr_assert_eq(r.status, 0, "%s", r.out);
 		run_free(&r);
 	} else {
+		/* its container, as the runtime's cgroup names it: in every label */
+		const char *top[] = { need_env("DLFLAME"), "report", "-i", data, "--top", "--by",
+				      "process",	   NULL };
+		char *pt = folded(data, "thread.folded", "--per-thread"), *txt;
+		char label[64];
+
 		judge("split", f, jpath);
+		snprintf(label, sizeof(label), "python3-%d [%.12s]", (int)inner, TEST_CTR_ID);
+		r = run(dir, NULL, NULL, top);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		cr_assert_not_null(strstr(r.out, label), "--top --by process: no %s in\n%s", label,
+				   r.out);
+		run_free(&r);
+		snprintf(label, sizeof(label), "python3-%d/%d [%.12s];", (int)inner, (int)inner,
+			 TEST_CTR_ID);
+		txt = read_text(pt);
+		cr_assert_not_null(strstr(txt, label), "--per-thread: no %s", label);
+		free(txt);
+		free(pt);
+		drop_cgroup(cg, cg_parent);
 	}
 	/* the interpreter's frames come from the container's file, never the host's */
 	pyfile = in_root(root, minimal, py);
