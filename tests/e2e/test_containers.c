@@ -438,3 +438,178 @@ Test(containers, python_launch)
 {
 	python_in_container(true);
 }
+
+/* The share of samples of thread tid that hold a Python frame ("(FILE.py)"), per --per-thread folded. */
+static double python_share(const char *folded_path, pid_t tid, unsigned long *total)
+{
+	char *txt = read_text(folded_path), *line, *save = NULL, prefix[64];
+	unsigned long with = 0;
+
+	*total = 0;
+	snprintf(prefix, sizeof(prefix), "-%d/%d", (int)tid, (int)tid);
+	for (line = strtok_r(txt, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' '), *first_end = strchr(line, ';');
+		unsigned long n;
+
+		if (!sp || !first_end)
+			continue;
+		*first_end = '\0';
+		if (!strstr(line, prefix)) /* the first frame names the thread */
+			continue;
+		*first_end = ';';
+		n = strtoul(sp + 1, NULL, 10);
+		*total += n;
+		*sp = '\0';
+		/* a Python frame: "function (file.py)" */
+		if (strstr(first_end, ".py)"))
+			with += n;
+	}
+	free(txt);
+	return *total ? 100.0 * (double)with / (double)*total : 0;
+}
+
+/*
+ * The PyTorch CNN as pid 1 of a container, attached from the host, as the
+ * README says to attach (ONEDNN_JIT_PROFILE=2): Python frames on the main
+ * thread, JIT kernels named from the perf map oneDNN wrote in the
+ * container's /tmp under its own pid, libtorch named from the container's file.
+ */
+Test(containers, cnn_attach, .timeout = 1200)
+{
+	bool minimal;
+	char *root = container_root(&minimal), *data = path_in(dir, "cnn.data");
+	const char *cmd[] = { "ONEDNN_JIT_PROFILE=2", "python3", "/tmp/src/cnn_train.py", "100000",
+			      NULL };
+	char pid[16], *f, *pt, *txt;
+	const char *argv[] = {
+		need_env("DLFLAME"), "record", "-p", pid, "-d", "20", "-o", data, NULL
+	};
+	struct run_result r;
+	unsigned long main_total;
+	double share;
+	pid_t outer, inner;
+	int waited = 0;
+
+	need_root();
+	prepare(root);
+	/* cmd runs under env(1) in the container: its first word sets the variable */
+	outer = start(root, need_env("EXAMPLES"), "-", "cnn", cmd);
+	inner = inner_pid(outer, "python3");
+	/* training: oneDNN has made its first kernel and written its map, as pid 1 */
+	for (;; waited++) {
+		char mp[96];
+
+		snprintf(mp, sizeof(mp), "/proc/%d/root/tmp/perf-1.map", (int)inner);
+		if (!access(mp, R_OK))
+			break;
+		cr_assert_lt(waited, 1200, "no /tmp/perf-1.map in the container after 10 minutes");
+		cr_assert_eq(waitpid(outer, NULL, WNOHANG), 0, "the trainer ended early");
+		usleep(500000);
+	}
+	usleep(2000000);
+	snprintf(pid, sizeof(pid), "%d", (int)inner);
+	r = run(dir, NULL, NULL, argv);
+	cr_log_info("%s", r.err);
+	finish(outer, inner, true);
+	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+	run_free(&r);
+	f = folded(data, "cnn.folded", NULL);
+	txt = read_text(f);
+	cr_assert_null(strstr(txt, ";[JIT]"), "an unnamed JIT frame: the perf map was not read");
+	cr_assert_not_null(strstr(txt, "_[j]"), "no JIT kernel named");
+	cr_assert(strstr(txt, "at::") != NULL, "no libtorch function named");
+	free(txt);
+	pt = folded(data, "cnn-thread.folded", "--per-thread");
+	share = python_share(pt, inner, &main_total);
+	cr_log_info("main thread: %lu samples, %.1f%% with Python frames", main_total, share);
+	cr_assert_gt(main_total, 50, "only %lu samples of the main thread", main_total);
+	cr_assert_geq(share, 90.0, "Python frames in %.1f%% of the main thread's samples", share);
+	free(root);
+	free(data);
+	free(f);
+	free(pt);
+}
+
+/* --cgroup on what is no cgroup: one line, exit 2. */
+Test(containers, cgroup_not_a_cgroup)
+{
+	const char *argv[] = { need_env("DLFLAME"), "record", "--cgroup", dir, "-d", "1", NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+	cr_assert_eq(count_str(r.err, "\n"), 1, "not one line: %s", r.err);
+	cr_assert_not_null(strstr(r.err, "not a cgroup v2 directory"), "%s", r.err);
+	run_free(&r);
+}
+
+/*
+ * A whole container by its cgroup: the process there when the recording
+ * began, and one started in it while recording, each with its Python
+ * frames and its container label.
+ */
+Test(containers, cgroup_whole)
+{
+	bool minimal;
+	char *root = container_root(&minimal), *data = path_in(dir, "cg.data"), *parent, *cg;
+	const char *first[] = { "python3", "/tmp/src/split.py", "24", NULL };
+	const char *later[] = { "python3", "/tmp/src/split.py", "6", NULL };
+	char *argv[] = { (char *)need_env("DLFLAME"),
+			 "record",
+			 "--cgroup",
+			 NULL,
+			 "-d",
+			 "16",
+			 "-o",
+			 data,
+			 NULL };
+	pid_t rec, outer1, inner1, outer2, inner2;
+	int status;
+	char *pt, *txt, label[64];
+
+	need_root();
+	prepare(root);
+	cg = make_cgroup(&parent);
+	argv[3] = cg;
+	outer1 = start(root, need_env("PY_FIXTURES"), cg, "first", first);
+	inner1 = inner_pid(outer1, "python3");
+	rec = fork();
+	cr_assert_geq(rec, 0);
+	if (rec == 0) {
+		int fd = open(path_in(dir, "rec.err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	usleep(3000000); /* the recording runs: this one starts after it began */
+	outer2 = start(root, need_env("PY_FIXTURES"), cg, "later", later);
+	inner2 = inner_pid(outer2, "python3");
+	cr_assert_eq(waitpid(rec, &status, 0), rec);
+	txt = read_text(path_in(dir, "rec.err"));
+	cr_log_info("%s", txt);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "record failed: %s", txt);
+	free(txt);
+	finish(outer2, inner2, false);
+	finish(outer1, inner1, true);
+	drop_cgroup(cg, parent);
+	pt = folded(data, "cg-thread.folded", "--per-thread");
+	txt = read_text(pt);
+	for (int i = 0; i < 2; i++) {
+		pid_t p = i ? inner2 : inner1;
+		unsigned long n;
+		double share = python_share(pt, p, &n);
+
+		snprintf(label, sizeof(label), "python3-%d/%d [%.12s];", (int)p, (int)p,
+			 TEST_CTR_ID);
+		cr_assert_not_null(strstr(txt, label), "no %s: the %s process is missing", label,
+				   i ? "later" : "first");
+		cr_log_info("%s process %d: %lu samples, %.1f%% with Python frames",
+			    i ? "later" : "first", (int)p, n, share);
+		cr_assert_geq(share, 90.0, "%s process: Python frames in %.1f%% of its samples",
+			      i ? "later" : "first", share);
+	}
+	free(txt);
+	free(root);
+	free(data);
+	free(pt);
+}
