@@ -23,7 +23,7 @@
  * jitcaller.c: unwind, procs, perfmap.   unwind.c: procs, perfmap, elf, insn.
  * procs.c: modules, strpool, roots.      modules.c: dwsym, strpool, roots.
  * dwsym.c: elf, demangle, strpool, roots. kallsyms.c, perfmap.c: strpool.
- * unwind.c also roots.
+ * unwind.c also modules (module_open_file).
  * strpool.c, elf.c, demangle.c, insn.c, roots.c: nothing in symbolize/.
  *
  * unwind.h is the interface of unwind.c and jitcaller.c to stackwalk.c.
@@ -436,6 +436,13 @@ struct module *module_get(struct symbolizer *s, const char *path);
 struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, int root_fd, uint64_t start,
 				  uint64_t end, uint32_t prot, const char *name,
 				  const struct sym_file_id *id);
+/*
+ * m's file opened again (it was not pinned, or was closed over the cap):
+ * its path beneath its root, else (a container's module named from
+ * /proc/PID/maps, which names files as we see them) the path as ours, each
+ * taken only when it is the file m knows. An fd or -1.
+ */
+int module_open_file(const struct module *m);
 /* Loads the module's symbols once; its state says whether that worked. */
 void module_load(struct symbolizer *s, struct module *m);
 /* Closes and frees m; its unwind tables (unwind__module_free) go first. */

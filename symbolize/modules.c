@@ -374,6 +374,43 @@ struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, int root_f
 	return m;
 }
 
+/* Whether fd is the file m knows (build-id, else inode); unknown identity: only in m's own root. */
+static bool module_file_is(const struct module *m, int fd, bool own_root)
+{
+	struct file_ident fi;
+
+	ident_of_fd(fd, &fi);
+	if (m->build_id_size && fi.build_id_size)
+		return fi.build_id_size == m->build_id_size &&
+		       !memcmp(fi.build_id, m->build_id, fi.build_id_size);
+	if (m->ino)
+		return fi.ino == m->ino && (!m->dev || m->dev == fi.dev);
+	return own_root;
+}
+
+int module_open_file(const struct module *m)
+{
+	int fd = fsroot_open(m->root_fd, m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd >= 0 && (!is_regular_fd(fd) || !module_file_is(m, fd, true))) {
+		close(fd);
+		fd = -1;
+	}
+	/*
+	 * /proc/PID/maps names a container's files as we see them (from our
+	 * root), its records as it does: the path may be ours. Only the file
+	 * the module knows is taken.
+	 */
+	if (fd < 0 && m->root_fd >= 0) {
+		fd = open_regular(m->path);
+		if (fd >= 0 && !module_file_is(m, fd, false)) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	return fd < 0 ? -1 : fd;
+}
+
 void module_load(struct symbolizer *s, struct module *m)
 {
 	bool was_open = module_is_open(m);
@@ -383,11 +420,7 @@ void module_load(struct symbolizer *s, struct module *m)
 	if (!was_open && !module_make_room(s, m))
 		s->stats.modules_unpinned++;
 	if (fd < 0) {
-		fd = fsroot_open(m->root_fd, m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-		if (fd >= 0 && !is_regular_fd(fd)) {
-			close(fd);
-			fd = -1;
-		}
+		fd = module_open_file(m);
 		if (fd >= 0) {
 			struct file_ident fi;
 

@@ -324,6 +324,13 @@ int make_map(struct symbolizer *s, struct map *m, uint32_t pid, uint64_t start, 
 struct maps_ctx {
 	struct symbolizer *s;
 	uint32_t pid;
+	/*
+	 * /proc/PID/maps names files as we see them: a chrooted process's
+	 * under its root's path ("/var/lib/.../rootfs/usr/bin/python3"). Cut
+	 * off, they are named as the process (and its MMAP2 records) names them.
+	 */
+	char root[PATH_MAX];
+	size_t root_len; /* 0: the same root as ours */
 	struct map *maps;
 	size_t n, cap;
 };
@@ -347,6 +354,8 @@ static int parse_maps_line(void *ctx, char *line, size_t len)
 	name = line + n;
 	while (*name == ' ' || *name == '\t')
 		name++;
+	if (mc->root_len && !strncmp(name, mc->root, mc->root_len) && name[mc->root_len] == '/')
+		name += mc->root_len;
 	if (strchr(perms, 'r'))
 		prot |= PROT_READ;
 	if (strchr(perms, 'w'))
@@ -369,6 +378,17 @@ static void proc_maps_fallback(struct symbolizer *s, struct proc *p)
 	int added;
 
 	s->stats.proc_maps_fallbacks++;
+	if (proc_root(s, p->pid) >= 0) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%" PRIu32 "/root", p->pid);
+		n = readlink(path, mc.root, sizeof(mc.root) - 1);
+		/* "/" or unreadable: nothing to cut */
+		if (n > 1 && mc.root[0] == '/') {
+			mc.root[n] = '\0';
+			mc.root_len = (size_t)n;
+		}
+	}
 	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/maps", p->pid);
 	/* a failed or partial read still merges what was read; nothing else to do */
 	read_lines(path, MAPS_LINE_MAX, MAPS_MAX_BYTES, parse_maps_line, &mc, NULL);
