@@ -4,9 +4,13 @@
  * recording of the oneDNN MLP would, and check every name against
  * libdnnl's own .dynsym: a name that is a symbol must be one whose range
  * covers the address. Exits 0 when that holds and the 100k took < 1 s,
- * 1 otherwise, 77 (skip) without libdnnl.
+ * 1 otherwise (a library that cannot be read included).
  *
  *   symbolize_bench [LIBRARY] [COUNT]
+ *   symbolize_bench --linked-by BINARY [COUNT]
+ *
+ * --linked-by takes the libdnnl that the dynamic linker gives BINARY (the
+ * MLP; meson's test does this): libdnnl.so.2.6 on Debian 12, 3.7 on 13.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -122,10 +126,54 @@ static int covers(const char *name, uint64_t vaddr)
 	return found;
 }
 
+/* The file behind BINARY's libdnnl.so.N, from ldd (malloc'd), or NULL. */
+static char *linked_dnnl(const char *binary)
+{
+	char *cmd, line[4096], *found = NULL;
+	FILE *f;
+
+	if (asprintf(&cmd, "ldd '%s' 2>/dev/null", binary) < 0)
+		return NULL;
+	f = popen(cmd, "r");
+	free(cmd);
+	if (!f)
+		return NULL;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *name = line + strspn(line, " \t"), *path;
+
+		if (strncmp(name, "libdnnl.so.", 11) || !(path = strstr(name, "=> ")))
+			continue;
+		path += 3;
+		path[strcspn(path, " \t\n(")] = '\0';
+		found = realpath(path, NULL);
+	}
+	pclose(f);
+	return found;
+}
+
 int main(int argc, char **argv)
 {
-	const char *path = argc > 1 ? argv[1] : "/usr/lib/x86_64-linux-gnu/libdnnl.so.2.6";
-	size_t count = argc > 2 ? strtoul(argv[2], NULL, 10) : 100000;
+	const char *path;
+	size_t count;
+
+	if (argc > 2 && !strcmp(argv[1], "--linked-by")) {
+		path = linked_dnnl(argv[2]);
+		if (!path) {
+			fprintf(stderr, "symbolize_bench: %s links no libdnnl.so.N (ldd)\n", argv[2]);
+			return 1;
+		}
+		argv += 2;
+		argc -= 2;
+	} else {
+		path = argc > 1 ? argv[1] : NULL;
+		if (!path) {
+			fprintf(stderr, "usage: symbolize_bench LIBRARY|--linked-by BINARY [COUNT]\n");
+			return 2;
+		}
+		argv++;
+		argc--;
+	}
+	count = argc > 1 ? strtoul(argv[1], NULL, 10) : 100000;
 	struct symbolizer *s = symbolizer__new();
 	uint64_t *ranges = NULL, total = 0, *addrs;
 	size_t nranges = 0, by_sym = 0, by_cfi = 0, raw = 0, bad = 0, inl = 0;
@@ -135,8 +183,8 @@ int main(int argc, char **argv)
 	char cfi_prefix[256];
 
 	if (!s || access(path, R_OK)) {
-		fprintf(stderr, "symbolize_bench: %s: not readable, skipping\n", path);
-		return 77;
+		fprintf(stderr, "symbolize_bench: %s: not readable\n", path);
+		return 1;
 	}
 	if (load(s, path, &ranges, &nranges) || !nranges || !count) {
 		fprintf(stderr, "symbolize_bench: %s: cannot read\n", path);

@@ -59,6 +59,12 @@ static int import_perfdata(const char *path, struct profile **out)
 		      path, e.what, e.record ? e.record : "?", (unsigned long long)e.offset);
 		goto out;
 	}
+	if (err == -EOPNOTSUPP && e.what) {
+		error("cannot read %s: %s (%s record at byte offset %llu); not corrupt, but not what "
+		      "dlflame reads (docs/perfdata.md lists what it reads)",
+		      path, e.what, e.record ? e.record : "?", (unsigned long long)e.offset);
+		goto out;
+	}
 	if (err) {
 		error("cannot read %s: %s", path, strerror(-err));
 		goto out;
@@ -71,6 +77,10 @@ static int import_perfdata(const char *path, struct profile **out)
 		goto out;
 	}
 	warn_dropped(cs);
+	if (info.unknown)
+		warning("%s: %llu records of kinds dlflame does not know (the first: type %u, from a "
+			"later perf?) were skipped; the samples are read whole",
+			path, (unsigned long long)info.unknown, info.unknown_type);
 	struct pf_meta *m = profile__meta(prof);
 	m->start_time = cs->first_time;
 	m->end_time = cs->last_time;

@@ -21,6 +21,8 @@
 
 #define DEFAULT_INPUT "dlflame.data"
 #define DEFAULT_TOP_ROWS 25
+/* --trace: a file Perfetto and chrome://tracing open (bytes) */
+#define DEFAULT_TRACE_BYTES 100000000ULL
 
 enum report_format {
 	FMT_NONE,
@@ -32,13 +34,16 @@ enum report_format {
 	FMT_CALLS,
 	FMT_MEMORY,
 	FMT_RANKS,
+	FMT_SPEEDSCOPE,
+	FMT_MAX,
 };
 
 /* Where each format goes without -o; NULL: standard output. */
-static const char *const default_output[FMT_RANKS + 1] = {
+static const char *const default_output[FMT_MAX] = {
 	[FMT_SVG] = "flame.svg",
 	[FMT_PPROF] = "profile.pb.gz",
 	[FMT_TRACE] = "trace.json",
+	[FMT_SPEEDSCOPE] = "speedscope.json",
 };
 
 struct report_opts {
@@ -49,6 +54,9 @@ struct report_opts {
 	const char *top_only; /* a --top option given */
 	bool by_caller; /* --calls --by caller */
 	bool faults; /* --faults: where memory was first touched */
+	bool max_spans_set; /* --max-spans given */
+	struct trace_opts trace;
+	struct trace_result traced;
 	struct select_opts sel;
 	struct top_opts top;
 };
@@ -56,7 +64,7 @@ struct report_opts {
 static void report_usage(FILE *f)
 {
 	fputs("Usage: dlflame report [-i FILE] (--folded | --svg | --top | --pprof | --trace |\n"
-	      "                      --calls)\n"
+	      "                      --speedscope | --calls | --memory | --ranks)\n"
 	      "                      [-o OUT] [OPTIONS]\n\n"
 	      "Draw a recorded profile.\n\n"
 	      "Output (choose one):\n"
@@ -64,7 +72,13 @@ static void report_usage(FILE *f)
 	      "      --svg             interactive SVG flame graph, flame.svg unless -o\n"
 	      "      --top             self and total per function, stdout unless -o\n"
 	      "      --pprof           gzip'ed pprof profile.proto, profile.pb.gz unless -o\n"
-	      "      --trace           Chrome Trace Event JSON timeline, trace.json unless -o\n"
+	      "      --trace           Chrome Trace Event JSON timeline, trace.json unless -o;\n"
+	      "                        each thread keeps its longest spans, 100 MB in all\n"
+	      "      --max-spans N     --trace: at most N spans per thread instead (0: every\n"
+	      "                        span); --time shows a stretch in full\n"
+	      "      --speedscope      speedscope JSON: a profile per thread (on-CPU, off-CPU;\n"
+	      "                        --wall: both in one), samples in time order,\n"
+	      "                        speedscope.json unless -o\n"
 	      "      --calls           probed functions (record --probe): count, total, min,\n"
 	      "                        max, average ms; --by caller splits them by caller\n"
 	      "                        (the Python line, past the interpreter's own frames)\n"
@@ -125,15 +139,17 @@ static void report_usage(FILE *f)
 	      "  dlflame report --wall --svg --per-thread -o wall.svg\n"
 	      "  dlflame report --folded | flamegraph.pl > flame.svg\n"
 	      "  dlflame report --pprof && pprof -http=: profile.pb.gz\n"
-	      "  dlflame report --trace      # then open trace.json in ui.perfetto.dev\n",
+	      "  dlflame report --trace      # then open trace.json in ui.perfetto.dev\n"
+	      "  dlflame report --speedscope # then open speedscope.json in speedscope\n",
 	      f);
 }
 
 static int set_format(struct report_opts *o, enum report_format f)
 {
 	if (o->format != FMT_NONE && o->format != f)
-		return usage_error("report", "choose one of --folded, --svg, --top, --pprof, "
-					     "--trace, --calls, --memory and --ranks");
+		return usage_error("report",
+				   "choose one of --folded, --svg, --top, --pprof, "
+				   "--trace, --speedscope, --calls, --memory and --ranks");
 	o->format = f;
 	return 0;
 }
@@ -149,10 +165,12 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		OPT_CALLS,
 		OPT_MEMORY,
 		OPT_RANKS,
+		OPT_SPEEDSCOPE,
 		OPT_FAULTS,
 		OPT_BY,
 		OPT_SORT,
 		OPT_LINES,
+		OPT_MAX_SPANS,
 	};
 	static const struct option longopts[] = {
 		{ "input", required_argument, NULL, 'i' },
@@ -165,6 +183,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "calls", no_argument, NULL, OPT_CALLS },
 		{ "memory", no_argument, NULL, OPT_MEMORY },
 		{ "ranks", no_argument, NULL, OPT_RANKS },
+		{ "speedscope", no_argument, NULL, OPT_SPEEDSCOPE },
 		{ "rank", required_argument, NULL, OPT_RANK },
 		{ "per-rank", no_argument, NULL, OPT_PER_RANK },
 		{ "faults", no_argument, NULL, OPT_FAULTS },
@@ -193,6 +212,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		{ "from-call", required_argument, NULL, OPT_FROM_CALL },
 		{ "cut", no_argument, NULL, OPT_CUT },
 		{ "lines", no_argument, NULL, OPT_LINES },
+		{ "max-spans", required_argument, NULL, OPT_MAX_SPANS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -220,6 +240,7 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_CALLS:
 		case OPT_MEMORY:
 		case OPT_RANKS:
+		case OPT_SPEEDSCOPE:
 			err = set_format(o, (enum report_format)(FMT_FOLDED + c - OPT_FOLDED));
 			if (err)
 				return err;
@@ -260,6 +281,15 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		case OPT_LINES:
 			o->lines = true;
 			break;
+		case OPT_MAX_SPANS:
+			if (parse_u64(optarg, 10, 0, UINT64_MAX, &u))
+				return usage_error("report",
+						   "--max-spans takes a number of spans per thread "
+						   "(0: no bound), got '%s'",
+						   optarg);
+			o->trace.max_spans = u;
+			o->max_spans_set = true;
+			break;
 		case OPT_FAULTS:
 			o->faults = true;
 			break;
@@ -282,8 +312,8 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		return usage_error("report", "unexpected argument '%s'", argv[optind]);
 	if (o->format == FMT_NONE)
 		return usage_error("report",
-				   "choose an output: --folded, --svg, --top, --pprof, --trace "
-				   "or --calls");
+				   "choose an output: --folded, --svg, --top, --pprof, --trace, "
+				   "--speedscope or --calls");
 	if (o->by_caller && o->format != FMT_CALLS)
 		return usage_error("report", "--by caller applies to --calls only");
 	if (o->faults &&
@@ -293,6 +323,10 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 	err = select_opts__check(&o->sel, "report", o->format == FMT_SVG);
 	if (err)
 		return err;
+	if (o->max_spans_set && o->format != FMT_TRACE)
+		return usage_error("report", "--max-spans applies to --trace only");
+	if (!o->max_spans_set)
+		o->trace.max_bytes = DEFAULT_TRACE_BYTES;
 	if (o->top_only && o->format != FMT_TOP)
 		return usage_error("report", "%s applies to --top only", o->top_only);
 	if (f->reverse && o->format != FMT_SVG && o->format != FMT_FOLDED)
@@ -410,6 +444,13 @@ static struct render_select selection(const struct report_opts *o, const struct 
 		sel.kinds[SAMPLE_RUNQUEUE] = present[SAMPLE_RUNQUEUE];
 		return sel;
 	}
+	if (o->format == FMT_SPEEDSCOPE && !so->offcpu && !so->wall) {
+		/* speedscope: off-CPU profiles beside the on-CPU ones when there are any */
+		sel = select_opts__select(so);
+		sel.kinds[SAMPLE_OFFCPU] = present[SAMPLE_OFFCPU];
+		sel.weight_ns = true;
+		return sel;
+	}
 	if ((so->offcpu || so->wall) && !present[SAMPLE_OFFCPU])
 		warning("%s holds no off-CPU samples: it was recorded without context switches",
 			o->input);
@@ -418,8 +459,8 @@ static struct render_select selection(const struct report_opts *o, const struct 
 	return select_opts__select(so);
 }
 
-static int render(const struct report_opts *o, const struct profile *p,
-		  const struct render_select *sel, FILE *f)
+static int render(struct report_opts *o, const struct profile *p, const struct render_select *sel,
+		  FILE *f)
 {
 	switch (o->format) {
 	case FMT_FOLDED:
@@ -436,8 +477,13 @@ static int render(const struct report_opts *o, const struct profile *p,
 		return render_memory(p, f);
 	case FMT_RANKS:
 		return render_ranks(p, f);
+	case FMT_SPEEDSCOPE: {
+		struct speedscope_opts so = { .wall = o->sel.wall, .lines = o->lines };
+
+		return render_speedscope(p, sel, &so, f);
+	}
 	default:
-		return render_trace(p, sel, f);
+		return render_trace_bounded(p, sel, &o->trace, &o->traced, f);
 	}
 }
 
@@ -470,7 +516,11 @@ int cmd_report(int argc, char **argv)
 	/* one row per process: each thread named after its process (and container) */
 	if (o.format == FMT_TOP && o.top.by == TOP_BY_PROCESS)
 		o.sel.filter.per_process = true;
-	if (o.format != FMT_PPROF) {
+	/* a profile per thread, named as --per-thread and --per-rank name it */
+	if (o.format == FMT_SPEEDSCOPE)
+		o.sel.filter.per_thread = o.sel.filter.per_rank = true;
+	/* pprof and speedscope keep source files and lines in frames of their own */
+	if (o.format != FMT_PPROF && o.format != FMT_SPEEDSCOPE) {
 		err = relabel(&p, o.lines);
 		if (err) {
 			error("cannot relabel %s: %s", o.input, strerror(-err));
@@ -540,6 +590,21 @@ int cmd_report(int argc, char **argv)
 	}
 	if (o.output && strcmp(o.output, "-"))
 		info("wrote %s (%zu samples)", o.output, drawn_samples(view ? view : p, &sel));
+	if (o.format == FMT_TRACE && o.traced.tracks_cut) {
+		char bound[64];
+
+		if (o.trace.max_spans)
+			snprintf(bound, sizeof(bound), "%llu spans a thread",
+				 (unsigned long long)o.trace.max_spans);
+		else
+			snprintf(bound, sizeof(bound), "%llu MB in all",
+				 (unsigned long long)(o.trace.max_bytes / 1000000));
+		info("the trace keeps each thread's longest spans (%s): %llu shorter spans (under "
+		     "%.3g ms in %zu track%s) are hidden, counted in the span above them; --time "
+		     "START,END shows a stretch in full, --max-spans N changes the bound",
+		     bound, (unsigned long long)o.traced.hidden, (double)o.traced.min_ns / 1e6,
+		     o.traced.tracks_cut, o.traced.tracks_cut == 1 ? "" : "s");
+	}
 	/* --top has it in its header */
 	if (*ends && o.format != FMT_TOP && o.format != FMT_CALLS && o.format != FMT_MEMORY &&
 	    o.format != FMT_RANKS)

@@ -653,11 +653,25 @@ static void warn_python(const struct collect_python_stats *py)
 			 py->failed_version >> 16 & 0xff);
 	if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT && !py->failed_version)
 		warning("process %u runs a CPython older than 3.11: Python frames are read for "
-			"CPython 3.11 to 3.13 only; its stacks have native frames only",
+			"CPython 3.11 to 3.14 and later versions whose debug offsets hold up; its "
+			"stacks have native frames only",
 			py->failed_pid);
+	else if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT && py->failed_free_threaded)
+		warning("process %u runs a free-threaded build of %s: its frames are not read "
+			"(Python frames are read for builds with the GIL only); its stacks have "
+			"native frames only",
+			py->failed_pid, version);
+	else if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT &&
+		 (py->failed_version >> 16 & 0xff) >= 13)
+		warning("process %u runs %s, whose _Py_DebugOffsets do not describe the fields "
+			"dlflame reads (or do not hold up when checked): Python frames are read for "
+			"CPython 3.11 to 3.14 and later versions whose debug offsets hold up; its "
+			"stacks have native frames only",
+			py->failed_pid, version);
 	else if (py->failed_pid && py->failed_err == -EPROTONOSUPPORT)
-		warning("process %u runs %s: Python frames are read for CPython 3.11 to 3.13 "
-			"only; its stacks have native frames only",
+		warning("process %u runs %s: Python frames are read for CPython 3.11 to 3.14 and "
+			"later versions whose debug offsets hold up; its stacks have native frames "
+			"only",
 			py->failed_pid, version);
 	else if (py->failed_pid && (py->failed_err == -EPERM || py->failed_err == -EACCES))
 		warning("cannot read the memory of process %u (%s): %s; run dlflame as its user "

@@ -51,6 +51,7 @@ struct collect_python_stats {
 	uint32_t failed_pid; /* the first of them: its pid, why (negative errno), which version */
 	int failed_err;
 	uint32_t failed_version; /* PY_VERSION_HEX, 0 if not known */
+	bool failed_free_threaded; /* it is a free-threaded build (not read) */
 };
 
 struct collect_stats {
@@ -103,7 +104,7 @@ int collector__attached_thread(struct collector *c, uint32_t pid, uint32_t tid, 
 			       uint64_t pc, const char *wchan);
 /*
  * Python frames: read each sampled thread's Python frames (CPython
- * 3.11-3.13) as soon as the sampler reads its sample (collector__early must
+ * 3.11-3.14 and later) as soon as the sampler reads its sample (collector__early must
  * be the sampler's early callback), and show them in place of the
  * interpreter's eval frames in DWARF stacks. A live recording only: the
  * processes must be running. 0 or -ENOMEM.

@@ -152,6 +152,8 @@ static enum py_state probe(struct py_stacks *py, struct py_proc *p)
 			py->st->failed_pid = p->pid;
 			py->st->failed_err = ret;
 			py->st->failed_version = pyreader__version(py->r, (pid_t)p->pid);
+			py->st->failed_free_threaded =
+				pyreader__free_threaded(py->r, (pid_t)p->pid);
 		}
 		py->st->failed_processes++;
 	}

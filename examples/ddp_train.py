@@ -48,6 +48,10 @@ def rank_main(args):
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)
+    # PyTorch 2.x's TCPStore defaults to libuv, which Debian builds torch
+    # without ("use_libuv was requested but PyTorch was build without libuv
+    # support"); its own socket server works on every version (1.13 ignores this).
+    os.environ.setdefault("USE_LIBUV", "0")
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = DDP(Net())

@@ -97,14 +97,37 @@ static float rng_float(uint64_t *state)
 	return (float)(rng_next(state) >> 40) * (1.0f / 16777216.0f);
 }
 
+/*
+ * oneDNN 3.0 replaced the operation descriptors of the 2.x C API (a
+ * dnnl_*_desc_t filled by dnnl_*_desc_init, then one generic
+ * dnnl_primitive_desc_create) by one dnnl_*_primitive_desc_create per
+ * primitive, and made memory descriptors opaque handles. The trainer is the
+ * same on both: the few calls that differ are below, chosen by the headers'
+ * version (dnnl_version() says which library runs; main() checks the two
+ * agree).
+ */
+#if DNNL_VERSION_MAJOR >= 3
+typedef const_dnnl_memory_desc_t md_t;
+#else
+typedef const dnnl_memory_desc_t *md_t;
+#endif
+
 static dnnl_memory_t new_memory(dnnl_engine_t engine, int ndims, const int64_t *d,
 				dnnl_format_tag_t tag)
 {
-	dnnl_memory_desc_t md;
 	dnnl_memory_t m;
+#if DNNL_VERSION_MAJOR >= 3
+	dnnl_memory_desc_t md;
+
+	CHECK(dnnl_memory_desc_create_with_tag(&md, ndims, d, dnnl_f32, tag));
+	CHECK(dnnl_memory_create(&m, md, engine, DNNL_MEMORY_ALLOCATE));
+	CHECK(dnnl_memory_desc_destroy(md));
+#else
+	dnnl_memory_desc_t md;
 
 	CHECK(dnnl_memory_desc_init_by_tag(&md, ndims, d, dnnl_f32, tag));
 	CHECK(dnnl_memory_create(&m, &md, engine, DNNL_MEMORY_ALLOCATE));
+#endif
 	return m;
 }
 
@@ -124,28 +147,138 @@ static float *data_of(dnnl_memory_t m)
 	return ptr;
 }
 
-static const dnnl_memory_desc_t *desc_of(dnnl_memory_t m)
+static md_t desc_of(dnnl_memory_t m)
 {
-	const dnnl_memory_desc_t *md;
+	md_t md;
 
 	CHECK(dnnl_memory_get_memory_desc(m, &md));
 	return md;
 }
 
-/*
- * Creates the primitive for op_desc. When pd_out is set the primitive
- * descriptor is kept there (a forward one is the hint of its backward
- * passes); otherwise it is destroyed at once.
- */
-static dnnl_primitive_t new_primitive(const struct net *n, const char *what, const void *op_desc,
-				      const_dnnl_primitive_desc_t hint,
-				      dnnl_primitive_desc_t *pd_out)
+/* The primitive descriptors the trainer uses, on either API. */
+static dnnl_primitive_desc_t ip_fwd_pd(const struct net *n, const char *what, md_t src, md_t w,
+				       md_t b, md_t dst)
 {
 	dnnl_primitive_desc_t pd;
+#if DNNL_VERSION_MAJOR >= 3
+	check(dnnl_inner_product_forward_primitive_desc_create(
+		      &pd, n->engine, dnnl_forward_training, src, w, b, dst, NULL),
+	      "dnnl_inner_product_forward_primitive_desc_create", what, __LINE__);
+#else
+	dnnl_inner_product_desc_t d;
+
+	CHECK(dnnl_inner_product_forward_desc_init(&d, dnnl_forward_training, src, w, b, dst));
+	check(dnnl_primitive_desc_create(&pd, &d, NULL, n->engine, NULL),
+	      "dnnl_primitive_desc_create", what, __LINE__);
+#endif
+	return pd;
+}
+
+static dnnl_primitive_desc_t ip_bwd_weights_pd(const struct net *n, const char *what, md_t src,
+					       md_t dw, md_t db, md_t ddst,
+					       const_dnnl_primitive_desc_t hint)
+{
+	dnnl_primitive_desc_t pd;
+#if DNNL_VERSION_MAJOR >= 3
+	check(dnnl_inner_product_backward_weights_primitive_desc_create(&pd, n->engine, src, dw, db,
+									ddst, hint, NULL),
+	      "dnnl_inner_product_backward_weights_primitive_desc_create", what, __LINE__);
+#else
+	dnnl_inner_product_desc_t d;
+
+	CHECK(dnnl_inner_product_backward_weights_desc_init(&d, src, dw, db, ddst));
+	check(dnnl_primitive_desc_create(&pd, &d, NULL, n->engine, hint),
+	      "dnnl_primitive_desc_create", what, __LINE__);
+#endif
+	return pd;
+}
+
+static dnnl_primitive_desc_t ip_bwd_data_pd(const struct net *n, const char *what, md_t dsrc,
+					    md_t w, md_t ddst, const_dnnl_primitive_desc_t hint)
+{
+	dnnl_primitive_desc_t pd;
+#if DNNL_VERSION_MAJOR >= 3
+	check(dnnl_inner_product_backward_data_primitive_desc_create(&pd, n->engine, dsrc, w, ddst,
+								     hint, NULL),
+	      "dnnl_inner_product_backward_data_primitive_desc_create", what, __LINE__);
+#else
+	dnnl_inner_product_desc_t d;
+
+	CHECK(dnnl_inner_product_backward_data_desc_init(&d, dsrc, w, ddst));
+	check(dnnl_primitive_desc_create(&pd, &d, NULL, n->engine, hint),
+	      "dnnl_primitive_desc_create", what, __LINE__);
+#endif
+	return pd;
+}
+
+static dnnl_primitive_desc_t relu_fwd_pd(const struct net *n, const char *what, md_t src, md_t dst)
+{
+	dnnl_primitive_desc_t pd;
+#if DNNL_VERSION_MAJOR >= 3
+	check(dnnl_eltwise_forward_primitive_desc_create(&pd, n->engine, dnnl_forward_training,
+							 dnnl_eltwise_relu, src, dst, 0.0f, 0.0f,
+							 NULL),
+	      "dnnl_eltwise_forward_primitive_desc_create", what, __LINE__);
+#else
+	dnnl_eltwise_desc_t d;
+
+	(void)dst; /* 2.x: the destination has the source's layout */
+	CHECK(dnnl_eltwise_forward_desc_init(&d, dnnl_forward_training, dnnl_eltwise_relu, src,
+					     0.0f, 0.0f));
+	check(dnnl_primitive_desc_create(&pd, &d, NULL, n->engine, NULL),
+	      "dnnl_primitive_desc_create", what, __LINE__);
+#endif
+	return pd;
+}
+
+/* dsrc = relu'(src) * ddst */
+static dnnl_primitive_desc_t relu_bwd_pd(const struct net *n, const char *what, md_t dsrc,
+					 md_t ddst, md_t src, const_dnnl_primitive_desc_t hint)
+{
+	dnnl_primitive_desc_t pd;
+#if DNNL_VERSION_MAJOR >= 3
+	check(dnnl_eltwise_backward_primitive_desc_create(&pd, n->engine, dnnl_eltwise_relu, dsrc,
+							  ddst, src, 0.0f, 0.0f, hint, NULL),
+	      "dnnl_eltwise_backward_primitive_desc_create", what, __LINE__);
+#else
+	dnnl_eltwise_desc_t d;
+
+	(void)dsrc; /* 2.x: one diff descriptor for both */
+	CHECK(dnnl_eltwise_backward_desc_init(&d, dnnl_eltwise_relu, ddst, src, 0.0f, 0.0f));
+	check(dnnl_primitive_desc_create(&pd, &d, NULL, n->engine, hint),
+	      "dnnl_primitive_desc_create", what, __LINE__);
+#endif
+	return pd;
+}
+
+static dnnl_primitive_desc_t softmax_pd(const struct net *n, md_t src, md_t dst)
+{
+	dnnl_primitive_desc_t pd;
+#if DNNL_VERSION_MAJOR >= 3
+	check(dnnl_softmax_forward_primitive_desc_create(&pd, n->engine, dnnl_forward_training,
+							 dnnl_softmax_accurate, src, dst, 1, NULL),
+	      "dnnl_softmax_forward_primitive_desc_create", "softmax", __LINE__);
+#else
+	dnnl_softmax_desc_t d;
+
+	(void)dst;
+	CHECK(dnnl_softmax_forward_desc_init(&d, dnnl_forward_training, src, 1));
+	check(dnnl_primitive_desc_create(&pd, &d, NULL, n->engine, NULL),
+	      "dnnl_primitive_desc_create", "softmax", __LINE__);
+#endif
+	return pd;
+}
+
+/*
+ * The primitive of pd. When pd_out is set the primitive descriptor is kept
+ * there (a forward one is the hint of its backward passes); otherwise it is
+ * destroyed at once.
+ */
+static dnnl_primitive_t new_primitive(const char *what, dnnl_primitive_desc_t pd,
+				      dnnl_primitive_desc_t *pd_out)
+{
 	dnnl_primitive_t prim;
 
-	check(dnnl_primitive_desc_create(&pd, op_desc, NULL, n->engine, hint),
-	      "dnnl_primitive_desc_create", what, __LINE__);
 	check(dnnl_primitive_create(&prim, pd), "dnnl_primitive_create", what, __LINE__);
 	if (pd_out)
 		*pd_out = pd;
@@ -197,47 +330,42 @@ static void init_net(struct net *n)
 
 	for (int l = 0; l < NLAYERS; l++) {
 		dnnl_memory_t src = l ? n->a[l - 1] : n->x;
-		dnnl_inner_product_desc_t ipd;
-		dnnl_eltwise_desc_t ed;
 		dnnl_primitive_desc_t fwd_pd, relu_pd;
 
-		CHECK(dnnl_inner_product_forward_desc_init(&ipd, dnnl_forward_training,
-							   desc_of(src), desc_of(n->w[l]),
-							   desc_of(n->b[l]), desc_of(n->h[l])));
-		n->ip_fwd[l] = new_primitive(n, ip_fwd_names[l], &ipd, NULL, &fwd_pd);
-
-		CHECK(dnnl_inner_product_backward_weights_desc_init(
-			&ipd, desc_of(src), desc_of(n->dw[l]), desc_of(n->db[l]),
-			desc_of(n->dh[l])));
+		n->ip_fwd[l] =
+			new_primitive(ip_fwd_names[l],
+				      ip_fwd_pd(n, ip_fwd_names[l], desc_of(src), desc_of(n->w[l]),
+						desc_of(n->b[l]), desc_of(n->h[l])),
+				      &fwd_pd);
 		n->ip_bwd_weights[l] =
-			new_primitive(n, ip_bwd_weights_names[l], &ipd, fwd_pd, NULL);
-
-		if (l > 0) {
-			CHECK(dnnl_inner_product_backward_data_desc_init(
-				&ipd, desc_of(n->da[l - 1]), desc_of(n->w[l]), desc_of(n->dh[l])));
-			n->ip_bwd_data[l] =
-				new_primitive(n, ip_bwd_data_names[l], &ipd, fwd_pd, NULL);
-		}
+			new_primitive(ip_bwd_weights_names[l],
+				      ip_bwd_weights_pd(n, ip_bwd_weights_names[l], desc_of(src),
+							desc_of(n->dw[l]), desc_of(n->db[l]),
+							desc_of(n->dh[l]), fwd_pd),
+				      NULL);
+		if (l > 0)
+			n->ip_bwd_data[l] = new_primitive(
+				ip_bwd_data_names[l],
+				ip_bwd_data_pd(n, ip_bwd_data_names[l], desc_of(n->da[l - 1]),
+					       desc_of(n->w[l]), desc_of(n->dh[l]), fwd_pd),
+				NULL);
 		CHECK(dnnl_primitive_desc_destroy(fwd_pd));
 
 		if (l == NLAYERS - 1)
 			break;
-		CHECK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_training, dnnl_eltwise_relu,
-						     desc_of(n->h[l]), 0.0f, 0.0f));
-		n->relu_fwd[l] = new_primitive(n, relu_fwd_names[l], &ed, NULL, &relu_pd);
-		CHECK(dnnl_eltwise_backward_desc_init(&ed, dnnl_eltwise_relu, desc_of(n->da[l]),
-						      desc_of(n->h[l]), 0.0f, 0.0f));
-		n->relu_bwd[l] = new_primitive(n, relu_bwd_names[l], &ed, relu_pd, NULL);
+		n->relu_fwd[l] = new_primitive(
+			relu_fwd_names[l],
+			relu_fwd_pd(n, relu_fwd_names[l], desc_of(n->h[l]), desc_of(n->a[l])),
+			&relu_pd);
+		n->relu_bwd[l] =
+			new_primitive(relu_bwd_names[l],
+				      relu_bwd_pd(n, relu_bwd_names[l], desc_of(n->dh[l]),
+						  desc_of(n->da[l]), desc_of(n->h[l]), relu_pd),
+				      NULL);
 		CHECK(dnnl_primitive_desc_destroy(relu_pd));
 	}
-
-	{
-		dnnl_softmax_desc_t sd;
-
-		CHECK(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_training,
-						     desc_of(n->h[NLAYERS - 1]), 1));
-		n->softmax = new_primitive(n, "softmax", &sd, NULL, NULL);
-	}
+	n->softmax = new_primitive("softmax",
+				   softmax_pd(n, desc_of(n->h[NLAYERS - 1]), desc_of(n->p)), NULL);
 }
 
 static void free_net(struct net *n)
@@ -509,6 +637,13 @@ int main(int argc, char **argv)
 		}
 	}
 	every = iterations >= 10 ? iterations / 10 : 1;
+	if (dnnl_version()->major != DNNL_VERSION_MAJOR) {
+		fprintf(stderr,
+			"mlp: built for oneDNN %d.x but runs with libdnnl %d.%d: rebuild it against "
+			"the installed oneDNN\n",
+			DNNL_VERSION_MAJOR, dnnl_version()->major, dnnl_version()->minor);
+		return 1;
+	}
 
 	protos = malloc(sizeof(*protos) * NCLASSES * dims[0]);
 	noise = malloc(sizeof(*noise) * NOISE_POOL);

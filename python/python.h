@@ -4,7 +4,8 @@
  * process without stopping it (process_vm_readv), and matched to the eval
  * calls the native unwinder found in the sample's stack copy.
  *
- * CPython 3.11, 3.12 and 3.13 (x86-64). The interpreter is found by symbol
+ * CPython 3.11 to 3.14 and later versions whose _Py_DebugOffsets hold up
+ * (x86-64, builds with the GIL). The interpreter is found by symbol
  * (_PyRuntime, Py_Version in .dynsym of the executable or of libpython),
  * never by path. Everything read from the target is untrusted: every
  * pointer, length and count is checked, every walk bounded.
@@ -34,22 +35,27 @@ void pyreader__free(struct pyreader *r);
 
 /*
  * Look for an interpreter in process pid (its mappings and their .dynsym).
- * Returns 1 when it runs a supported CPython (3.11-3.13), 0 when it has no
- * interpreter (yet: call again after it maps more code, e.g. after exec),
- * -EPROTONOSUPPORT for another CPython version (pyreader__version says
- * which; 0 for one older than 3.11, which has no Py_Version), -EPERM/-EACCES when its memory cannot be read (no ptrace
+ * Returns 1 when it runs a supported CPython (3.11-3.14, or later with
+ * debug offsets that hold up), 0 when it has no interpreter (yet: call
+ * again after it maps more code, e.g. after exec), -EPROTONOSUPPORT for
+ * another CPython version or build (pyreader__version says which; 0 for
+ * one older than 3.11, which has no Py_Version; pyreader__free_threaded
+ * whether it is a free-threaded build), -EPERM/-EACCES when its memory cannot be read (no ptrace
  * access), -ESRCH when it is gone. The result is kept until
  * pyreader__forget; calling again re-probes.
  */
 int pyreader__probe(struct pyreader *r, pid_t pid);
 /* PY_VERSION_HEX of pid's interpreter as found by the last probe, 0 if none. */
 uint32_t pyreader__version(const struct pyreader *r, pid_t pid);
+/* Whether the last probe found a free-threaded build (3.13t, 3.14t: not read). */
+bool pyreader__free_threaded(const struct pyreader *r, pid_t pid);
 /* Drop what is known of pid (it exec'd or exited). */
 void pyreader__forget(struct pyreader *r, pid_t pid);
 
 /*
  * Whether ip (an instruction address in pid, a sampled IP or a return
- * address minus one) lies in the interpreter's _PyEval_EvalFrameDefault.
+ * address minus one) lies in the interpreter's _PyEval_EvalFrameDefault:
+ * its symbol's range or a part the compiler put apart (.cold).
  */
 bool pyreader__is_eval(const struct pyreader *r, pid_t pid, uint64_t ip);
 
@@ -57,11 +63,11 @@ bool pyreader__is_eval(const struct pyreader *r, pid_t pid, uint64_t ip);
  * Which of a sample's k native frames are eval calls. pcs[i]: frame i's
  * instruction (the sampled IP, or a return address minus one); cfas[i]:
  * its CFA (0 if unknown). A frame is one when its pc lies in
- * _PyEval_EvalFrameDefault, or, outside it (the compiler's .cold part of
- * it has no symbol of its own), when its slot in the copy holds an eval
- * call's record (3.11/3.12: a _PyCFrame linked to the next older eval
- * call's; 3.13: a C-stack stub frame). Fills is_eval[0..k); returns how
- * many are.
+ * _PyEval_EvalFrameDefault or one of its parts the compiler put apart
+ * (found at probe), or, elsewhere (a part not found), when its slot in the
+ * copy holds an eval call's record (3.11/3.12: a _PyCFrame linked to the
+ * next older eval call's; 3.13 on: the entry frame). Fills is_eval[0..k);
+ * returns how many are.
  */
 struct py_stack_copy;
 size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
@@ -138,7 +144,7 @@ struct py_group {
  * the CFAs of the sample's _PyEval_EvalFrameDefault frames, innermost
  * first (from the native unwind). Each eval call keeps, in its own C
  * frame, the address of its innermost Python frame (3.11/3.12: its
- * _PyCFrame; 3.13: its C-stack stub frame): read from the copy, it anchors
+ * _PyCFrame; 3.13 on: its entry frame): read from the copy, it anchors
  * the group to the sample. The slot's offset below the CFA is learned per
  * process and checked on each use. Stub frames are not part of any group.
  * Returns 0 (groups[0..n) filled) or a negative errno.

@@ -7,11 +7,13 @@
  * each count and length is capped, each walk bounded.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "python/internal.h"
 #include "util/util.h"
@@ -20,9 +22,9 @@
 #define MAX_THREADS 4096
 #define MAX_STRING 4096 /* characters of a name or file name */
 #define MAX_LINETABLE (256u << 10)
-#define FRAME_BYTES 72 /* the fields read of a _PyInterpreterFrame */
+#define FRAME_MAX 128 /* the fields read of a _PyInterpreterFrame, at most (layout's frame_bytes) */
 #define WINDOW 8192 /* bytes of a thread's data stack read at once */
-#define TSTATE_BYTES 256 /* the fields read of a PyThreadState */
+#define TSTATE_MAX 1024 /* the fields read of a PyThreadState, at most (layout's tstate_bytes) */
 #define SLOT_MIN 16 /* where a C eval call's slot may lie below its CFA */
 #define SLOT_MAX 4096
 #define CODE_HDR 256 /* bytes read of a code object's header, at most */
@@ -30,7 +32,8 @@
 #define IP_REG_TRIES 64 /* samples that teach which register holds the instruction */
 #define PERF_REG_SP 7
 #define PERF_REG_IP 8
-#define FRAME_OWNED_BY_CSTACK 3
+#define OWNER_MAX 7 /* an owner byte above this: not a frame (3.14 has 0-4) */
+#define EVAL_PARTS (1 + PY_EVAL_COLD_MAX)
 
 /*
  * A code object as read: never changed once made. When another code
@@ -52,7 +55,12 @@ struct proc {
 	int state; /* 1: a supported interpreter; 0: none found; < 0: why not */
 	uint32_t version;
 	struct py_layout L;
-	uint64_t runtime, code_type, none, eval_lo, eval_hi;
+	bool free_threaded; /* a free-threaded build (not read) */
+	uint64_t runtime, code_type, none;
+	uint64_t str_type, bytes_type; /* 0 if not known: names are not checked for their type */
+	/* _PyEval_EvalFrameDefault: its symbol's range, then the parts put apart */
+	uint64_t eval_lo[EVAL_PARTS], eval_hi[EVAL_PARTS];
+	uint32_t nr_eval;
 	uint64_t slot; /* a C eval call's slot lies this far below its CFA; 0 unknown */
 	/* which sampled register holds the newest eval call's next instruction */
 	uint32_t ip_hits[PY_REGS], ip_tries;
@@ -194,6 +202,26 @@ static uint32_t u32_at(const uint8_t *b, size_t off)
 
 /* ---- finding the interpreter ---------------------------------------------- */
 
+/* py_elf_syms of the file at path when it is inode ino (0: any); -ESTALE when it is another. */
+static int syms_of(const char *path, uint64_t ino, struct py_syms *out)
+{
+	char self[48];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), err;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (ino && (uint64_t)st.st_ino != ino)) {
+		close(fd);
+		return -ESTALE; /* not the file the process mapped */
+	}
+	/* the file just checked, not whatever the path names by now */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	err = py_elf_syms(self, out);
+	close(fd);
+	return err;
+}
+
 /*
  * A module's symbols, read once per file (device and inode) for every
  * process: from the mapped file itself (map_files), else from the path as
@@ -211,9 +239,9 @@ static const struct py_syms *file_syms(struct pyreader *r, pid_t pid, uint64_t k
 		return &r->files[v].syms;
 	snprintf(full, sizeof(full), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start,
 		 end);
-	if (py_elf_syms(full, ino, &s)) {
+	if (syms_of(full, ino, &s)) {
 		snprintf(full, sizeof(full), "/proc/%d/root%s", (int)pid, path);
-		if (py_elf_syms(full, ino, &s))
+		if (syms_of(full, ino, &s))
 			memset(&s, 0, sizeof(s));
 	}
 	if (grow_array((void **)&r->files, &r->files_cap, r->nr_files + 1, sizeof(*r->files)) ||
@@ -275,10 +303,50 @@ static int find_runtime(struct pyreader *r, pid_t pid, struct py_syms *found, ui
 			*bias = s->is_exec ? 0 : start - s->load_vaddr;
 			break;
 		}
+		/* 3.6 has the eval function but no _PyRuntime yet: an older CPython */
+		if (s->eval && !found->eval)
+			found->eval = s->eval;
 	}
 	u64map_free(&seen);
 	fclose(f);
 	return err;
+}
+
+/* Whether the type object at addr is named name (its tp_name, a C string). */
+static bool type_named(struct pyreader *r, const struct proc *p, uint64_t addr, const char *name)
+{
+	char buf[16] = "";
+	uint64_t s;
+	size_t n = strlen(name) + 1;
+
+	return n <= sizeof(buf) && !rd(r, p->pid, addr + p->L.ty_name, &s, sizeof(s)) &&
+	       !rd(r, p->pid, s, buf, n) && !memcmp(buf, name, n);
+}
+
+/*
+ * A layout read from the interpreter's own debug offsets, checked against
+ * what it must describe: the runtime's size is the symbol's, PyCode_Type
+ * and None's type are named "code" and "NoneType" through the type
+ * object's offsets, None's type pointer lies where the object header says,
+ * and the first thread state points back to its interpreter. head: the
+ * first interpreter (0 before the runtime is up: those checks wait).
+ */
+static bool layout_holds(struct pyreader *r, struct proc *p, uint64_t runtime_size, uint64_t head)
+{
+	const struct py_layout *L = &p->L;
+	uint64_t none_type, th, interp;
+
+	if (L->ts_interp == PY_NO_FIELD)
+		return true; /* 3.11/3.12: fixed tables */
+	if (runtime_size && L->runtime_size != runtime_size)
+		return false;
+	if (!type_named(r, p, p->code_type, "code") ||
+	    rd(r, p->pid, p->none + L->ob_type, &none_type, sizeof(none_type)) ||
+	    !type_named(r, p, none_type, "NoneType"))
+		return false;
+	if (!head || rd(r, p->pid, head + L->is_threads_head, &th, sizeof(th)) || !th)
+		return true;
+	return !rd(r, p->pid, th + L->ts_interp, &interp, sizeof(interp)) && interp == head;
 }
 
 int pyreader__probe(struct pyreader *r, pid_t pid)
@@ -286,16 +354,20 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 	struct py_syms s;
 	struct proc *p;
 	uint64_t bias = 0, dbg[PY_DEBUG_OFFSETS_WORDS], head;
+	size_t nd = 0;
 	uint32_t version;
 	int err;
 
 	if (!r || pid <= 0)
 		return -EINVAL;
+	memset(&s, 0, sizeof(s));
 	r->st.probes++;
 	p = proc_new(r, pid);
 	if (!p)
 		return -ENOMEM;
 	err = find_runtime(r, pid, &s, &bias);
+	if (!err && !s.runtime && s.eval)
+		return p->state = -EPROTONOSUPPORT; /* CPython 3.6 */
 	if (err || !s.runtime)
 		return p->state = err;
 	/* Py_Version is new in 3.11: a runtime without it is an older CPython */
@@ -307,19 +379,55 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 	p->version = version;
 	p->runtime = s.runtime + bias;
 	p->code_type = s.code_type ? s.code_type + bias : 0;
+	p->str_type = s.str_type ? s.str_type + bias : 0;
+	p->bytes_type = s.bytes_type ? s.bytes_type + bias : 0;
 	p->none = s.none ? s.none + bias : 0;
-	p->eval_lo = s.eval + bias;
-	p->eval_hi = p->eval_lo + (s.eval_size ? s.eval_size : 1);
-	if ((version >> 16) >= 0x030d && rd(r, pid, p->runtime, dbg, sizeof(dbg)))
-		return p->state = -EFAULT;
-	if (!py_layout_for(version, dbg, PY_DEBUG_OFFSETS_WORDS, &p->L) || !p->code_type)
+	p->eval_lo[0] = s.eval + bias;
+	p->eval_hi[0] = p->eval_lo[0] + (s.eval_size ? s.eval_size : 1);
+	p->nr_eval = 1;
+	for (uint32_t i = 0; i < s.nr_cold && i < PY_EVAL_COLD_MAX; i++) {
+		p->eval_lo[p->nr_eval] = s.cold_lo[i] + bias;
+		p->eval_hi[p->nr_eval++] = s.cold_hi[i] + bias;
+	}
+	/* 3.13 on: the debug offsets (as much of them as _PyRuntime holds) */
+	if ((version >> 16) >= 0x030d) {
+		nd = PY_DEBUG_OFFSETS_WORDS;
+		if (s.runtime_size && s.runtime_size / 8 < nd)
+			nd = (size_t)(s.runtime_size / 8);
+		err = rd(r, pid, p->runtime, dbg, nd * 8);
+		if (err)
+			return p->state = err == -EFAULT ? -EPROTONOSUPPORT : err;
+	}
+	err = py_layout_for(version, nd ? dbg : NULL, nd, &p->L);
+	if (err == -EOPNOTSUPP)
+		p->free_threaded = true;
+	if (err || !p->code_type || !p->none)
 		return p->state = -EPROTONOSUPPORT;
 	/* readable at all? (ptrace access: another user's process fails here) */
 	err = rd(r, pid, p->runtime + p->L.rt_interp_head, &head, sizeof(head));
 	if (err)
 		return p->state = err;
+	if (!layout_holds(r, p, s.runtime_size, head))
+		return p->state = -EPROTONOSUPPORT;
 	r->st.processes++;
 	return p->state = 1;
+}
+
+bool pyreader__layout(const struct pyreader *r, pid_t pid, struct py_layout *out)
+{
+	const struct proc *p = proc_get(r, pid);
+
+	if (!p || p->state != 1)
+		return false;
+	*out = p->L;
+	return true;
+}
+
+bool pyreader__free_threaded(const struct pyreader *r, pid_t pid)
+{
+	const struct proc *p = proc_get(r, pid);
+
+	return p && p->free_threaded;
 }
 
 uint32_t pyreader__version(const struct pyreader *r, pid_t pid)
@@ -344,11 +452,19 @@ void pyreader__forget(struct pyreader *r, pid_t pid)
 	}
 }
 
+static bool in_eval(const struct proc *p, uint64_t ip)
+{
+	for (uint32_t i = 0; i < p->nr_eval; i++)
+		if (ip >= p->eval_lo[i] && ip < p->eval_hi[i])
+			return true;
+	return false;
+}
+
 bool pyreader__is_eval(const struct pyreader *r, pid_t pid, uint64_t ip)
 {
 	const struct proc *p = proc_get(r, pid);
 
-	return p && p->state == 1 && ip >= p->eval_lo && ip < p->eval_hi;
+	return p && p->state == 1 && in_eval(p, ip);
 }
 
 /* ---- threads and frames ---------------------------------------------------- */
@@ -358,14 +474,14 @@ static int scan_threads(struct pyreader *r, struct proc *p)
 {
 	const struct py_layout *L = &p->L;
 	uint64_t interp, th, next;
-	uint8_t ts[TSTATE_BYTES];
+	uint8_t ts[TSTATE_MAX];
 	int err;
 
 	err = rd(r, p->pid, p->runtime + L->rt_interp_head, &interp, sizeof(interp));
 	for (int i = 0; !err && interp && i < MAX_INTERPRETERS; i++) {
 		err = rd(r, p->pid, interp + L->is_threads_head, &th, sizeof(th));
 		for (int j = 0; !err && th && j < MAX_THREADS; j++) {
-			err = rd(r, p->pid, th, ts, sizeof(ts));
+			err = rd(r, p->pid, th, ts, L->tstate_bytes);
 			if (err)
 				break;
 			if (u64map_put(&p->tstates, u64_at(ts, L->ts_native_tid), th))
@@ -417,7 +533,7 @@ static uint64_t native_tid(struct proc *p, pid_t tid)
 	return ns;
 }
 
-/* tid's thread state, its first TSTATE_BYTES read into ts; 0 if it has none. */
+/* tid's thread state, its first tstate_bytes read into ts; 0 if it has none. */
 static uint64_t find_tstate(struct pyreader *r, struct proc *p, pid_t tid, uint8_t *ts)
 {
 	uint64_t th, ntid = native_tid(p, tid);
@@ -427,7 +543,8 @@ static uint64_t find_tstate(struct pyreader *r, struct proc *p, pid_t tid, uint8
 			return 0;
 		if (!u64map_get(&p->tstates, ntid, &th))
 			continue;
-		if (!rd(r, p->pid, th, ts, TSTATE_BYTES) && u64_at(ts, p->L.ts_native_tid) == ntid)
+		if (!rd(r, p->pid, th, ts, p->L.tstate_bytes) &&
+		    u64_at(ts, p->L.ts_native_tid) == ntid)
 			return th;
 		u64map_del(&p->tstates, ntid);
 	}
@@ -435,33 +552,33 @@ static uint64_t find_tstate(struct pyreader *r, struct proc *p, pid_t tid, uint8
 }
 
 /*
- * The FRAME_BYTES of the frame at addr: from the window last read when it
+ * The first len bytes of the frame at addr: from the window last read when it
  * lies there, else from a new window ending at it (a thread's frames grow
  * up its data stack: older ones lie below), else from the frame alone.
  */
-static int read_frame(struct pyreader *r, pid_t pid, uint64_t addr, uint8_t *out)
+static int read_frame(struct pyreader *r, pid_t pid, uint64_t addr, uint8_t *out, size_t len)
 {
 	uint64_t lo;
 
 	if (r->win_pid == pid && addr >= r->win_lo && addr - r->win_lo <= r->win_len &&
-	    r->win_len - (addr - r->win_lo) >= FRAME_BYTES) {
-		memcpy(out, r->win + (addr - r->win_lo), FRAME_BYTES);
+	    r->win_len - (addr - r->win_lo) >= len) {
+		memcpy(out, r->win + (addr - r->win_lo), len);
 		return 0;
 	}
 	/* the frame's 4 KiB page and the pages below it, WINDOW bytes at most */
 	lo = addr & ~(uint64_t)0xfff;
 	lo = lo >= WINDOW - 4096 ? lo - (WINDOW - 4096) : 0;
-	if (addr + FRAME_BYTES - lo > WINDOW)
-		lo = addr + FRAME_BYTES - WINDOW;
-	if (lo && lo < addr && !rd(r, pid, lo, r->win, (size_t)(addr + FRAME_BYTES - lo))) {
+	if (addr + len - lo > WINDOW)
+		lo = addr + len - WINDOW;
+	if (lo && lo < addr && !rd(r, pid, lo, r->win, (size_t)(addr + len - lo))) {
 		r->win_pid = pid;
 		r->win_lo = lo;
-		r->win_len = (size_t)(addr + FRAME_BYTES - lo);
-		memcpy(out, r->win + (addr - lo), FRAME_BYTES);
+		r->win_len = (size_t)(addr + len - lo);
+		memcpy(out, r->win + (addr - lo), len);
 		return 0;
 	}
 	r->win_pid = 0;
-	return rd(r, pid, addr, out, FRAME_BYTES);
+	return rd(r, pid, addr, out, len);
 }
 
 /* The thread's innermost frame now (and its _PyCFrame, 3.11/3.12). */
@@ -576,7 +693,8 @@ int pyreader__snapshot(struct pyreader *r, pid_t pid, pid_t tid, struct py_snaps
 static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct py_snapshot *out)
 {
 	pid_t pid = p->pid;
-	uint8_t ts[TSTATE_BYTES], fb[FRAME_BYTES];
+	uint8_t ts[TSTATE_MAX], fb[FRAME_MAX];
+	uint32_t steps = 0;
 	uint64_t th, frame, cframe = 0;
 	const struct py_layout *L = &p->L;
 	int err;
@@ -610,23 +728,39 @@ static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct p
 			out->cut = true;
 			break;
 		}
-		err = read_frame(r, pid, frame, fb);
+		err = read_frame(r, pid, frame, fb, L->frame_bytes);
 		if (err)
 			goto fail;
 		f = &out->frames[out->n];
 		f->addr = frame;
-		f->code = u64_at(fb, L->fr_code);
+		/* 3.14: a _PyStackRef, whose low bits are flags */
+		f->code = u64_at(fb, L->fr_code) & ~L->tag_mask;
 		f->instr = u64_at(fb, L->fr_instr);
 		f->entry = L->fr_is_entry != PY_NO_FIELD && fb[L->fr_is_entry];
 		owner = fb[L->fr_owner];
-		if (owner > FRAME_OWNED_BY_CSTACK) {
+		if (owner > OWNER_MAX || (L->stub_owner == PY_NO_FIELD && owner > 3)) {
 			err = -EFAULT; /* not a frame (any more) */
 			goto fail;
 		}
-		f->stub = L->fr_is_entry == PY_NO_FIELD && owner == FRAME_OWNED_BY_CSTACK;
+		/* an eval call's entry frame; 3.13 on, it runs None */
+		f->stub = L->stub_owner != PY_NO_FIELD && owner == L->stub_owner &&
+			  (L->ts_interp == PY_NO_FIELD || f->code == p->none);
 		f->code_ref = 0;
-		out->n++;
 		frame = u64_at(fb, L->fr_previous);
+		if (++steps > 2 * PY_MAX_FRAMES) {
+			err = -EFAULT;
+			goto fail;
+		}
+		/*
+		 * Not shown: another frame the interpreter owns (no code object to
+		 * show), and 3.14's frame whose executable is still NULL (being set
+		 * up: CPython's own remote reader skips it too).
+		 */
+		if (!f->stub && ((L->stub_owner != PY_NO_FIELD && owner >= L->stub_owner) ||
+				 (L->tag_mask && !f->code)))
+			goto next;
+		out->n++;
+next:
 		/* a chain that loops is being rewritten under us */
 		for (uint32_t k = 0; frame && k < out->n; k++)
 			if (out->frames[k].addr == frame) {
@@ -711,8 +845,8 @@ static bool stub_at(const struct proc *p, const struct py_stack_copy *c, uint64_
 	uint64_t exe;
 	uint8_t owner;
 
-	return copy_byte(c, addr + p->L.fr_owner, &owner) && owner == FRAME_OWNED_BY_CSTACK &&
-	       copy_word(c, addr + p->L.fr_code, &exe) && exe == p->none;
+	return copy_byte(c, addr + p->L.fr_owner, &owner) && owner == p->L.stub_owner &&
+	       copy_word(c, addr + p->L.fr_code, &exe) && (exe & ~p->L.tag_mask) == p->none;
 }
 
 static void learn_slot(struct proc *p, const struct py_snapshot *snap,
@@ -803,7 +937,7 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 		return 0;
 	}
 	for (size_t i = 0; i < k; i++)
-		n += is_eval[i] = cfas[i] && pcs[i] >= p->eval_lo && pcs[i] < p->eval_hi;
+		n += is_eval[i] = cfas[i] && in_eval(p, pcs[i]);
 	if (!p->slot || !copy)
 		return n;
 	/* outermost first: each eval call's record links to the next older one's */
@@ -849,8 +983,7 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 
 		if (!is_eval[i] || !cfas[i] || cfas[i] < p->slot)
 			continue;
-		if (have && !(pcs[i] >= p->eval_lo && pcs[i] < p->eval_hi) &&
-		    expect != cfas[i] - p->slot) {
+		if (have && !in_eval(p, pcs[i]) && expect != cfas[i] - p->slot) {
 			is_eval[i] = false;
 			n--;
 			r->st.cold_evals--;
@@ -995,6 +1128,9 @@ static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
 
 	if (L->uni_compact_size > sizeof(hdr) || rd(r, p->pid, addr, hdr, L->uni_ascii_size))
 		return NULL;
+	/* a str: what the code object's offsets point to must be one */
+	if (p->str_type && u64_at(hdr, L->ob_type) != p->str_type)
+		return NULL;
 	length = u64_at(hdr, L->uni_length);
 	state = u32_at(hdr, L->uni_state);
 	kind = state >> 2 & 7;
@@ -1030,10 +1166,13 @@ static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
 static uint8_t *read_bytes(struct pyreader *r, const struct proc *p, uint64_t addr, size_t max,
 			   size_t *len)
 {
-	uint64_t size;
+	uint64_t size, type;
 	uint8_t *buf;
 
 	if (rd(r, p->pid, addr + p->L.bytes_size, &size, sizeof(size)) || size > max)
+		return NULL;
+	if (p->bytes_type &&
+	    (rd(r, p->pid, addr + p->L.ob_type, &type, sizeof(type)) || type != p->bytes_type))
 		return NULL;
 	buf = malloc(size ? size : 1);
 	if (buf && rd(r, p->pid, addr + p->L.bytes_data, buf, (size_t)size)) {
@@ -1181,7 +1320,7 @@ static bool varint(const uint8_t *t, size_t len, size_t *i, uint32_t *out)
 }
 
 /*
- * The line of code unit `unit` from a locations table (3.11-3.13, as
+ * The line of code unit `unit` from a locations table (3.11-3.14, as
  * CPython's Objects/locations.md lays it out), starting at firstline.
  * 0 when the table does not cover it.
  */

@@ -7,7 +7,11 @@
  * straggler is the rank that waits least while the others wait for it.
  * Only the training threads' waits count (a process's main thread, and
  * threads that run Python): gloo's and NCCL's worker threads block in the
- * library between collectives whatever the other ranks do.
+ * library between collectives whatever the other ranks do. Waits during
+ * the job's set-up (rendezvous, the TCPStore, building the process group,
+ * MPI_Init) are a column of their own and never decide the straggler: the
+ * rank that starts first waits there for the others, however fast it
+ * trains, and those waits (seconds) drown the training-time ones.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,7 +23,7 @@
 struct rank_row {
 	uint32_t rank, host, world;
 	uint32_t pid, nr_pids; /* the first process seen, and how many */
-	uint64_t oncpu, blocked, comm; /* ns */
+	uint64_t oncpu, blocked, comm, setup; /* ns; comm: training time only */
 	struct u64map waits; /* stack -> ns blocked in communication */
 };
 
@@ -54,16 +58,75 @@ bool render__comm_frame(const struct profile *p, const struct pf_frame *fr)
 }
 
 /*
+ * A frame of the job's set-up or tear-down rather than of a training-time
+ * collective: the rendezvous and its store, the process group's
+ * construction (which connects every pair of ranks), MPI's and NCCL's
+ * initialisation, and their Python entry points in torch.distributed.
+ */
+static bool setup_frame(const struct profile *p, const struct pf_frame *fr)
+{
+	static const char *const native[] = {
+		"TCPStore::TCPStore",
+		"TCPStore::waitForWorkers",
+		"TCPStoreMasterDaemon",
+		"ProcessGroupGloo::ProcessGroupGloo",
+		"ProcessGroupNCCL::ProcessGroupNCCL",
+		"ProcessGroupMPI::createProcessGroupMPI",
+		"gloo::rendezvous::",
+		"connectFullMesh",
+		"ncclCommInitRank",
+		"ncclCommInitAll",
+		"ncclCommDestroy",
+		"MPI_Init",
+		"PMPI_Init",
+		"MPI_Finalize",
+		"PMPI_Finalize",
+	};
+	static const char *const python[] = {
+		"init_process_group",
+		"_create_c10d_store",
+		"_store_based_barrier",
+		"_new_process_group_helper",
+		"new_group",
+		"destroy_process_group",
+		"rendezvous",
+		"_env_rendezvous_handler",
+		"_tcp_rendezvous_handler",
+		"_file_rendezvous_handler",
+	};
+	const char *name = profile__str(p, fr->name);
+
+	if (fr->kind == FRAME_PYTHON) {
+		const char *file = profile__str(p, fr->file), *dot = strrchr(name, '.');
+		const char *fn = dot ? dot + 1 : name;
+
+		if (!strstr(file, "torch/distributed/"))
+			return false;
+		if (strstr(file, "/rendezvous"))
+			return true;
+		for (size_t i = 0; i < sizeof(python) / sizeof(python[0]); i++)
+			if (!strcmp(fn, python[i]))
+				return true;
+		return false;
+	}
+	for (size_t i = 0; i < sizeof(native) / sizeof(native[0]); i++)
+		if (strstr(name, native[i]))
+			return true;
+	return false;
+}
+
+/*
  * The innermost communication frame of a stack (its depth from the root),
- * or -1; with main_only, only in a thread that runs the training code: the
+ * or -1; *setup tells whether a set-up frame (above) holds it; with main_only, only in a thread that runs the training code: the
  * process's main thread (main) or one with Python frames. The library's
  * own worker threads wait for work to arrive, not for the other ranks.
  */
 static int64_t comm_depth(const struct profile *p, uint32_t stack, bool main, uint32_t **path,
-			  size_t *cap)
+			  size_t *cap, bool *setup)
 {
 	int64_t depth = profile__stack_frames(p, stack, path, cap), at = -1;
 
+	*setup = false;
 	if (depth < 0)
 		return depth;
 	for (int64_t d = depth - 1; d >= 0 && at < 0; d--)
@@ -71,6 +134,8 @@ static int64_t comm_depth(const struct profile *p, uint32_t stack, bool main, ui
 			at = d;
 	for (int64_t d = 0; d < at && !main; d++)
 		main = profile__get_frame(p, (*path)[d])->kind == FRAME_PYTHON;
+	for (int64_t d = 0; d < depth && at >= 0 && !*setup; d++)
+		*setup = setup_frame(p, profile__get_frame(p, (*path)[d]));
 	return main ? at : -1;
 }
 
@@ -90,7 +155,8 @@ static double secs(uint64_t ns)
 static int describe(const struct profile *p, uint32_t stack, uint32_t **path, size_t *cap,
 		    struct strbuf *sb)
 {
-	int64_t d = comm_depth(p, stack, true, path, cap);
+	bool setup;
+	int64_t d = comm_depth(p, stack, true, path, cap, &setup);
 	const struct pf_frame *fr;
 
 	if (d < 0)
@@ -130,10 +196,12 @@ static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr,
 
 	if (fprintf(out,
 		    "Ranks: %zu; IN COMM: the training threads' time blocked in c10d, gloo, "
-		    "NCCL or MPI, waiting for the other ranks\n",
+		    "NCCL or MPI, waiting for the other ranks; SET-UP: the same during "
+		    "rendezvous and process-group set-up (TCPStore, init_process_group, "
+		    "MPI_Init), left out of the straggler\n",
 		    nr) < 0 ||
-	    fprintf(out, "%5s %-16s %8s %10s %10s %10s  %s\n", "RANK", "HOST", "PID", "ON-CPU s",
-		    "BLOCKED s", "IN COMM s", "WAITED MOST IN") < 0)
+	    fprintf(out, "%5s %-16s %8s %10s %10s %10s %10s  %s\n", "RANK", "HOST", "PID",
+		    "ON-CPU s", "BLOCKED s", "IN COMM s", "SET-UP s", "WAITED MOST IN") < 0)
 		return render_write_error();
 	for (size_t i = 0; i < nr && !err; i++) {
 		struct rank_row *r = &rows[i];
@@ -149,9 +217,10 @@ static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr,
 		if (best)
 			err = describe(p, (uint32_t)best_stack, &path, &cap, &where);
 		snprintf(pid, sizeof(pid), r->nr_pids > 1 ? "%u+%u" : "%u", r->pid, r->nr_pids - 1);
-		if (!err && fprintf(out, "%5u %-16s %8s %10.3f %10.3f %10.3f  %.*s\n", r->rank,
-				    profile__str(p, r->host), pid, secs(r->oncpu), secs(r->blocked),
-				    secs(r->comm), (int)where.len, where.len ? where.buf : "-") < 0)
+		if (!err && fprintf(out, "%5u %-16s %8s %10.3f %10.3f %10.3f %10.3f  %.*s\n",
+				    r->rank, profile__str(p, r->host), pid, secs(r->oncpu),
+				    secs(r->blocked), secs(r->comm), secs(r->setup), (int)where.len,
+				    where.len ? where.buf : "-") < 0)
 			err = render_write_error();
 		sb_free(&where);
 		if (r->comm < rows[slow].comm)
@@ -186,7 +255,7 @@ int render_ranks(const struct profile *p, FILE *out)
 	size_t n = profile__nr_samples(p), nr = 0, cap = 0, pcap = 0;
 	struct rank_row *rows = NULL;
 	struct u64map index, seen; /* rank -> row; host << 32 | pid -> 1 */
-	struct u64map depths; /* stack << 1 | main -> comm_depth + 1 */
+	struct u64map depths; /* stack << 1 | main -> (comm_depth + 1) << 1 | setup */
 	uint32_t *path = NULL;
 	int err = 0;
 
@@ -200,6 +269,7 @@ int render_ranks(const struct profile *p, FILE *out)
 		struct rank_row *r;
 		uint64_t v, key;
 		int64_t d;
+		bool setup;
 
 		if ((s->kind != SAMPLE_ONCPU && s->kind != SAMPLE_OFFCPU) ||
 		    s->thread >= profile__nr_threads(p) || s->stack >= profile__nr_stacks(p))
@@ -238,20 +308,25 @@ int render_ranks(const struct profile *p, FILE *out)
 		/* blocks repeat their stacks: each (stack, main thread or not) is looked at once */
 		key = (uint64_t)s->stack << 1 | (t->tid == t->pid);
 		if (u64map_get(&depths, key, &v)) {
-			d = (int64_t)v - 1;
+			d = (int64_t)(v >> 1) - 1;
+			setup = v & 1;
 		} else {
-			d = comm_depth(p, s->stack, t->tid == t->pid, &path, &pcap);
+			d = comm_depth(p, s->stack, t->tid == t->pid, &path, &pcap, &setup);
 			if (d < -1) {
 				err = (int)d;
 				break;
 			}
-			if (u64map_put(&depths, key, (uint64_t)(d + 1))) {
+			if (u64map_put(&depths, key, (uint64_t)(d + 1) << 1 | setup)) {
 				err = -ENOMEM;
 				break;
 			}
 		}
 		if (d < 0)
 			continue;
+		if (setup) {
+			r->setup = sat_add(r->setup, s->weight);
+			continue;
+		}
 		r->comm = sat_add(r->comm, s->weight);
 		v = 0;
 		u64map_get(&r->waits, s->stack, &v);

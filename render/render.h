@@ -102,6 +102,49 @@ int render_pprof(const struct profile *p, const struct render_select *sel, FILE 
  */
 int render_trace(const struct profile *p, const struct render_select *sel, FILE *out);
 /*
+ * The same, bounded for long recordings: each track (a thread's samples,
+ * its calls) keeps its longest spans, at most max_spans of them, or, with
+ * max_spans 0, what fits max_bytes for the whole file split evenly among
+ * the tracks (what a track does not need goes to the others). Shorter
+ * spans are left out: the span they were under says how many in
+ * "args":{"hidden":N}, the track's name says under which duration spans
+ * are hidden, otherData says the bound ("span_bound") and "hidden_spans"
+ * (only when something was left out: else the output is render_trace's).
+ * o NULL or both 0: render_trace. res (may be NULL) says what was cut.
+ */
+struct trace_opts {
+	uint64_t max_spans;
+	uint64_t max_bytes;
+};
+struct trace_result {
+	uint64_t spans; /* written */
+	uint64_t hidden; /* left out */
+	uint64_t min_ns; /* the longest of the cut tracks' thresholds */
+	size_t tracks_cut;
+};
+int render_trace_bounded(const struct profile *p, const struct render_select *sel,
+			 const struct trace_opts *o, struct trace_result *res, FILE *out);
+/*
+ * speedscope's JSON file format: a shared frames table (name with the kind
+ * suffix of folded output; file: the source file, else the module; line
+ * with opts->lines) and one "sampled" profile per thread (host, pid, tid)
+ * and view, named after the thread's comm as the profile holds it (a
+ * filtered view's --per-thread label) and the view: " (on-CPU)", with
+ * off-CPU and runqueue samples " (off-CPU)", or with opts->wall both in
+ * " (wall)", blocked time under an "[off-CPU]" leaf; page faults
+ * " (page faults)" in bytes. Samples in time order (an on-CPU sample at
+ * its period's start), consecutive samples of one stack merged, weights
+ * in ns. activeProfileIndex: the thread with the most on-CPU (or wall)
+ * time. sel->weight_ns is ignored.
+ */
+struct speedscope_opts {
+	bool wall;
+	bool lines;
+};
+int render_speedscope(const struct profile *p, const struct render_select *sel,
+		      const struct speedscope_opts *opts, FILE *out);
+
+/*
  * The probed functions' calls (SAMPLE_CALL samples): COUNT, TOTAL, MIN,
  * MAX, AVG in ms and the share of the recording's wall time, by function
  * or (by_caller) by function and calling frame, largest total first.

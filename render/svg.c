@@ -237,7 +237,8 @@ static int tree_comm(struct tree *t, uint32_t comm, const struct agg_entry *cons
 				.depth = profile__stack_depth(t->p, s) + 1,
 			};
 			err = new_node(t, &v, &idx);
-			t->node_of[s] = idx;
+			if (!err)
+				t->node_of[s] = idx;
 		}
 	}
 	/* clean for the next comm */

@@ -8,6 +8,16 @@
  * time nobody observed. Spans are written per thread in (start, depth)
  * order, parents before their children: viewers nest by that order when
  * two spans start together.
+ *
+ * Bounded (render_trace_bounded): a long recording's spans do not all fit
+ * a file a viewer opens, so each track keeps its longest spans, those in
+ * the duration buckets from the top down that fit its share, and every
+ * shorter span is left out: its time stays covered by its parent (never
+ * shorter), which counts it in "args":{"hidden":N}, and the track's name
+ * says below which duration spans are hidden. Spans are made twice (or
+ * three times): once to weigh each track, once for the histogram of a
+ * track that must be cut, once to write; memory stays that of the spans
+ * written.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,9 +35,57 @@ struct tsample {
 struct span {
 	uint64_t start; /* ns from the profile's start */
 	uint64_t end;
+	uint64_t hidden; /* shorter spans left out under this one */
 	uint32_t frame;
 	uint32_t depth;
 	uint32_t kinds; /* bit per enum sample_kind */
+};
+
+/*
+ * Span durations in buckets: exact below 128 ns, then 64 per power of
+ * two (within 1.6%). A bucket's spans are kept or left out together.
+ */
+#define NR_BUCKETS (58 * 64 + 128)
+/* what "args":{"hidden":N} adds to a kept span, but N's digits */
+#define HIDDEN_ARGS (sizeof(",\"args\":{\"hidden\":}") - 1)
+/*
+ * Outermost spans left out in a row become one span of this name, from
+ * the first one's start to the last one's end, that counts them.
+ */
+#define SUMMARY_FRAME UINT32_MAX
+#define SUMMARY_NAME "\"[shorter spans]\""
+#define SUMMARY_CAT "hidden"
+/* what a summary span writes, but its numbers' digits */
+#define SUMMARY_FIXED                                                                           \
+	(2 +                                                                                    \
+	 sizeof("{\"name\":,\"cat\":\"\",\"ph\":\"X\",\"ts\":.,\"dur\":.,\"pid\":,\"tid\":}") - \
+	 1 + sizeof(SUMMARY_NAME) - 1 + sizeof(SUMMARY_CAT) - 1 + HIDDEN_ARGS)
+
+static uint32_t bucket_of(uint64_t ns)
+{
+	int e;
+
+	if (ns < 128)
+		return (uint32_t)ns;
+	e = 63 - __builtin_clzll(ns); /* >= 7 */
+	return (uint32_t)(128 + (e - 7) * 64 + ((ns >> (e - 6)) & 63));
+}
+
+/* The shortest duration of bucket b. */
+static uint64_t bucket_floor(uint32_t b)
+{
+	uint32_t e;
+
+	if (b < 128)
+		return b;
+	e = (b - 128) / 64 + 7;
+	return (64ULL + (b - 128) % 64) << (e - 6);
+}
+
+enum span_mode {
+	SPANS_ALL, /* every span to done */
+	SPANS_COUNT, /* only counted: count, bytes and (with hist_*) the histogram */
+	SPANS_KEEP, /* spans of buckets >= keep_from to done, the others counted as hidden */
 };
 
 #define MAX_HOSTS 1024 /* pids move by host index << 22: 1024 fit in 32 bits */
@@ -50,6 +108,17 @@ struct trace {
 	/* the hosts met so far (a merged profile): the first keeps its pids */
 	struct u64map host_index; /* host string id -> index */
 	size_t nr_hosts;
+	/* the track being made: where its spans go */
+	enum span_mode mode;
+	uint32_t keep_from; /* SPANS_KEEP: the shortest bucket kept */
+	uint32_t pid, tid; /* as written: for a span's size */
+	uint64_t count, bytes; /* SPANS_COUNT: the track's spans and their size */
+	uint64_t max_end; /* SPANS_COUNT: the latest end */
+	uint64_t *hist_count, *hist_bytes; /* SPANS_COUNT: per bucket, or NULL */
+	uint64_t *hist_roots; /* SPANS_COUNT: the outermost spans per bucket */
+	uint64_t hidden; /* SPANS_KEEP: spans left out */
+	bool summaries; /* SPANS_KEEP: outermost spans left out become summary spans */
+	struct span summary; /* the one being made (summary.hidden > 0) */
 };
 
 /*
@@ -94,23 +163,94 @@ static int span_cmp(const void *a, const void *b)
 	return x->depth < y->depth ? -1 : x->depth > y->depth;
 }
 
-static int close_spans(struct trace *t, size_t keep)
+static int span_bytes(struct trace *t, const struct span *s, uint64_t *bytes);
+
+static int flush_summary(struct trace *t)
 {
 	int err;
 
-	if (t->nr_open <= keep)
+	if (!t->summary.hidden)
 		return 0;
-	err = grow_array((void **)&t->done, &t->cap_done, t->nr_done + t->nr_open - keep,
-			 sizeof(*t->done));
-	if (err)
-		return err;
-	while (t->nr_open > keep)
-		t->done[t->nr_done++] = t->open[--t->nr_open];
-	return 0;
+	err = grow_array((void **)&t->done, &t->cap_done, t->nr_done + 1, sizeof(*t->done));
+	if (!err)
+		t->done[t->nr_done++] = t->summary;
+	t->summary.hidden = 0;
+	return err;
+}
+
+/* A span is over: kept, counted or left out, as the track's mode says. */
+static int span_done(struct trace *t, const struct span *s)
+{
+	uint64_t bytes;
+	uint32_t b;
+	int err;
+
+	switch (t->mode) {
+	case SPANS_COUNT:
+		err = span_bytes(t, s, &bytes);
+		if (err)
+			return err;
+		t->count++;
+		t->max_end = s->end > t->max_end ? s->end : t->max_end;
+		t->bytes = sat_add(t->bytes, bytes);
+		if (t->hist_count) {
+			b = bucket_of(s->end - s->start);
+			t->hist_count[b]++;
+			t->hist_bytes[b] = sat_add(t->hist_bytes[b], bytes);
+			if (!s->depth && t->summaries)
+				t->hist_roots[b]++;
+		}
+		return 0;
+	case SPANS_KEEP:
+		if (bucket_of(s->end - s->start) < t->keep_from) {
+			t->hidden += 1;
+			/* its parent, closed after it, stands for it */
+			if (s->depth && t->nr_open >= s->depth) {
+				t->open[s->depth - 1].hidden += s->hidden + 1;
+			} else if (!s->depth && t->summaries) {
+				/* outermost spans close in time order */
+				if (!t->summary.hidden)
+					t->summary = (struct span){ .start = s->start,
+								    .frame = SUMMARY_FRAME };
+				t->summary.end = s->end;
+				t->summary.hidden += s->hidden + 1;
+			}
+			return 0;
+		}
+		if (!s->depth) {
+			err = flush_summary(t);
+			if (err)
+				return err;
+		}
+		break;
+	case SPANS_ALL:
+		break;
+	}
+	err = grow_array((void **)&t->done, &t->cap_done, t->nr_done + 1, sizeof(*t->done));
+	if (!err)
+		t->done[t->nr_done++] = *s;
+	return err;
+}
+
+static int close_spans(struct trace *t, size_t keep)
+{
+	int err = 0;
+
+	/* innermost first: a left-out span's parent is still open */
+	while (!err && t->nr_open > keep) {
+		t->nr_open--;
+		err = span_done(t, &t->open[t->nr_open]);
+	}
+	return err;
 }
 
 static int frame_json(struct trace *t, uint32_t f, const char **s, size_t *len)
 {
+	if (f == SUMMARY_FRAME) {
+		*s = SUMMARY_NAME;
+		*len = strlen(SUMMARY_NAME);
+		return 0;
+	}
 	if (t->name_off[f] == SIZE_MAX) {
 		const struct pf_frame *fr = profile__get_frame(t->p, f);
 		size_t off = t->names.len;
@@ -181,21 +321,61 @@ static int put_x(struct trace *t, const struct span *s, const char *cat, uint32_
 		err = add_str(&t->line, ",\"dur\":");
 	if (!err)
 		err = add_us(&t->line, s->end - s->start);
-	snprintf(ids, sizeof(ids), ",\"pid\":%u,\"tid\":%u}", pid, tid);
+	snprintf(ids, sizeof(ids), ",\"pid\":%u,\"tid\":%u", pid, tid);
 	if (!err)
 		err = add_str(&t->line, ids);
+	if (!err && s->hidden) {
+		snprintf(ids, sizeof(ids), ",\"args\":{\"hidden\":%llu}",
+			 (unsigned long long)s->hidden);
+		err = add_str(&t->line, ids);
+	}
+	if (!err)
+		err = add_str(&t->line, "}");
 	return err ? err : put_event(t);
+}
+
+static unsigned digits(uint64_t v)
+{
+	unsigned n = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+static const char *const span_cats[8] = {
+	"",	    "oncpu",	      "offcpu",		 "oncpu,offcpu",
+	"runqueue", "oncpu,runqueue", "offcpu,runqueue", "oncpu,offcpu,runqueue",
+};
+
+/*
+ * The bytes put_span (or put_x with cat "call") writes for s on the
+ * current track, "args" aside, with the ",\n" before it.
+ */
+static int span_bytes(struct trace *t, const struct span *s, uint64_t *bytes)
+{
+	const char *name;
+	size_t len;
+	int err = frame_json(t, s->frame, &name, &len);
+
+	if (err)
+		return err;
+	*bytes =
+		2 +
+		sizeof("{\"name\":,\"cat\":\"\",\"ph\":\"X\",\"ts\":,\"dur\":,\"pid\":,\"tid\":}") -
+		1 + len + strlen(s->kinds ? span_cats[s->kinds & 7] : "call") +
+		digits(s->start / 1000) + 4 + digits((s->end - s->start) / 1000) + 4 +
+		digits(t->pid) + digits(t->tid);
+	return 0;
 }
 
 /* A frame's span, its category the kinds of the samples it stands for. */
 static int put_span(struct trace *t, const struct span *s, uint32_t pid, uint32_t tid)
 {
-	static const char *const cats[8] = {
-		"",	    "oncpu",	      "offcpu",		 "oncpu,offcpu",
-		"runqueue", "oncpu,runqueue", "offcpu,runqueue", "oncpu,offcpu,runqueue",
-	};
-
-	return put_x(t, s, cats[s->kinds & 7], pid, tid);
+	return put_x(t, s, s->frame == SUMMARY_FRAME ? SUMMARY_CAT : span_cats[s->kinds & 7], pid,
+		     tid);
 }
 
 /* A track's name: comm, then suffix (may be ""). */
@@ -293,7 +473,9 @@ static int thread_spans(struct trace *t, const struct tsample *v, size_t first, 
 		last_end = stop;
 	}
 	err = close_spans(t, 0);
-	if (!err)
+	if (!err && t->mode == SPANS_KEEP)
+		err = flush_summary(t);
+	if (!err && t->mode != SPANS_COUNT)
 		qsort(t->done, t->nr_done, sizeof(*t->done), span_cmp);
 	return err;
 }
@@ -334,43 +516,156 @@ static const char *process_suffix(struct trace *t, const struct pf_thread *th, c
 /*
  * Every probed call (SAMPLE_CALL) as one span named after the function, on
  * its thread's calls track: calls nest by time as they nested on the stack.
+ * The calls [first, end) of one thread, v sorted by call_cmp; they stay in
+ * that order (the caller first when two start together).
  */
-static int call_spans(struct trace *t, struct tsample *v, size_t nr)
+static int call_track(struct trace *t, const struct tsample *v, size_t first, size_t end)
 {
 	int err = 0;
 
-	call_order_p = t->p;
-	qsort(v, nr, sizeof(*v), call_cmp);
-	for (size_t i = 0; i < nr && !err; i++) {
+	for (size_t i = first; i < end && !err; i++) {
 		const struct pf_sample *s = profile__get_sample(t->p, v[i].idx);
-		const struct pf_thread *th = profile__get_thread(t->p, s->thread);
 		const struct pf_stack *st = profile__get_stack(t->p, s->stack);
-		struct span sp = { .frame = st->frame, .kinds = 0 };
 		uint64_t at = s->time > t->base ? s->time - t->base : 0;
+		struct span sp = { .frame = st->frame, .start = at, .end = sat_add(at, s->weight) };
 
-		if (!i || v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid)
-			err = put_name(t, "thread_name", v[i].pid, th->tid + CALL_TRACK, th->comm,
-				       " calls");
-		sp.start = at;
-		sp.end = sat_add(at, s->weight);
-		if (!err)
-			err = put_x(t, &sp, "call", v[i].pid, th->tid + CALL_TRACK);
+		err = span_done(t, &sp);
 	}
 	return err;
 }
 
+/* A track: one thread's samples, or its calls. */
+struct track {
+	size_t first, end; /* in the samples' or the calls' array */
+	bool calls;
+	uint32_t pid, tid; /* as written */
+	uint64_t count, bytes; /* all its spans */
+	uint64_t max_end; /* the latest end of one */
+	uint64_t share; /* spans (max_spans) or bytes it may write */
+	uint32_t keep_from; /* the shortest bucket written; 0: all */
+};
+
+static int make_spans(struct trace *t, const struct track *tr, const struct tsample *v,
+		      const struct tsample *calls, uint32_t **frames, size_t *cap)
+{
+	t->pid = tr->pid;
+	t->tid = tr->tid;
+	t->summaries = !tr->calls;
+	t->summary.hidden = 0;
+	t->nr_open = 0;
+	t->nr_done = 0;
+	return tr->calls ? call_track(t, calls, tr->first, tr->end)
+			 : thread_spans(t, v, tr->first, tr->end, frames, cap);
+}
+
+static const struct track *share_order_tracks;
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct track *x = &share_order_tracks[*(const size_t *)a];
+	const struct track *y = &share_order_tracks[*(const size_t *)b];
+
+	return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
+}
+
+/*
+ * Each track's share of the bound: max_spans spans each, or the bytes
+ * left after the other events split evenly, a track that needs less
+ * leaving the rest to the others.
+ */
+static int share_out(struct track *tr, size_t n, const struct trace_opts *o, uint64_t reserve)
+{
+	uint64_t left = o->max_bytes > reserve ? o->max_bytes - reserve : 0;
+	size_t *order;
+
+	if (o->max_spans) {
+		for (size_t i = 0; i < n; i++)
+			tr[i].share = o->max_spans;
+		return 0;
+	}
+	order = malloc((n ? n : 1) * sizeof(*order));
+	if (!order)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	share_order_tracks = tr;
+	qsort(order, n, sizeof(*order), by_bytes);
+	for (size_t k = 0; k < n; k++) {
+		struct track *x = &tr[order[k]];
+		uint64_t fair = left / (n - k);
+
+		x->share = x->bytes < fair ? x->bytes : fair;
+		left -= x->share;
+	}
+	free(order);
+	return 0;
+}
+
+/* The shortest bucket whose spans, with every longer one, fit the track's share. */
+static uint32_t keep_from(const struct trace *t, const struct track *tr, bool by_count)
+{
+	/* the most a kept span's "args" and a summary span add: no number is longer */
+	uint64_t args = HIDDEN_ARGS + digits(tr->count);
+	uint64_t summary = SUMMARY_FIXED + 2 * (digits(tr->max_end / 1000) + 3) + digits(tr->pid) +
+			   digits(tr->tid) + args;
+	/* the summary spans: at most one more than the outermost spans kept */
+	uint64_t used = by_count ? 1 : summary;
+	uint32_t from = NR_BUCKETS;
+
+	for (uint32_t b = NR_BUCKETS; b-- > 0;) {
+		uint64_t cost =
+			by_count ? sat_add(t->hist_count[b], t->hist_roots[b])
+				 : sat_add(sat_add(t->hist_bytes[b], t->hist_count[b] * args),
+					   t->hist_roots[b] * summary);
+
+		if (sat_add(used, cost) > tr->share)
+			break;
+		used += cost;
+		from = b;
+	}
+	return from;
+}
+
+/* " (spans under 1.02 ms hidden)": what a cut track's name says. */
+static void hidden_suffix(const struct track *tr, char *buf, size_t len)
+{
+	uint64_t ns = bucket_floor(tr->keep_from < NR_BUCKETS ? tr->keep_from : NR_BUCKETS - 1);
+	const char *what = tr->calls ? "calls" : "spans";
+
+	if (tr->keep_from >= NR_BUCKETS)
+		snprintf(buf, len, " (%s hidden: more than the bound)", what);
+	else if (ns >= 1000000000)
+		snprintf(buf, len, " (%s under %.3g s hidden)", what, (double)ns / 1e9);
+	else if (ns >= 1000000)
+		snprintf(buf, len, " (%s under %.3g ms hidden)", what, (double)ns / 1e6);
+	else if (ns >= 1000)
+		snprintf(buf, len, " (%s under %.3g us hidden)", what, (double)ns / 1e3);
+	else
+		snprintf(buf, len, " (%s under %llu ns hidden)", what, (unsigned long long)ns);
+}
+
 int render_trace(const struct profile *p, const struct render_select *sel, FILE *out)
+{
+	return render_trace_bounded(p, sel, NULL, NULL, out);
+}
+
+int render_trace_bounded(const struct profile *p, const struct render_select *sel,
+			 const struct trace_opts *o, struct trace_result *res, FILE *out)
 {
 	const struct pf_meta *m = profile__cmeta(p);
 	size_t n = profile__nr_samples(p), nr = 0, nr_frames = profile__nr_frames(p);
 	struct trace t = { .p = p, .out = out, .base = profile_time_base(p), .first = true };
+	bool bounded = o && (o->max_spans || o->max_bytes);
 	bool kinds[SAMPLE_KIND_MAX];
 	struct tsample *v = NULL, *calls = NULL;
 	uint32_t *rss = NULL; /* the resident-set samples, for each process's RSS counter */
-	size_t ncalls = 0, nrss = 0;
+	size_t ncalls = 0, nrss = 0, ntracks = 0, cap_tracks = 0;
+	struct track *tracks = NULL;
+	struct trace_result r = { 0 };
 	uint32_t *frames = NULL;
 	size_t frames_cap = 0;
-	char tail[160], suffix[128];
+	uint64_t reserve;
+	char tail[256], suffix[128], cut[96];
 	int err = -ENOMEM;
 
 	u64map_init(&t.host_index);
@@ -385,6 +680,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		goto out;
 	memset(t.name_off, 0xff, nr_frames * sizeof(*t.name_off));
 	err = -EINVAL;
+	if (m->command >= profile__nr_strings(p))
+		goto out;
 	/* probed calls are drawn whatever kinds are selected: they are spans of their own */
 	for (size_t i = 0; i < n; i++) {
 		const struct pf_sample *s = profile__get_sample(p, i);
@@ -401,6 +698,8 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 			    s->stack >= profile__nr_stacks(p) || i >= UINT32_MAX)
 				goto out;
 			th = profile__get_thread(p, s->thread);
+			if (th->comm >= profile__nr_strings(p))
+				goto out;
 			calls[ncalls++] = (struct tsample){ trace_pid(&t, th), th->tid, s->time,
 							    (uint32_t)i };
 			continue;
@@ -416,27 +715,110 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		v[nr++] = (struct tsample){ trace_pid(&t, th), th->tid, s->time, (uint32_t)i };
 	}
 	qsort(v, nr, sizeof(*v), ts_cmp);
+	call_order_p = p;
+	qsort(calls, ncalls, sizeof(*calls), call_cmp);
+
+	/* the tracks: each thread's samples, then each thread's calls */
+	reserve = 4096 + 6 * (uint64_t)profile__str_len(p, m->command) + 100 * (uint64_t)nrss;
+	for (int pass = 0; pass < 2; pass++) {
+		const struct tsample *a = pass ? calls : v;
+		size_t na = pass ? ncalls : nr;
+
+		for (size_t i = 0, j; i < na; i = j) {
+			const struct pf_thread *th;
+
+			for (j = i + 1; j < na && a[j].pid == a[i].pid && a[j].tid == a[i].tid; j++)
+				;
+			err = grow_array((void **)&tracks, &cap_tracks, ntracks + 1,
+					 sizeof(*tracks));
+			if (err)
+				goto out;
+			tracks[ntracks++] = (struct track){
+				.first = i,
+				.end = j,
+				.calls = pass,
+				.pid = a[i].pid,
+				.tid = pass ? a[i].tid + CALL_TRACK : a[i].tid,
+			};
+			th = profile__get_thread(p, profile__get_sample(p, a[j - 1].idx)->thread);
+			reserve += 2 * (400 + 6 * (uint64_t)profile__str_len(p, th->comm));
+		}
+	}
+	if (bounded) {
+		/* weigh every track, then find where each one that does not fit is cut */
+		err = -ENOMEM;
+		t.hist_count = malloc(NR_BUCKETS * sizeof(*t.hist_count));
+		t.hist_bytes = malloc(NR_BUCKETS * sizeof(*t.hist_bytes));
+		t.hist_roots = malloc(NR_BUCKETS * sizeof(*t.hist_roots));
+		if (!t.hist_count || !t.hist_bytes || !t.hist_roots)
+			goto out;
+		t.mode = SPANS_COUNT;
+		for (size_t k = 0; k < ntracks; k++) {
+			uint64_t *hc = t.hist_count, *hb = t.hist_bytes;
+
+			t.count = t.bytes = t.max_end = 0;
+			t.hist_count = t.hist_bytes = NULL;
+			err = make_spans(&t, &tracks[k], v, calls, &frames, &frames_cap);
+			t.hist_count = hc;
+			t.hist_bytes = hb;
+			if (err)
+				goto out;
+			tracks[k].count = t.count;
+			tracks[k].bytes = t.bytes;
+			tracks[k].max_end = t.max_end;
+		}
+		err = share_out(tracks, ntracks, o, reserve);
+		for (size_t k = 0; k < ntracks && !err; k++) {
+			struct track *tr = &tracks[k];
+
+			if (o->max_spans ? tr->count <= tr->share : tr->bytes <= tr->share)
+				continue;
+			memset(t.hist_count, 0, NR_BUCKETS * sizeof(*t.hist_count));
+			memset(t.hist_bytes, 0, NR_BUCKETS * sizeof(*t.hist_bytes));
+			memset(t.hist_roots, 0, NR_BUCKETS * sizeof(*t.hist_roots));
+			err = make_spans(&t, tr, v, calls, &frames, &frames_cap);
+			if (!err)
+				tr->keep_from = keep_from(&t, tr, o->max_spans);
+		}
+		if (err)
+			goto out;
+	}
 
 	err = put_buf(out, "{\"traceEvents\":[", 16);
-	for (size_t i = 0, j; !err && i < nr; i = j) {
+	for (size_t k = 0; !err && k < ntracks; k++) {
+		const struct track *tr = &tracks[k];
+		const struct tsample *a = tr->calls ? calls : v;
 		const struct pf_thread *th;
 
-		for (j = i + 1; j < nr && v[j].pid == v[i].pid && v[j].tid == v[i].tid; j++)
-			;
 		/* a renamed thread keeps its track; the track shows its last name */
-		th = profile__get_thread(p, profile__get_sample(p, v[j - 1].idx)->thread);
-		if (th->pid == th->tid)
-			err = put_name(&t, "process_name", v[i].pid, v[i].pid, th->comm,
+		th = profile__get_thread(p, profile__get_sample(p, a[tr->end - 1].idx)->thread);
+		cut[0] = '\0';
+		if (tr->keep_from)
+			hidden_suffix(tr, cut, sizeof(cut));
+		if (!tr->calls && th->pid == th->tid)
+			err = put_name(&t, "process_name", tr->pid, tr->pid, th->comm,
 				       process_suffix(&t, th, suffix, sizeof(suffix)));
+		snprintf(suffix, sizeof(suffix), "%s%s", tr->calls ? " calls" : "", cut);
 		if (!err)
-			err = put_name(&t, "thread_name", v[i].pid, th->tid, th->comm, "");
+			err = put_name(&t, "thread_name", tr->pid, tr->tid, th->comm, suffix);
+		t.mode = tr->keep_from ? SPANS_KEEP : SPANS_ALL;
+		t.keep_from = tr->keep_from;
+		t.hidden = 0;
 		if (!err)
-			err = thread_spans(&t, v, i, j, &frames, &frames_cap);
-		for (size_t k = 0; !err && k < t.nr_done; k++)
-			err = put_span(&t, &t.done[k], v[i].pid, v[i].tid);
+			err = make_spans(&t, tr, v, calls, &frames, &frames_cap);
+		for (size_t i = 0; !err && i < t.nr_done; i++)
+			err = tr->calls ? put_x(&t, &t.done[i], "call", tr->pid, tr->tid)
+					: put_span(&t, &t.done[i], tr->pid, tr->tid);
+		r.spans += t.nr_done;
+		r.hidden += t.hidden;
+		if (tr->keep_from) {
+			uint64_t floor = bucket_floor(tr->keep_from < NR_BUCKETS ? tr->keep_from
+										 : NR_BUCKETS - 1);
+
+			r.tracks_cut++;
+			r.min_ns = floor > r.min_ns ? floor : r.min_ns;
+		}
 	}
-	if (!err)
-		err = call_spans(&t, calls, ncalls);
 	for (size_t i = 0; i < nrss && !err; i++) {
 		const struct pf_sample *s = profile__get_sample(p, rss[i]);
 		char ev[160];
@@ -456,16 +838,30 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 	}
 	snprintf(tail, sizeof(tail),
 		 "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"dlflame\","
-		 "\"lost_samples\":%llu,\"command\":",
+		 "\"lost_samples\":%llu,",
 		 (unsigned long long)m->lost);
 	if (!err)
 		err = put_buf(out, tail, strlen(tail));
+	/* stated where something was left out: else the trace is whole */
+	if (!err && r.tracks_cut) {
+		if (o->max_spans)
+			snprintf(tail, sizeof(tail), "\"span_bound\":\"%llu spans per track\",",
+				 (unsigned long long)o->max_spans);
+		else
+			snprintf(tail, sizeof(tail), "\"span_bound\":\"%llu bytes\",",
+				 (unsigned long long)o->max_bytes);
+		err = put_buf(out, tail, strlen(tail));
+		snprintf(tail, sizeof(tail), "\"hidden_spans\":%llu,",
+			 (unsigned long long)r.hidden);
+		if (!err)
+			err = put_buf(out, tail, strlen(tail));
+	}
+	if (!err)
+		err = put_buf(out, "\"command\":", 10);
 	if (!err) {
 		t.line.len = 0;
-		err = m->command < profile__nr_strings(p)
-			      ? sb_add_json(&t.line, profile__str(p, m->command),
-					    profile__str_len(p, m->command))
-			      : -EINVAL;
+		err = sb_add_json(&t.line, profile__str(p, m->command),
+				  profile__str_len(p, m->command));
 	}
 	if (!err)
 		err = put_buf(out, t.line.buf, t.line.len);
@@ -473,16 +869,22 @@ int render_trace(const struct profile *p, const struct render_select *sel, FILE 
 		err = put_buf(out, "}}\n", 3);
 	if (!err && (fflush(out) == EOF || ferror(out)))
 		err = render_write_error();
+	if (!err && res)
+		*res = r;
 out:
 	u64map_free(&t.host_index);
 	free(v);
 	free(calls);
 	free(rss);
+	free(tracks);
 	free(frames);
 	free(t.open);
 	free(t.done);
 	free(t.name_off);
 	free(t.name_len);
+	free(t.hist_count);
+	free(t.hist_bytes);
+	free(t.hist_roots);
 	sb_free(&t.line);
 	sb_free(&t.names);
 	return err;

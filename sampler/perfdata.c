@@ -12,13 +12,21 @@
  *
  * Records are the kernel's (perf_event_header + body) plus perf's own kinds
  * (type >= 64). Two of those are followed by payload not counted in their
- * size (TRACING_DATA, AUXTRACE), which a reader must skip. perf record -z
- * writes what it reads from its rings as COMPRESSED records: their payloads
- * are one zstd stream whose output is ordinary records, one of which may
- * begin in one COMPRESSED record and end in the next (unzstd.h). Those are
- * read as if they lay where their COMPRESSED record lies: errors name that
- * offset and the kind as "compressed SAMPLE". The feature section
- * HEADER_COMPRESSED says the method (zstd) and perf's buffer for one record's
+ * size (TRACING_DATA, AUXTRACE), which a reader must skip; every other kind
+ * is covered by its size, so a kind this reader does not know (a later
+ * perf's) is skipped and counted, never taken for corruption.
+ *
+ * perf record -z writes what it reads from its rings as compressed records:
+ * their payloads are one zstd stream whose output is ordinary records, one
+ * of which may begin in one compressed record and end in the next
+ * (unzstd.h). Up to Linux 6.15 they are COMPRESSED { header, payload }, whose
+ * payload is the rest of the record (so the records after one are not
+ * u64-aligned); from 6.16 COMPRESSED2 { header, u64 data_size, payload,
+ * zero padding to 8 bytes }, whose payload is data_size bytes. The records
+ * they hold are read as if they lay where their compressed record lies:
+ * errors name that offset and the kind as "compressed SAMPLE". The feature
+ * HEADER_COMPRESSED (a header section in file mode, a HEADER_FEATURE record
+ * in pipe mode) says the method (zstd) and perf's buffer for one record's
  * output, which bounds what one may expand to.
  *
  * Nothing in the file is trusted: every section must lie inside the file,
@@ -62,6 +70,7 @@
 #include "util/util.h"
 
 #define PERF_MAGIC2 0x32454c4946524550ULL /* "PERFILE2" little-endian */
+#define PERF_MAGIC1 0x454c494646524550ULL /* "PERFFILE": the format before it */
 #define FILE_HEADER_SIZE 104
 #define PIPE_HEADER_SIZE 16
 #define MAX_ATTRS 4096
@@ -76,7 +85,14 @@
 #define COMP_MMAP_MAX ((uint64_t)1 << 30) /* a larger mmap_len in HEADER_COMPRESSED is corrupt */
 /* decompressed records waiting for their round: more is no perf output */
 #define COMP_HELD_MAX ((size_t)1 << 30)
+#define HEADER_BUILD_ID 2 /* the feature bit of the build-id table */
 #define HEADER_COMPRESSED 27 /* the feature bit of the compression header */
+#define BUILD_IDS_MAX ((uint64_t)16 << 20) /* a larger build-id table is no perf output */
+#define BUILD_ID_FIXED 36 /* a build-id entry: header, s32 pid, u8 build_id[24]; then the name */
+#define MISC_BUILD_ID_SIZE (1u << 15) /* the entry's byte 32 says how long the build-id is */
+/* perf_event_attr's flags word, and its bit for deferred user callchains (uapi after 6.12) */
+#define ATTR_FLAGS_OFF 40
+#define ATTR_DEFER_CALLCHAIN (1ULL << 38)
 #define ZSTD_COMPRESSION 1 /* HEADER_COMPRESSED's type for zstd */
 
 /* perf's own record kinds (Linux: tools/lib/perf/include/perf/event.h) */
@@ -84,19 +100,27 @@ enum {
 	PD_HEADER_ATTR = 64,
 	PD_HEADER_EVENT_TYPE = 65,
 	PD_HEADER_TRACING_DATA = 66,
-	PD_HEADER_BUILD_ID = 67,
+	PD_HEADER_BUILD_ID = 67, /* also the entries of the build-id table */
 	PD_FINISHED_ROUND = 68,
 	PD_ID_INDEX = 69,
 	PD_AUXTRACE_INFO = 70,
 	PD_AUXTRACE = 71,
+	PD_HEADER_FEATURE = 80, /* pipe mode's header features: { header, u64 feat_id, data } */
 	PD_COMPRESSED = 81,
-	PD_COMPRESSED2 = 83, /* a later perf's -z: { header, u64 data_size, data, padding } */
+	PD_COMPRESSED2 = 83, /* perf 6.16's -z: { header, u64 data_size, data, padding } */
+	PD_LAST_KNOWN = 86, /* perf's kinds up to here (SCHEDSTAT_DOMAIN), all perf 7.2 knows */
 };
 
 struct pd_attr {
 	struct perf_event_attr attr;
 	struct rec_layout layout;
 	enum rec_event event;
+};
+
+/* A file's build-id, from perf's build-id table, by the path mappings name it with. */
+struct build_id {
+	char *path;
+	uint8_t size, id[20];
 };
 
 struct reader {
@@ -134,6 +158,13 @@ struct reader {
 	bool inner;
 	uint64_t comp_off; /* the COMPRESSED record being read */
 	uint64_t comp_cap; /* what one may expand to: perf's buffer for it */
+	uint32_t comp_type; /* COMPRESSED or COMPRESSED2 */
+	char name[32]; /* a kind without a name, for errors without a perfdata_error */
+
+	/* perf's build-id table (HEADER_BUILD_ID, or such records in pipe mode), by path hash */
+	struct build_id *bids;
+	size_t nbids, cap_bids;
+	struct u64map bid_of; /* hash of the path -> index in bids (first of that hash) */
 };
 
 /* ---- the SIGBUS guard over the mapped window ------------------------------ */
@@ -210,9 +241,6 @@ void perfdata__set_held_max(size_t bytes)
 	held_max = bytes ? bytes : COMP_HELD_MAX;
 }
 
-#define KIND_USER 0xfffffffeu /* kind_name's fallbacks */
-#define KIND_KERNEL 0xffffffffu
-
 /* Record kinds by name, and as named when they came out of a COMPRESSED record. */
 /* clang-format off */
 #define K(type, name) { type, name, "compressed " name }
@@ -236,23 +264,32 @@ static const struct kind {
 	K(PERF_RECORD_LOST_SAMPLES, "LOST_SAMPLES"),
 	K(PERF_RECORD_SWITCH, "SWITCH"),
 	K(PERF_RECORD_SWITCH_CPU_WIDE, "SWITCH_CPU_WIDE"),
+	/* the kernel's kinds after Linux 6.1's uapi header, by number */
+	K(16, "NAMESPACES"),
+	K(17, "KSYMBOL"),
+	K(18, "BPF_EVENT"),
+	K(19, "CGROUP"),
+	K(20, "TEXT_POKE"),
+	K(21, "AUX_OUTPUT_HW_ID"),
+	K(22, "CALLCHAIN_DEFERRED"),
 	K(PD_HEADER_ATTR, "HEADER_ATTR"),
 	K(PD_HEADER_TRACING_DATA, "HEADER_TRACING_DATA"),
+	K(PD_HEADER_BUILD_ID, "HEADER_BUILD_ID"),
 	K(PD_FINISHED_ROUND, "FINISHED_ROUND"),
 	K(PD_AUXTRACE, "AUXTRACE"),
+	K(PD_HEADER_FEATURE, "HEADER_FEATURE"),
 	K(PD_COMPRESSED, "COMPRESSED"),
 	K(PD_COMPRESSED2, "COMPRESSED2"),
-	K(KIND_USER, "perf user record"),
-	K(KIND_KERNEL, "kernel record"),
 #undef K
 };
 
+/* A kind's name, or NULL for a kind without one here. */
 static const char *kind_name(uint32_t type)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(kinds); i++)
 		if (kinds[i].type == type)
 			return kinds[i].name;
-	return kind_name(type >= 64 ? KIND_USER : KIND_KERNEL);
+	return NULL;
 }
 
 /* The name of a record read out of a COMPRESSED record: "compressed SAMPLE". */
@@ -264,22 +301,51 @@ static const char *compressed_name(const char *record)
 	return record;
 }
 
-static int fail(struct reader *r, const char *what, uint64_t off, const char *record)
+/* err (-EINVAL: malformed; -EOPNOTSUPP: well-formed, not read here) with what, where, which. */
+static int fail_as(struct reader *r, int err, const char *what, uint64_t off, const char *record)
 {
 	/* whatever went wrong after the file shrank under the window, that is the cause */
-	if (r->guarded && guard_hit)
+	if (r->guarded && guard_hit) {
 		what = "the file shrank while it was read";
+		err = -EINVAL;
+	}
 	if (r->err) {
 		r->err->what = what;
 		r->err->offset = off;
 		r->err->record = r->inner ? compressed_name(record) : record;
 	}
-	return -EINVAL;
+	return err;
+}
+
+static int fail(struct reader *r, const char *what, uint64_t off, const char *record)
+{
+	return fail_as(r, -EINVAL, what, off, record);
+}
+
+static int unsupported(struct reader *r, const char *what, uint64_t off, const char *record)
+{
+	return fail_as(r, -EOPNOTSUPP, what, off, record);
+}
+
+/* The name of a record of this type in errors: "SAMPLE", or "record type 97". */
+static const char *type_name(struct reader *r, uint32_t type)
+{
+	const char *name = kind_name(type);
+	char *buf = r->err ? r->err->name : r->name;
+	size_t size = r->err ? sizeof(r->err->name) : sizeof(r->name);
+
+	if (name)
+		return name;
+	snprintf(buf, size, "%srecord type %u", r->inner ? "compressed " : "", type);
+	return buf;
 }
 
 bool perfdata__is_perf_file(const void *buf, size_t len)
 {
-	return len >= 8 && get_le64(buf) == PERF_MAGIC2;
+	uint64_t m = len >= 8 ? get_le64(buf) : 0;
+
+	/* the ones not read are read far enough to say so */
+	return m == PERF_MAGIC2 || m == __builtin_bswap64(PERF_MAGIC2) || m == PERF_MAGIC1;
 }
 
 /* ---- reading bytes --------------------------------------------------------- */
@@ -499,8 +565,26 @@ static int add_attr(struct reader *r, const uint8_t *bytes, size_t size, uint64_
 	pa = &r->attrs[r->nattrs];
 	memset(pa, 0, sizeof(*pa));
 	memcpy(&pa->attr, bytes, size < sizeof(pa->attr) ? size : sizeof(pa->attr));
+	/* layouts whose size depends on what struct rec_layout does not carry */
 	if (pa->attr.sample_type & PERF_SAMPLE_READ)
-		return fail(r, "events with PERF_SAMPLE_READ are not supported", off, "header");
+		return unsupported(r,
+				   "events that sample counter values (PERF_SAMPLE_READ: perf "
+				   "record -s, or event groups with :S) are not supported: record "
+				   "without them",
+				   off, "header");
+	if ((pa->attr.sample_type & PERF_SAMPLE_BRANCH_STACK) &&
+	    (pa->attr.sample_type & (PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER)))
+		return unsupported(r,
+				   "events that sample branch stacks (perf record -b or -j) with "
+				   "--call-graph dwarf are not supported: record with one of them",
+				   off, "header");
+	/* the user part of their stacks comes later, in records this reader does not join */
+	if (size >= ATTR_FLAGS_OFF + 8 && (get_le64(bytes + ATTR_FLAGS_OFF) & ATTR_DEFER_CALLCHAIN))
+		return unsupported(r,
+				   "events with deferred user callchains (attr.defer_callchain, "
+				   "CALLCHAIN_DEFERRED records) are not supported: record without "
+				   "deferral",
+				   off, "header");
 	pa->layout.sample_type = pa->attr.sample_type;
 	pa->layout.sample_regs_user = pa->attr.sample_regs_user;
 	pa->layout.sample_id_all = pa->attr.sample_id_all;
@@ -543,7 +627,7 @@ static int attr_of(struct reader *r, uint32_t type, const uint8_t *rec, size_t l
 	uint64_t id, idx;
 
 	if (r->nattrs == 0)
-		return fail(r, "record before any event description", off, kind_name(type));
+		return fail(r, "record before any event description", off, type_name(r, type));
 	if (r->nattrs == 1) {
 		*out = 0;
 		return 0;
@@ -555,7 +639,7 @@ static int attr_of(struct reader *r, uint32_t type, const uint8_t *rec, size_t l
 	}
 	if (type == PERF_RECORD_SAMPLE) {
 		if (len < 16)
-			return fail(r, "record too short", off, kind_name(type));
+			return fail(r, "record too short", off, type_name(r, type));
 		id = get_le64(rec + 8);
 	} else {
 		if (!r->attrs[0].attr.sample_id_all || len < 16) {
@@ -612,6 +696,33 @@ static int decode(const struct pd_attr *pa, const uint8_t *d, size_t len, struct
 	return e;
 }
 
+/*
+ * A mapping without a build-id whose path perf's build-id table lists gets
+ * that build-id, in place of its device and inode: those name a file of the
+ * machine (or container) where perf ran, the build-id the file wherever it
+ * is read, as perf itself matches them.
+ */
+static void attach_build_id(const struct reader *r, struct rec_mmap2 *m)
+{
+	uint64_t idx;
+
+	if (m->has_build_id || !r->nbids ||
+	    !u64map_get(&r->bid_of, hash_bytes(m->filename, strlen(m->filename), 0), &idx))
+		return;
+	for (size_t i = (size_t)idx; i < r->nbids; i++) {
+		const struct build_id *b = &r->bids[i];
+
+		if (strcmp(b->path, m->filename))
+			continue;
+		m->has_build_id = true;
+		m->build_id_size = b->size;
+		memcpy(m->build_id, b->id, b->size);
+		m->maj = m->min = 0;
+		m->ino = 0;
+		return;
+	}
+}
+
 static int deliver(struct reader *r, const struct order_rec *q)
 {
 	const uint8_t *d = qrec_data(r, q);
@@ -630,9 +741,11 @@ static int deliver(struct reader *r, const struct order_rec *q)
 	}
 	e = decode(&r->attrs[q->src], d, q->len, &rec);
 	if (e)
-		return fail(r, "malformed record", q->pos, kind_name(get_le32(d)));
+		return fail(r, "malformed record", q->pos, type_name(r, get_le32(d)));
 	if (rec.type == REC_MMAP2 && rec.mmap2.pid == UINT32_MAX)
 		return 0; /* the kernel's own maps: kernel frames are named from kallsyms */
+	if (rec.type == REC_MMAP2)
+		attach_build_id(r, &rec.mmap2);
 	if (r->info) {
 		r->info->records++;
 		if (rec.type == REC_SAMPLE)
@@ -659,7 +772,7 @@ static int flush(struct reader *r, uint64_t limit, bool flush_all)
 		e = deliver(r, q);
 		if (!e && r->guarded && guard_hit)
 			e = fail(r, "the file shrank while it was read", q->pos,
-				 kind_name(q->kind));
+				 type_name(r, q->kind));
 		if (e)
 			return e;
 	}
@@ -685,12 +798,12 @@ static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off,
 		return e;
 	/* decode now so that a corrupt record is reported where it is, and to learn its time */
 	if (decode(&r->attrs[attr], d, len, &rec))
-		return fail(r, "malformed record", off, kind_name(type));
+		return fail(r, "malformed record", off, type_name(r, type));
 	if (r->inner && order_held(&r->q) > held_max)
 		return fail(r,
 			    "more than 1 GiB of decompressed records between two rounds "
 			    "(a zstd bomb?)",
-			    off, kind_name(type));
+			    off, type_name(r, type));
 	if (in_map)
 		e = order_push(&r->q, rec.time, off, (uint32_t)len, (uint32_t)attr, type);
 	else
@@ -703,6 +816,30 @@ static int enqueue(struct reader *r, const uint8_t *d, size_t len, uint64_t off,
 }
 
 /* ---- records --------------------------------------------------------------- */
+
+/*
+ * perf record -z's feature HEADER_COMPRESSED { u32 version, type, level,
+ * ratio, mmap_len } (len bytes at feat, at file offset off): the method
+ * must be zstd, and mmap_len (the buffer perf decompresses each compressed
+ * record into) bounds what one may expand to.
+ */
+static int read_compression(struct reader *r, const uint8_t *feat, size_t len, uint64_t off,
+			    const char *record)
+{
+	uint64_t mmap_len;
+
+	if (len < 20)
+		return fail(r, "compression header too short", off, record);
+	if (get_le32(feat + 4) != ZSTD_COMPRESSION)
+		return unsupported(r, "compressed with a method other than zstd", off + 4, record);
+	mmap_len = get_le32(feat + 16);
+	if (mmap_len < 4096 || mmap_len > COMP_MMAP_MAX)
+		return fail(r, "bad buffer size in the compression header", off + 16, record);
+	/* the bound is set before the first compressed record, as perf writes them */
+	if (!r->z.buf)
+		r->comp_cap = mmap_len;
+	return 0;
+}
 
 static int handle_header_attr(struct reader *r, const uint8_t *d, size_t len, uint64_t off)
 {
@@ -725,29 +862,30 @@ static int handle_header_attr(struct reader *r, const uint8_t *d, size_t len, ui
 static int handle_record(struct reader *r, const uint8_t *rec, uint16_t size, uint64_t off,
 			 bool in_map);
 
-/* The decoder's error: in the COMPRESSED record, or in a record out of it. */
+/* The decoder's error: in the compressed record, or in a record out of it. */
 static int zstd_fail(struct reader *r)
 {
 	bool whole = r->z.kind == UINT32_MAX;
 	int e;
 
 	r->inner = !whole;
-	e = fail(r, r->z.what, r->z.at, whole ? "COMPRESSED" : kind_name(r->z.kind));
+	e = fail(r, r->z.what, r->z.at, whole ? kind_name(r->comp_type) : type_name(r, r->z.kind));
 	r->inner = false;
 	r->z.what = NULL;
 	return e;
 }
 
 /*
- * A COMPRESSED record (perf record -z): its payload continues the zstd
- * stream, and the whole records it completes are handled as if they lay
- * here, copied (their bytes are in the decoder's buffer). A record begun
- * here may end in the next one.
+ * A compressed record (perf record -z) at off, of this type: its payload
+ * (len bytes at p) continues the zstd stream, and the whole records it
+ * completes are handled as if they lay here, copied (their bytes are in
+ * the decoder's buffer). A record begun here may end in the next one.
  */
-static int read_compressed(struct reader *r, const uint8_t *d, uint16_t size, uint64_t off)
+static int read_compressed(struct reader *r, uint32_t type, const uint8_t *p, size_t len,
+			   uint64_t off)
 {
 	const uint8_t *rec;
-	size_t len;
+	size_t rlen;
 	uint64_t at;
 	int e;
 
@@ -755,12 +893,15 @@ static int read_compressed(struct reader *r, const uint8_t *d, uint16_t size, ui
 		e = unzstd_init(&r->z, r->comp_cap ? r->comp_cap : COMP_REC_CAP);
 		if (e)
 			return e;
+		if (r->info)
+			r->info->compressed = true;
 	}
-	unzstd_feed(&r->z, d + 8, size - 8u, off);
+	unzstd_feed(&r->z, p, len, off);
 	r->inner = true;
 	r->comp_off = off;
-	while ((e = unzstd_next(&r->z, &rec, &len, &at)) == 1) {
-		e = handle_record(r, rec, (uint16_t)len, at, false);
+	r->comp_type = type;
+	while ((e = unzstd_next(&r->z, &rec, &rlen, &at)) == 1) {
+		e = handle_record(r, rec, (uint16_t)rlen, at, false);
 		if (e)
 			break;
 	}
@@ -768,9 +909,100 @@ static int read_compressed(struct reader *r, const uint8_t *d, uint16_t size, ui
 	return e == -EINVAL && r->z.what ? zstd_fail(r) : e;
 }
 
+#define COMPRESSED2_WRAPPED                                                                      \
+	"compressed data larger than its record (perf record -z from Linux 6.16 on writes this " \
+	"when a buffer compresses to more than 64 KiB: record with a smaller -m, or without -z)"
+
+/*
+ * A COMPRESSED2 record: { header, u64 data_size, payload of data_size bytes,
+ * zero padding to the next multiple of 8 }. A data_size past the record's
+ * end is what perf record -z of Linux 6.16 writes when one push compresses
+ * to more than a record holds (its u16 size wraps; perf cannot read those
+ * files either): said as such.
+ */
+static int read_compressed2(struct reader *r, const uint8_t *rec, uint16_t size, uint64_t off)
+{
+	uint64_t data_size;
+
+	if (size < 16)
+		return fail(r, "record too short", off, "COMPRESSED2");
+	data_size = get_le64(rec + 8);
+	if (data_size > size - 16u)
+		return fail(r, COMPRESSED2_WRAPPED, off, "COMPRESSED2");
+	return read_compressed(r, PD_COMPRESSED2, rec + 16, (size_t)data_size, off);
+}
+
+/*
+ * One entry of perf's build-id table (len bytes at d, at off): { header,
+ * s32 pid, u8 build_id[20], u8 size, u8 pad[3], NUL-terminated path }. The
+ * size byte counts when misc says so, else the build-id is 20 bytes. An
+ * entry of a path already listed changes nothing (the first one holds).
+ */
+static int add_build_id(struct reader *r, const uint8_t *d, size_t len, uint64_t off)
+{
+	const char *path = (const char *)d + BUILD_ID_FIXED;
+	size_t plen, size = 20;
+	uint64_t key, idx;
+	struct build_id *b;
+
+	if (len < BUILD_ID_FIXED + 1 || !memchr(path, '\0', len - BUILD_ID_FIXED))
+		return fail(r, "malformed build-id entry", off, "HEADER_BUILD_ID");
+	if (get_le32(d + 4) & MISC_BUILD_ID_SIZE) {
+		size = d[32];
+		if (size > 20)
+			return fail(r, "build-id longer than 20 bytes", off, "HEADER_BUILD_ID");
+	}
+	plen = strlen(path);
+	if (!size || !plen)
+		return 0;
+	key = hash_bytes(path, plen, 0);
+	if (u64map_get(&r->bid_of, key, &idx)) {
+		for (size_t i = (size_t)idx; i < r->nbids; i++)
+			if (!strcmp(r->bids[i].path, path))
+				return 0;
+	}
+	if (grow_array((void **)&r->bids, &r->cap_bids, r->nbids + 1, sizeof(*r->bids)))
+		return -ENOMEM;
+	b = &r->bids[r->nbids];
+	b->path = strdup(path);
+	if (!b->path)
+		return -ENOMEM;
+	b->size = (uint8_t)size;
+	memcpy(b->id, d + 12, size);
+	if (!u64map_get(&r->bid_of, key, &idx) && u64map_put(&r->bid_of, key, r->nbids)) {
+		free(b->path);
+		return -ENOMEM;
+	}
+	r->nbids++;
+	return 0;
+}
+
+/*
+ * A HEADER_FEATURE record (pipe mode's header sections): only the
+ * compression header is read, for the bound it sets on the records after.
+ */
+static int read_feature(struct reader *r, const uint8_t *rec, uint16_t size, uint64_t off)
+{
+	if (size < 16)
+		return fail(r, "record too short", off, "HEADER_FEATURE");
+	if (get_le64(rec + 8) != HEADER_COMPRESSED)
+		return 0;
+	return read_compression(r, rec + 16, size - 16u, off + 16, "HEADER_FEATURE");
+}
+
+/* perf's own kinds that carry nothing drawn: skipped; kinds after its last known one, counted. */
+static int skip_user_record(struct reader *r, uint32_t type)
+{
+	if (type <= PD_LAST_KNOWN || !r->info)
+		return 0;
+	if (!r->info->unknown++)
+		r->info->unknown_type = type;
+	return 0;
+}
+
 /*
  * One record (in the window when in_map), at file offset off; a record out
- * of a COMPRESSED record when r->inner, at the offset of the one it began in.
+ * of a compressed record when r->inner, at the offset of the one it began in.
  */
 static int handle_record(struct reader *r, const uint8_t *rec, uint16_t size, uint64_t off,
 			 bool in_map)
@@ -778,9 +1010,16 @@ static int handle_record(struct reader *r, const uint8_t *rec, uint16_t size, ui
 	uint32_t type = get_le32(rec);
 	int e = 0;
 
+	if (type < 64)
+		return enqueue(r, rec, size, off, in_map);
 	switch (type) {
 	case PD_HEADER_ATTR:
 		return handle_header_attr(r, rec, size, off);
+	case PD_HEADER_FEATURE:
+		return read_feature(r, rec, size, off);
+	case PD_HEADER_BUILD_ID:
+		/* pipe mode (perf inject -b): the build-ids of the files mapped after it */
+		return add_build_id(r, rec, size, off);
 	case PD_FINISHED_ROUND:
 		/* everything up to the previous round's latest time is now complete */
 		e = flush(r, r->round_max, false);
@@ -791,38 +1030,35 @@ static int handle_record(struct reader *r, const uint8_t *rec, uint16_t size, ui
 	case PD_HEADER_TRACING_DATA:
 	case PD_AUXTRACE:
 	case PD_COMPRESSED:
+	case PD_COMPRESSED2:
 		/* these are followed by bytes of the file, or are the compressed stream */
 		if (r->inner)
 			return fail(r, "a record that cannot be inside compressed data", off,
-				    kind_name(type));
+				    type_name(r, type));
 		break;
-	case PD_COMPRESSED2:
-		/* skipping it would drop the samples in it without a word */
-		return fail(r, "COMPRESSED2 records (a later perf's -z) are not read", off,
-			    kind_name(type));
 	default:
-		if (type < 64)
-			return enqueue(r, rec, size, off, in_map);
-		return 0; /* perf's other bookkeeping records carry nothing we draw */
+		return skip_user_record(r, type);
 	}
 	switch (type) {
 	case PD_HEADER_TRACING_DATA:
 		if (size < 12)
-			return fail(r, "record too short", off, kind_name(type));
+			return fail(r, "record too short", off, type_name(r, type));
 		/* followed by that many bytes, padded to 8 */
 		e = skip_bytes(r, ((uint64_t)get_le32(rec + 8) + 7) & ~7ULL);
 		if (e == -ENODATA)
-			return fail(r, "truncated tracing data", off, kind_name(type));
+			return fail(r, "truncated tracing data", off, type_name(r, type));
 		return e;
 	case PD_AUXTRACE:
 		if (size < 16)
-			return fail(r, "record too short", off, kind_name(type));
+			return fail(r, "record too short", off, type_name(r, type));
 		e = skip_bytes(r, get_le64(rec + 8));
 		if (e == -ENODATA)
-			return fail(r, "truncated aux data", off, kind_name(type));
+			return fail(r, "truncated aux data", off, type_name(r, type));
 		return e;
+	case PD_COMPRESSED2:
+		return read_compressed2(r, rec, size, off);
 	default:
-		return read_compressed(r, rec, size, off);
+		return read_compressed(r, PD_COMPRESSED, rec + 8, size - 8u, off);
 	}
 }
 
@@ -857,11 +1093,14 @@ static int read_records(struct reader *r)
 			return e;
 		type = get_le32(rec);
 		size = (uint16_t)(get_le32(rec + 4) >> 16);
+		if (type == PD_COMPRESSED2 && size < 8)
+			return fail(r, COMPRESSED2_WRAPPED, off, "COMPRESSED2"); /* wrapped to 0 */
 		if (size < 8)
-			return fail(r, "record size smaller than its header", off, kind_name(type));
+			return fail(r, "record size smaller than its header", off,
+				    type_name(r, type));
 		if (r->bounded && size > r->end - off)
 			return fail(r, "record runs past the end of the data section", off,
-				    kind_name(type));
+				    type_name(r, type));
 		if (r->map) {
 			/* decoded in place, unless misaligned (records are u64-aligned in perf's files) */
 			e = map_at(r, off, size, &rec);
@@ -877,7 +1116,7 @@ static int read_records(struct reader *r)
 		} else {
 			e = read_exact(r, buf + 8, size - 8u, false);
 			if (e == -ENODATA)
-				return fail(r, "truncated record", off, kind_name(type));
+				return fail(r, "truncated record", off, type_name(r, type));
 			if (e)
 				return e;
 		}
@@ -912,39 +1151,74 @@ static int read_file_records(struct reader *r)
 /* ---- file and pipe headers ------------------------------------------------- */
 
 /*
- * perf record -z's feature section HEADER_COMPRESSED { u32 version, type,
- * level, ratio, mmap_len }: the method must be zstd, and mmap_len (the
- * buffer perf decompresses each COMPRESSED record into) bounds what one
- * may expand to. Feature sections follow the data, one { u64 offset, size }
- * per feature bit set, in bit order.
+ * Feature sections follow the data, one { u64 offset, size } per feature
+ * bit set, in bit order. Finds feature bit's section: 1 (*off, *size set,
+ * inside the file), 0 when the file has none, or -EINVAL.
  */
-static int read_compression_header(struct reader *r, const uint8_t *h, uint64_t table,
-				   uint64_t file_size)
+static int feature_section(struct reader *r, const uint8_t *h, uint64_t table, uint64_t file_size,
+			   unsigned int bit, uint64_t *off, uint64_t *size)
 {
 	const uint8_t *bits = h + 72;
-	uint8_t sec[16], feat[20];
-	uint64_t off, size, at, mmap_len;
 	unsigned int nth = 0;
+	uint8_t sec[16];
+	uint64_t at;
 
-	if (!(bits[HEADER_COMPRESSED / 8] & (1u << (HEADER_COMPRESSED % 8))))
+	if (!(bits[bit / 8] & (1u << (bit % 8))))
 		return 0;
-	for (unsigned int b = 0; b < HEADER_COMPRESSED; b++)
+	for (unsigned int b = 0; b < bit; b++)
 		nth += (bits[b / 8] >> (b % 8)) & 1;
 	at = table + nth * 16;
 	if (at > file_size || file_size - at < 16 || pread_exact(r->fd, sec, 16, at))
 		return fail(r, "feature sections outside the file (truncated file?)", at, "header");
-	off = get_le64(sec);
-	size = get_le64(sec + 8);
-	if (size < 20 || off > file_size || size > file_size - off ||
-	    pread_exact(r->fd, feat, 20, off))
-		return fail(r, "compression header outside the file", at, "header");
-	if (get_le32(feat + 4) != ZSTD_COMPRESSION)
-		return fail(r, "compressed with a method other than zstd", off + 4, "header");
-	mmap_len = get_le32(feat + 16);
-	if (mmap_len < 4096 || mmap_len > COMP_MMAP_MAX)
-		return fail(r, "bad buffer size in the compression header", off + 16, "header");
-	r->comp_cap = mmap_len;
-	return 0;
+	*off = get_le64(sec);
+	*size = get_le64(sec + 8);
+	if (*off > file_size || *size > file_size - *off)
+		return fail(r, "feature section outside the file (truncated file?)", at, "header");
+	return 1;
+}
+
+/* The compression header (read_compression), and the build-id table (add_build_id). */
+static int read_features(struct reader *r, const uint8_t *h, uint64_t table, uint64_t file_size)
+{
+	uint8_t feat[20], *ids;
+	uint64_t off, size;
+	int e;
+
+	e = feature_section(r, h, table, file_size, HEADER_COMPRESSED, &off, &size);
+	if (e == 1 && (size < 20 || pread_exact(r->fd, feat, 20, off)))
+		return fail(r, "compression header outside the file", off, "header");
+	if (e == 1)
+		e = read_compression(r, feat, 20, off, "header");
+	if (e)
+		return e;
+	e = feature_section(r, h, table, file_size, HEADER_BUILD_ID, &off, &size);
+	if (e <= 0)
+		return e;
+	if (!size)
+		return 0;
+	if (size > BUILD_IDS_MAX)
+		return fail(r, "build-id table larger than 16 MiB", off, "HEADER_BUILD_ID");
+	ids = malloc(size);
+	if (!ids)
+		return -ENOMEM;
+	e = pread_exact(r->fd, ids, size, off);
+	for (uint64_t at = 0; !e && at < size;) {
+		uint16_t len;
+
+		if (size - at < 8) {
+			e = fail(r, "malformed build-id entry", off + at, "HEADER_BUILD_ID");
+			break;
+		}
+		len = (uint16_t)(get_le32(ids + at + 4) >> 16);
+		if (len < 8 || len > size - at) {
+			e = fail(r, "malformed build-id entry", off + at, "HEADER_BUILD_ID");
+			break;
+		}
+		e = add_build_id(r, ids + at, len, off + at);
+		at += len;
+	}
+	free(ids);
+	return e == -ENODATA ? fail(r, "build-id table outside the file", off, "header") : e;
 }
 
 static int read_file_header(struct reader *r, const uint8_t *h, uint64_t file_size)
@@ -996,7 +1270,7 @@ static int read_file_header(struct reader *r, const uint8_t *h, uint64_t file_si
 	if (r->nattrs == 0)
 		return fail(r, "no events described", 24, "header");
 	if (data_size) {
-		e = read_compression_header(r, h, data_off + data_size, file_size);
+		e = read_features(r, h, data_off + data_size, file_size);
 		if (e)
 			return e;
 	}
@@ -1029,6 +1303,7 @@ int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info 
 		info->finalized = true;
 	}
 	u64map_init(&r.ids);
+	u64map_init(&r.bid_of);
 	if (strcmp(path, "-") == 0) {
 		r.fd = dup(STDIN_FILENO);
 	} else {
@@ -1054,12 +1329,21 @@ int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info 
 	}
 	if (e)
 		goto out;
+	if (get_le64(h) == __builtin_bswap64(PERF_MAGIC2)) {
+		e = unsupported(
+			&r, "big-endian perf.data (written on another machine) is not supported", 0,
+			"header");
+		goto out;
+	}
+	if (get_le64(h) == PERF_MAGIC1) {
+		e = unsupported(&r,
+				"perf.data in perf's first, long replaced format (magic PERFFILE; "
+				"today's perf writes PERFILE2)",
+				0, "header");
+		goto out;
+	}
 	if (get_le64(h) != PERF_MAGIC2) {
-		e = fail(&r,
-			 get_le64(h) == __builtin_bswap64(PERF_MAGIC2)
-				 ? "big-endian perf.data is not supported"
-				 : "not a perf.data file (bad magic)",
-			 0, "header");
+		e = fail(&r, "not a perf.data file (bad magic)", 0, "header");
 		goto out;
 	}
 	if (get_le64(h + 8) == PIPE_HEADER_SIZE) {
@@ -1069,7 +1353,8 @@ int perfdata__read(const char *path, rec_cb cb, void *ctx, struct perfdata_info 
 		goto out;
 	}
 	if (get_le64(h + 8) != FILE_HEADER_SIZE) {
-		e = fail(&r, "unknown header size", 8, "header");
+		e = unsupported(&r, "a file header size other than perf's (104 bytes)", 8,
+				"header");
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -1095,5 +1380,9 @@ out:
 	free(r.scratch);
 	unzstd_free(&r.z);
 	u64map_free(&r.ids);
+	for (size_t i = 0; i < r.nbids; i++)
+		free(r.bids[i].path);
+	free(r.bids);
+	u64map_free(&r.bid_of);
 	return e;
 }

@@ -5,7 +5,11 @@
  * turns either into a profile.
  *
  * Library code: negative errno, never prints. A malformed file is -EINVAL
- * with a perfdata_error naming the byte offset and the record kind.
+ * with a perfdata_error naming the byte offset and the record kind; a
+ * well-formed file that holds something this reader does not read (an event
+ * layout, a compression method, a byte order) is -EOPNOTSUPP with the same
+ * perfdata_error naming it. Records of kinds it does not know are skipped
+ * and counted (perfdata_info), never taken for corruption.
  */
 #ifndef DLFLAME_PERFDATA_H
 #define DLFLAME_PERFDATA_H
@@ -20,6 +24,7 @@ struct perfdata_error {
 	const char *what; /* static text */
 	uint64_t offset; /* byte offset in the file (or stream) */
 	const char *record; /* record kind being read, e.g. "SAMPLE", or "header" */
+	char name[32]; /* record points here for a kind without a name: "record type 97" */
 };
 
 struct perfdata_info {
@@ -32,9 +37,17 @@ struct perfdata_info {
 	uint64_t freq; /* sampling frequency of the first event, 0 in period mode */
 	char event[64]; /* name of the first sampling event, e.g. "cpu-clock" */
 	uint64_t records, samples, lost;
+	/* perf's own records of kinds this reader does not know (a later perf's), skipped */
+	uint64_t unknown;
+	uint32_t unknown_type; /* the first such kind */
+	bool compressed; /* perf record -z: COMPRESSED or COMPRESSED2 records were read */
 };
 
-/* True when buf starts with perf.data's magic ("PERFILE2"). */
+/*
+ * True when buf starts with perf.data's magic ("PERFILE2", in either byte
+ * order, or "PERFFILE" of perf's first format): perfdata__read says what
+ * it is, if it does not read it.
+ */
 bool perfdata__is_perf_file(const void *buf, size_t len);
 
 /*

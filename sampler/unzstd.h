@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The records inside perf.data's PERF_RECORD_COMPRESSED records (perf
- * record -z). perf compresses what it reads from its rings as one zstd
- * stream: each COMPRESSED record's payload continues the stream of the one
- * before (perf flushes, and never ends the frame, after each payload), and
- * its output is a run of ordinary records in which one record may begin in
- * one payload's output and end in the next one's.
+ * The records inside perf.data's compressed records (perf record -z:
+ * PERF_RECORD_COMPRESSED up to Linux 6.15, COMPRESSED2 since, which differ
+ * only in where the payload ends). perf compresses what it reads from its
+ * rings as one zstd stream: each compressed record's payload continues the
+ * stream of the one before (perf flushes, and never ends the frame, after
+ * each payload), and its output is a run of ordinary records in which one
+ * record may begin in one payload's output and end in the next one's.
  *
  * This decoder takes the payloads in file order and hands back whole
  * records, each 8-byte aligned in its own buffer (valid until the next
@@ -57,7 +58,7 @@ int unzstd_init(struct unzstd *z, uint64_t rec_cap);
 void unzstd_free(struct unzstd *z);
 
 /*
- * The next payload, which lies at file offset `off` (of its COMPRESSED
+ * The next payload, which lies at file offset `off` (of its compressed
  * record), len bytes at p; p must stay valid until unzstd_next returns 0
  * for it. Bytes of the previous payloads' output that do not make a whole
  * record yet are kept.

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Sum meson test logs into one line any CI can read:
 'tests: N passed, N failed, N skipped'. A Criterion binary counts its own
-tests (its 'Synthesis:' line); any other test counts as one. A binary that
-failed after all its tests passed (a sanitizer report at exit) counts as one
-failure.
+tests (its 'Synthesis:' line, which leaves skipped tests out, plus its
+'[SKIP] suite::name: reason' lines: meson runs Criterion at verbosity 1);
+any other test counts as one. A binary that failed after all its tests
+passed (a sanitizer report at exit) counts as one failure. Each skip is
+listed with its reason on stderr before the line.
 
     scripts/count-tests.py [--prefix TEXT] testlog.json...   # prints the line
     scripts/count-tests.py --counts testlog.json...          # prints 'OK BAD SKIP'
@@ -12,19 +14,23 @@ import json
 import sys
 
 
-def count(paths):
+def count(paths, skipped=None):
     ok = bad = skip = 0
     for path in paths:
         for line in open(path):
             r = json.loads(line)
-            for l in (r.get('stdout', '') + '\n' + (r.get('stderr') or '')).splitlines():
+            text = (r.get('stdout', '') + '\n' + (r.get('stderr') or '')).splitlines()
+            skips = [l.split('[SKIP] ', 1)[1].split('[----]')[0].strip() for l in text if '[SKIP] ' in l]
+            for l in text:
                 if 'Synthesis: Tested:' in l:
                     f = {k.strip(): int(v) for k, v in
                          (p.split(':') for p in l.split('Synthesis:')[1].split('|'))}
                     ok += f.get('Passing', 0)
                     failed = f.get('Failing', 0) + f.get('Crashing', 0)
                     bad += failed
-                    skip += f.get('Skipped', 0)
+                    skip += f.get('Skipped', 0) + len(skips)
+                    if skipped is not None:
+                        skipped += ['%s: %s' % (r.get('name', '?'), s) for s in skips]
                     if r['result'] not in ('OK', 'EXPECTEDFAIL', 'SKIP') and not failed:
                         bad += 1
                     break
@@ -33,6 +39,8 @@ def count(paths):
                     ok += 1
                 elif r['result'] == 'SKIP':
                     skip += 1
+                    if skipped is not None:
+                        skipped.append('%s: exited 77 (skip)' % r.get('name', '?'))
                 else:
                     bad += 1
     return ok, bad, skip
@@ -45,7 +53,10 @@ def main():
         prefix, args = args[1], args[2:]
     elif args[:1] == ['--counts']:
         counts, args = True, args[1:]
-    ok, bad, skip = count(args)
+    skipped = []
+    ok, bad, skip = count(args, skipped)
+    for s in skipped:
+        print('skipped: ' + s, file=sys.stderr)
     print("%d %d %d" % (ok, bad, skip) if counts else
           "%stests: %d passed, %d failed, %d skipped" % (prefix, ok, bad, skip))
 

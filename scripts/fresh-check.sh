@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# Runs one of the README's fresh-machine commands on a fresh Debian 12: a
-# minbase root debootstrapped from this machine's own Debian mirror, holding
+# Runs one of the README's fresh-machine commands on a fresh Debian 12 (or 13,
+# or unstable): a minbase root debootstrapped from this machine's own Debian
+# mirror, holding
 # a clean clone of HEAD and nothing the command does not install itself. A
 # package that only the developer's machine happens to have then fails here
 # instead of on the next reader's machine. .ci/run runs the test command
 # this way.
 #
-#   scripts/fresh-check.sh [test|demo]    # scripts/test.sh (default) or scripts/demo.sh
+#   scripts/fresh-check.sh [--suite SUITE] [test [NAME...]|demo]
+#       test (default): scripts/test.sh [NAME...]; demo: scripts/demo.sh
+#       SUITE: bookworm (Debian 12, default), trixie (Debian 13) or sid
+#       (unstable: its Release file may be past Valid-Until, which is allowed)
 #
 # It needs root (debootstrap, chroot, mounts) and installs debootstrap and
-# zstd on the host if they are missing. It exits with the command's status;
+# zstd on the host if they are missing. It exits with the command's status
+# (3: the root could not be built: debootstrap or apt failed);
 # the command's output is printed as it runs, and a closing
 # 'tests: N passed, N failed, N skipped' line stays the last line.
 #
 # Environment:
-#   FRESH_CACHE=/var/cache/dlflame-fresh  the cached minbase root
-#                     (bookworm-minbase.tar.zst) and the downloaded .debs
-#                     (apt-archives/), kept between runs
+#   FRESH_CACHE=/var/cache/dlflame-fresh  the cached minbase roots
+#                     (SUITE-minbase.tar.zst) and the downloaded .debs
+#                     (apt-archives-SUITE/), kept between runs
 #   FRESH_BASE_DAYS=30  debootstrap again when the cached root is older
 #   FRESH_REBUILD=1   debootstrap again now
 #   FRESH_MIRROR=URI  the Debian mirror; default: the one serving bookworm
@@ -26,20 +31,34 @@
 #   FRESH_TIMEOUT=60m give up on the command after this long (timeout(1))
 set -euo pipefail
 
+usage() {
+  echo "usage: scripts/fresh-check.sh [--suite bookworm|trixie|sid] [test [NAME...]|demo]" >&2
+  exit 2
+}
 suite=bookworm
+if [ "${1:-}" = --suite ]; then
+  [ $# -ge 2 ] || usage
+  suite=$2
+  shift 2
+fi
+case "$suite" in
+  bookworm | trixie | sid) ;;
+  *) usage ;;
+esac
 cmd=${1:-test}
 case "$cmd" in
   test | demo) ;;
-  *)
-    echo "usage: scripts/fresh-check.sh [test|demo]" >&2
-    exit 2
-    ;;
+  *) usage ;;
 esac
+# test NAME...: only the meson tests of those names (scripts/test.sh NAME...)
+shift || true
+args="$*"
+[[ $args =~ ^[A-Za-z0-9_\ -]*$ ]] || usage
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${FRESH_CACHE:-/var/cache/dlflame-fresh}
 base=$cache/$suite-minbase.tar.zst
-archives=$cache/apt-archives
+archives=$cache/apt-archives-$suite
 timeout=${FRESH_TIMEOUT:-60m}
 
 say() { echo "fresh-check: $*" >&2; }
@@ -103,10 +122,22 @@ host_sources() {
     }' "$f"
   done
 }
+# Another suite than the host's: the host's Debian 12 entries with the
+# suite's names (trixie, trixie-updates, trixie-security); unstable has
+# neither updates nor security.
+host_suite=$(host_sources | awk '$2 !~ /-/ { print $2; exit }')
 sources=$(host_sources | awk -v s="$suite" '$2 == s || $2 == s "-updates" || $2 == s "-security"')
+if [ -z "$sources" ] && [ -n "$host_suite" ]; then
+  sources=$(host_sources |
+    awk -v h="$host_suite" -v s="$suite" '$2 == h || $2 == h "-updates" || $2 == h "-security" {
+      sub("^" h, s, $2)
+      if (s == "sid" && $2 != s) next
+      print
+    }')
+fi
 mirror=${FRESH_MIRROR:-$(awk -v s="$suite" '$2 == s { print $1; exit }' <<<"$sources")}
 [ -n "$mirror" ] ||
-  die "no '$suite' entry in /etc/apt/sources.list{,.d}: debootstrap needs a Debian mirror; set FRESH_MIRROR=URI"
+  die "no Debian entry in /etc/apt/sources.list{,.d}: debootstrap needs a Debian mirror; set FRESH_MIRROR=URI"
 [ -n "$sources" ] || sources="$mirror $suite main"
 
 mkdir -p "$cache" "$archives/partial"
@@ -166,7 +197,8 @@ if [ "${FRESH_REBUILD:-0}" = 1 ] || [ ! -s "$base" ] ||
     debootstrap --variant=minbase --include=ca-certificates "$suite" "$boot" "$mirror" \
     >"$work/debootstrap.log" 2>&1; then
     tail -n 20 "$work/debootstrap.log" >&2
-    die "debootstrap of $suite from $mirror failed (above; FRESH_KEEP=1 keeps its log in $boot/debootstrap): is the mirror reachable? set FRESH_MIRROR to another"
+    say "debootstrap of $suite from $mirror failed (above; FRESH_KEEP=1 keeps its log in $boot/debootstrap): is the mirror reachable? set FRESH_MIRROR to another"
+    exit 3
   fi
   # the .debs of the base itself: not part of a fresh machine
   rm -f "$boot"/var/cache/apt/archives/*.deb
@@ -185,6 +217,9 @@ zstd -q -dc "$base" | tar -C "$root" --numeric-owner --xattrs --xattrs-include='
 # Signed-By: the root trusts Debian's keys through debian-archive-keyring.
 awk '{ c = ""; for (i = 3; i <= NF; i++) c = c " " $i; print "deb", $1, $2 c }' \
   <<<"$sources" >"$root/etc/apt/sources.list"
+# unstable's Release file is often past its Valid-Until date
+[ "$suite" != sid ] ||
+  echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99dlflame-valid-until"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 
 # Trust what the host trusts: its local CAs go through the root's own
@@ -224,7 +259,7 @@ run_in_root() {
     bash -c 'echo $$ >"$1"; shift; exec "$@"' record-pid "$work/unshare.pid" \
     unshare --mount --propagation private --pid --fork --kill-child -- \
     bash -euo pipefail -c '
-      root=$1 archives=$2 cmd=$3; shift 3
+      root=$1 archives=$2 cmd=$3 args=$4; shift 4
       mount -t proc proc "$root/proc"
       mount --rbind /sys "$root/sys"
       mount --rbind /dev "$root/dev"
@@ -233,8 +268,8 @@ run_in_root() {
       # its one routine warning (the bundle is not one certificate) is noise
       out=$(chroot "$root" /usr/bin/env -i "$@" /usr/sbin/update-ca-certificates 2>&1) ||
         { echo "$out" >&2; exit 1; }
-      chroot "$root" /usr/bin/env -i "$@" /bin/bash -c "cd /root/dlflame && exec scripts/$cmd.sh" </dev/null
-    ' fresh-root "$root" "$archives" "$cmd" "${env[@]}" 2>&3
+      chroot "$root" /usr/bin/env -i "$@" /bin/bash -c "cd /root/dlflame && exec scripts/$cmd.sh $args" </dev/null
+    ' fresh-root "$root" "$archives" "$cmd" "$args" "${env[@]}" 2>&3
 }
 
 # The closing 'tests: ...' line is held back and printed after this

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything dlflame needs on Debian 12 and builds it into ./build.
 # The one install list: scripts/demo.sh, scripts/test.sh and .ci/run all call this.
+# Debian 13 and unstable have the same package names. Exits 3 when apt cannot
+# install the packages, 1 when dlflame does not build (its errors on stderr).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,7 @@ packages=(
   g++ binutils                                  # tests: C++ fixtures, objcopy/strip/readelf
   chromium golang-go golang-github-google-pprof-dev time # tests: browser, real pprof, bench
   python3-torch                                 # tests and bench: the real PyTorch trainer
+  python3-dev                                   # tests: CPython's headers, to check the offsets read
   iproute2                                      # tests: two hosts in network namespaces
 )
 
@@ -28,16 +31,29 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "setup: installing ${missing[*]}" >&2
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # exit 3: the packages could not be had (the archive, not dlflame)
+  $sudo apt-get update -qq || { echo "setup: apt-get update failed" >&2; exit 3; }
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+    { echo "setup: apt-get install ${missing[*]} failed" >&2; exit 3; }
 fi
 
+# Quiet when it works; a failed configure or build shows its errors on
+# stderr and exits non-zero.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+built() {
+  if ! "$@" >"$log" 2>&1; then
+    grep -E -A4 'error|ERROR|Error' "$log" | head -n 60 >&2 || tail -n 40 "$log" >&2
+    echo "setup: '$*' failed (above); fix it and run scripts/setup.sh again" >&2
+    exit 1
+  fi
+}
 if [ -d build ]; then
-  meson setup --reconfigure build >/dev/null
+  built meson setup --reconfigure build
 else
-  meson setup build >/dev/null
+  built meson setup build
 fi
-ninja -C build >/dev/null
+built ninja -C build
 
 # --- output tests (render/): the browser test's node packages and the real pprof ---
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null)

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +67,8 @@ struct run_result run(const char *dir, char *const env[], const char *stdout_pat
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
+		/* a test killed by its timeout takes its recorder (and trainer) with it */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		dup2(ofd, 1);
 		dup2(efd, 2);
 		if (dir && chdir(dir))
@@ -90,6 +94,8 @@ pid_t run_bg(const char *dir, const char *const argv[])
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		int fd = open("/dev/null", O_WRONLY);
+
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		dup2(fd, 1);
 		dup2(fd, 2);
 		if (dir && chdir(dir))
@@ -112,6 +118,45 @@ const char *need_env(const char *name)
 
 	cr_assert(v && *v, "environment variable %s is not set (run through meson test)", name);
 	return v;
+}
+
+const char *need_mlp(void)
+{
+	const char *v = getenv("MLP");
+
+	cr_assert(v && *v,
+		  "examples/mlp was not built: scripts/setup.sh installs libdnnl-dev, and meson "
+		  "builds the MLP whenever it finds oneDNN (see meson's log for why it did not)");
+	return v;
+}
+
+char *linked_library(const char *binary, const char *stem)
+{
+	char *cmd, line[4096], *found = NULL;
+	size_t len = strlen(stem);
+	FILE *f;
+
+	cr_assert_geq(asprintf(&cmd, "ldd '%s' 2>/dev/null", binary), 0);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f, "cannot run ldd on %s", binary);
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *name = line + strspn(line, " \t"), *arrow, *path, *end;
+
+		if (strncmp(name, stem, len) || (name[len] != '.' && name[len] != ' '))
+			continue;
+		arrow = strstr(name, "=> ");
+		if (!arrow)
+			continue;
+		path = arrow + 3;
+		end = path + strcspn(path, " \t\n(");
+		*end = '\0';
+		found = realpath(path, NULL);
+	}
+	pclose(f);
+	free(cmd);
+	cr_assert_not_null(found, "%s is not linked against %s.* (ldd found no such library)",
+			   binary, stem);
+	return found;
 }
 
 char *make_dir(void)

@@ -26,6 +26,18 @@ pid_t run_bg(const char *dir, const char *const argv[]);
 void run_free(struct run_result *r);
 /* $NAME or abort the test with a message that names it. */
 const char *need_env(const char *name);
+/*
+ * $MLP, the bundled oneDNN trainer, or fail the test: scripts/setup.sh
+ * installs oneDNN, so a missing MLP is a broken set-up, not a reason to skip.
+ */
+const char *need_mlp(void);
+/*
+ * The file behind the library `stem` ("libdnnl.so") that the dynamic linker
+ * gives `binary` (its DT_NEEDED name, through ldd), with symlinks resolved
+ * (free it): libdnnl.so.2.6 on Debian 12, libdnnl.so.3.7 on Debian 13.
+ * Fails the test when binary does not link it.
+ */
+char *linked_library(const char *binary, const char *stem);
 /* A fresh temporary directory (removed by rm_dir). */
 char *make_dir(void);
 void rm_dir(char *dir);

@@ -60,8 +60,8 @@ static char *record_calls(char *const env[], const char *const *probes, const ch
 			  char **err_out)
 {
 	char *data = path_in(dir, "c.data");
-	const char *argv[40] = { need_env("DLFLAME"), "record", "-o", data };
-	size_t n = 4;
+	const char *argv[40] = { need_env("DLFLAME"), "record", "--forward-exit", "-o", data };
+	size_t n = 5;
 	struct run_result r;
 
 	for (size_t i = 0; probes[i]; i++) {
@@ -198,18 +198,16 @@ static void mlp_case(const char *threads)
 {
 	char omp[32];
 	char *env[] = { omp, NULL };
-	const char *mlp = getenv("MLP");
+	const char *mlp = need_mlp();
 	const char *probes[] = { "dnnl_primitive_execute", NULL };
 	const char *cmd[] = { mlp, "60", NULL };
-	char lib[4096], *err, *table;
+	char *lib, *err, *table;
 	unsigned long want;
 	struct row r;
 
-	if (!mlp)
-		cr_skip_test("the MLP needs libdnnl-dev");
-	if (access("/usr/bin/perf", X_OK))
-		cr_skip_test("perf (linux-perf) is the oracle and is not installed");
-	cr_assert_not_null(realpath("/usr/lib/x86_64-linux-gnu/libdnnl.so.2", lib));
+	cr_assert(!access("/usr/bin/perf", X_OK),
+		  "perf (linux-perf) is the oracle and is not installed: run scripts/setup.sh");
+	lib = linked_library(mlp, "libdnnl.so");
 	snprintf(omp, sizeof(omp), "OMP_NUM_THREADS=%s", threads);
 	want = perf_count(lib, "dnnl_primitive_execute", env, cmd);
 	table = record_calls(env, probes, cmd, &err);
@@ -218,6 +216,7 @@ static void mlp_case(const char *threads)
 	cr_assert_gt(want, 100);
 	cr_assert_eq(r.count, want, "dlflame %lu, perf %lu", r.count, want);
 	cr_assert_eq(trace_calls(), want, "as many spans in the trace as calls");
+	free(lib);
 	free(err);
 	free(table);
 }

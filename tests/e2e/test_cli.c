@@ -172,9 +172,7 @@ Test(record, status_line_on_a_terminal_only)
 
 Test(record, mlp_with_two_openmp_threads_samples_both)
 {
-	const char *mlp = getenv("MLP");
-	if (!mlp)
-		cr_skip_test("examples/mlp was not built (libdnnl missing)");
+	const char *mlp = need_mlp();
 	char *data = path_in(dir, "mlp.data");
 	char *env[] = { "OMP_NUM_THREADS=2", NULL };
 	const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--", mlp, "600", NULL };

@@ -478,7 +478,7 @@ Test(attach, blocked_throughout_is_charged_from_the_start)
  */
 Test(offcpu, mlp_passive_omp_futex_waits_have_whole_stacks, .timeout = 300)
 {
-	const char *mlp = getenv("MLP");
+	const char *mlp = need_mlp();
 	char *data = path_in(dir, "mlp.data");
 	char *env[] = { "OMP_WAIT_POLICY=passive", "OMP_NUM_THREADS=2", NULL };
 	const char *argv[] = { need_env("DLFLAME"), "record", "-o", data, "--", mlp, "100", NULL };
@@ -486,8 +486,6 @@ Test(offcpu, mlp_passive_omp_futex_waits_have_whole_stacks, .timeout = 300)
 	struct profile *p;
 	double gomp = 0, whole = 0;
 
-	if (!mlp || !*mlp)
-		cr_skip_test("MLP is not set (built without libdnnl)");
 	r = run(dir, env, NULL, argv);
 	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
 	p = load(data);

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Python frames, end to end on real interpreters: Debian's python3 (3.11),
- * pyenv's 3.12 and 3.13 where they exist, and Debian's python3-torch.
+ * Python frames, end to end on real interpreters: every CPython >= 3.11
+ * the machine has (tests/pythons.h: /usr/bin/python3.N, pyenv's builds;
+ * each one a case, /usr/bin/python3 required), and Debian's python3-torch.
  * The fixtures (tests/fixtures/py) have known call structures; what the
  * folded stacks must show is judged by tests/e2e/pystacks.py.
  */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +18,17 @@
 #include <unistd.h>
 
 #include "run.h"
+#include "tests/pythons.h"
+
+#define SYSTEM_PYTHON "/usr/bin/python3" /* scripts/setup.sh installs it */
+
+/* Every interpreter found, as Criterion parameters (none found: no case). */
+static struct criterion_test_params all_pythons(void)
+{
+	static struct python ps[PYTHONS_MAX];
+
+	return cr_make_param_array(struct python, ps, pythons_find(ps, PYTHONS_MAX, false));
+}
 
 static char *dir;
 
@@ -39,14 +52,10 @@ static char *fixture(const char *name)
 	return p;
 }
 
-/* An interpreter to test with, or skip with the reason it is missing. */
+/* An interpreter to test with: it must be there. */
 static const char *interpreter(const char *path)
 {
-	if (access(path, X_OK))
-		cr_skip_test(
-			"%s is not installed (pyenv's builds are on the team's machines, not on "
-			"a fresh Debian 12)",
-			path);
+	cr_assert_eq(access(path, X_OK), 0, "%s is not installed", path);
 	return path;
 }
 
@@ -83,8 +92,10 @@ static char *record(const char *const *cmd, char **out)
 {
 	char *env[] = { "MALLOC_PERTURB_=0", NULL };
 	char *data = path_in(dir, "py.data");
-	const char *argv[32] = { need_env("DLFLAME"), "record", "-o", data, "--" };
-	size_t n = 5;
+	const char *argv[32] = {
+		need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--"
+	};
+	size_t n = 6;
 	struct run_result r;
 
 	for (; *cmd && n < 31; cmd++)
@@ -115,19 +126,15 @@ static void split_case(const char *python)
 }
 
 /* Known shares and call chains, a function re-entered from C (sorted's key). */
-Test(python, split_311)
+ParameterizedTestParameters(python, split)
 {
-	split_case(interpreter("/usr/bin/python3.11"));
+	return all_pythons();
 }
 
-Test(python, split_312)
+ParameterizedTest(struct python *py, python, split)
 {
-	split_case(interpreter("/root/.pyenv/versions/3.12.1/bin/python3.12"));
-}
-
-Test(python, split_313)
-{
-	split_case(interpreter("/root/.pyenv/versions/3.13.0/bin/python3.13"));
+	cr_log_info("%s (3.%u)", py->path, py->minor);
+	split_case(interpreter(py->path));
 }
 
 /* Stacks of a folded file that hold an interpreter frame (named Py*, or python3.X+0x...). */
@@ -141,7 +148,7 @@ static unsigned long interpreter_stacks(const char *path)
 	while (fgets(line, sizeof(line), fp))
 		n += strstr(line, ";PyObject_") || strstr(line, ";_PyObject_") ||
 		     strstr(line, ";Py_RunMain") || strstr(line, ";Py_BytesMain") ||
-		     strstr(line, "python3.11+0x");
+		     strstr(line, ";python3.");
 	fclose(fp);
 	return n;
 }
@@ -150,7 +157,7 @@ static unsigned long interpreter_stacks(const char *path)
 Test(python, python_view_hides_the_interpreter)
 {
 	char *script = fixture("split.py"), *out;
-	const char *cmd[] = { interpreter("/usr/bin/python3.11"), script, "2", NULL };
+	const char *cmd[] = { interpreter(SYSTEM_PYTHON), script, "2", NULL };
 	char *data = record(cmd, &out);
 	char *all = folded(data, "all.folded", NULL, NULL);
 	char *view = folded(data, "view.folded", "--python", NULL);
@@ -177,7 +184,7 @@ Test(python, python_view_hides_the_interpreter)
 Test(python, launcher_and_worker)
 {
 	char *script = fixture("launcher.py"), *out;
-	const char *cmd[] = { interpreter("/usr/bin/python3.11"), script, "2", NULL };
+	const char *cmd[] = { interpreter(SYSTEM_PYTHON), script, "2", NULL };
 	/* the launcher blocks while its worker computes: on and off CPU */
 	char *data = record(cmd, &out), *f = folded(data, "launch.folded", "--wall", NULL);
 	const char *argv[] = { "/usr/bin/python3",
@@ -204,8 +211,8 @@ Test(python, exec_into_python)
 	const char *cmd[] = { "/bin/sh", "-c", NULL, NULL };
 	char *data, *f;
 
-	interpreter("/usr/bin/python3.11");
-	cr_assert_gt(asprintf(&cmdline, "exec /usr/bin/python3.11 %s 2", script), 0);
+	interpreter(SYSTEM_PYTHON);
+	cr_assert_gt(asprintf(&cmdline, "exec " SYSTEM_PYTHON " %s 2", script), 0);
 	cmd[2] = cmdline;
 	data = record(cmd, &out);
 	f = folded(data, "exec.folded", "--per-thread", NULL);
@@ -217,23 +224,33 @@ Test(python, exec_into_python)
 	free(f);
 }
 
-/* A CPython whose frames are not read: one line says so, native frames stay. */
-Test(python, other_version_says_so)
+/* A CPython whose frames are not read (pyenv's 3.6-3.10, where present): one line says so. */
+ParameterizedTestParameters(python, other_version_says_so)
 {
-	const char *python = interpreter("/root/.pyenv/versions/3.10.13/bin/python3.10");
-	char *script = fixture("threads.py"), *data = path_in(dir, "v.data");
+	static struct python ps[PYTHONS_MAX];
+
+	return cr_make_param_array(struct python, ps, pythons_old(ps, PYTHONS_MAX));
+}
+
+ParameterizedTest(struct python *py, python, other_version_says_so)
+{
+	const char *python = interpreter(py->path);
+	/* a second of work in any Python 3 (no fixture: they use newer APIs) */
+	const char *script = "import time\nt = time.time()\nwhile time.time() - t < 1:\n    pass\n";
+	char *data = path_in(dir, "v.data");
 	const char *argv[] = {
-		need_env("DLFLAME"), "record", "-o", data, "--", python, script, "1", NULL
+		need_env("DLFLAME"), "record", "-o", data, "--", python, "-c", script, NULL
 	};
 	struct run_result r = run(dir, NULL, NULL, argv);
 
 	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_log_info("%s", python);
 	cr_assert_eq(count_str(r.err, "runs a CPython older than 3.11: Python frames are read "
-				      "for CPython 3.11 to 3.13 only"),
+				      "for CPython 3.11 to 3.14 and later versions whose debug "
+				      "offsets hold up"),
 		     1, "%s", r.err);
 	cr_assert_null(strstr(r.err, "Python frames in "), "%s", r.err);
 	run_free(&r);
-	free(script);
 	free(data);
 }
 
@@ -241,7 +258,7 @@ Test(python, other_version_says_so)
 Test(python, two_threads_each_its_own)
 {
 	char *script = fixture("threads.py"), *out;
-	const char *cmd[] = { interpreter("/usr/bin/python3.11"), script, "3", NULL };
+	const char *cmd[] = { interpreter(SYSTEM_PYTHON), script, "3", NULL };
 	char *data = record(cmd, &out), *f = folded(data, "threads.folded", "--per-thread", NULL);
 
 	judge("threads", f, out);
@@ -305,18 +322,25 @@ static bool stopped(pid_t pid)
 }
 
 /*
- * Attach to a running pure-Python process: its functions appear, on CPU
- * and blocked (under the Python line that slept), and it is never stopped.
+ * Attach to a running pure-Python process of each interpreter: its
+ * functions appear, on CPU and blocked (under the Python line that slept),
+ * and it is never stopped.
  */
-Test(python, attach_never_stops_the_target)
+ParameterizedTestParameters(python, attach_never_stops_the_target)
+{
+	return all_pythons();
+}
+
+ParameterizedTest(struct python *py, python, attach_never_stops_the_target)
 {
 	char *script = fixture("sleeper.py"), *data = path_in(dir, "attach.data");
-	const char *bg[] = { interpreter("/usr/bin/python3.11"), script, NULL };
+	const char *bg[] = { interpreter(py->path), script, NULL };
 	char pids[16], *out = path_in(dir, "stdout"), *on, *off;
 	pid_t pid = start_to(bg, out), rec;
 	unsigned checks = 0, stops = 0;
 	int status;
 
+	cr_log_info("%s (3.%u)", py->path, py->minor);
 	for (int i = 0; i < 500 && !ready(out); i++)
 		usleep(10000);
 	cr_assert(ready(out), "sleeper.py did not start");
@@ -353,7 +377,11 @@ Test(python, attach_never_stops_the_target)
 					"nap (sleeper.py)",
 					NULL };
 		struct run_result r;
-		pid_t again = start_to(bg, out);
+		pid_t again;
+
+		/* the first one's "ready" must not pass for the second's */
+		unlink(out);
+		again = start_to(bg, out);
 
 		for (int i = 0; i < 500 && !ready(out); i++)
 			usleep(10000);
@@ -403,8 +431,9 @@ Test(python, cnn_trainer, .timeout = 600)
 	struct run_result r = run(dir, NULL, NULL, probe);
 	char *script, *out, *data, *f;
 
-	if (r.status)
-		cr_skip_test("python3-torch is not installed");
+	cr_assert_eq(r.status, 0,
+		     "python3 cannot import torch: scripts/setup.sh installs python3-torch\n%s",
+		     r.err);
 	run_free(&r);
 	script = path_in(need_env("EXAMPLES"), "cnn_train.py");
 	{
@@ -484,14 +513,21 @@ Test(python, probe_calls_by_python_line, .timeout = 600)
 	struct run_result r;
 	unsigned long total = 0, python = 0;
 
-	if (access("/usr/bin/python3", X_OK) ||
-	    system("/usr/bin/python3 -c 'import torch' 2>/dev/null"))
-		cr_skip_test("python3-torch is not installed");
+	char *lib, *probe;
+
+	cr_assert(!access("/usr/bin/python3", X_OK) &&
+			  !system("/usr/bin/python3 -c 'import torch' 2>/dev/null"),
+		  "python3 cannot import torch: scripts/setup.sh installs python3-torch");
+	/* the oneDNN Debian's torch links: the system's, as the MLP's */
+	lib = linked_library(need_mlp(), "libdnnl.so");
+	cr_assert_gt(asprintf(&probe, "%s:dnnl_primitive_execute", lib), 0);
 	script = path_in(need_env("EXAMPLES"), "cnn_train.py");
 	r = run(dir, (char *[]){ "MALLOC_PERTURB_=0", NULL }, NULL,
-		(const char *[]){ need_env("DLFLAME"), "record", "--probe",
-				  "libdnnl.so.2:dnnl_primitive_execute", "--probe-stack", "32768",
-				  "-o", data, "--", "/usr/bin/python3", script, "60", NULL });
+		(const char *[]){ need_env("DLFLAME"), "record", "--probe", probe, "--probe-stack",
+				  "32768", "-o", data, "--", "/usr/bin/python3", script, "60",
+				  NULL });
+	free(probe);
+	free(lib);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	run_free(&r);
 	r = run(dir, NULL, NULL, rep);

@@ -77,7 +77,7 @@ static pid_t child_of(pid_t pid)
 Test(recover, sigkill_leaves_a_profile_report_reads)
 {
 	char *data = path_in(dir, "killed.data"), *folded = path_in(dir, "killed.folded");
-	const char *mlp = getenv("MLP");
+	const char *mlp = need_mlp();
 	const char *rec[] = {
 		need_env("DLFLAME"), "record", "-o", data, "--", mlp, "1000000", NULL
 	};
@@ -91,8 +91,6 @@ Test(recover, sigkill_leaves_a_profile_report_reads)
 	size_t oncpu = 0;
 	char *text;
 
-	if (!mlp)
-		cr_skip_test("the MLP needs libdnnl-dev");
 	setenv("OMP_NUM_THREADS", "1", 1);
 	pid = run_bg(dir, rec);
 	/* 4 s of the target's own CPU time, then the recorder is killed */
@@ -139,7 +137,7 @@ Test(recover, sigkill_leaves_a_profile_report_reads)
 Test(recover, a_normal_finish_leaves_only_the_profile)
 {
 	char *data = path_in(dir, "done.data");
-	const char *mlp = getenv("MLP");
+	const char *mlp = need_mlp();
 	const char *rec[] = { need_env("DLFLAME"), "record", "-o", data, "--", mlp, "300", NULL };
 	struct profile_read_error e = { 0 };
 	struct profile *p = NULL;
@@ -148,8 +146,6 @@ Test(recover, a_normal_finish_leaves_only_the_profile)
 	int files = 0;
 	DIR *d;
 
-	if (!mlp)
-		cr_skip_test("the MLP needs libdnnl-dev");
 	r = run(dir, NULL, NULL, rec);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(profile__read(data, &p, &e), 0, "%s", e.what ? e.what : "read failed");

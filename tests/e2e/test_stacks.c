@@ -34,10 +34,12 @@ TestSuite(stacks, .init = setup, .fini = teardown, .timeout = 300);
 static char *record_folded(char *const env[], const char *const *cmd)
 {
 	char *data = path_in(dir, "stacks.data");
-	const char *argv[16] = { need_env("DLFLAME"), "record", "-o", data, "--" };
+	const char *argv[16] = {
+		need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--"
+	};
 	const char *rep[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
 	struct run_result r;
-	size_t n = 5;
+	size_t n = 6;
 	char *out;
 
 	for (; *cmd && n < ARRAY_SIZE(argv) - 1; cmd++)
@@ -206,14 +208,12 @@ static char last_summary[4096];
 
 static char *record_mlp(char *const env[], const char *const *opts, const char *iterations)
 {
-	const char *mlp = getenv("MLP");
+	const char *mlp = need_mlp();
 	char *data = path_in(dir, "mlp.data");
 	const char *argv[16] = { need_env("DLFLAME"), "record", "-o", data };
 	struct run_result r;
 	size_t n = 4;
 
-	if (!mlp)
-		cr_skip_test("examples/mlp was not built (libdnnl missing)");
 	for (; opts && *opts; opts++)
 		argv[n++] = *opts;
 	argv[n++] = "--";

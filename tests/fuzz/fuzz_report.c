@@ -41,6 +41,15 @@ static void render_all(const struct profile *p, const struct render_select *sel,
 	}
 	render_pprof(p, sel, out);
 	render_trace(p, sel, out);
+	{
+		struct trace_opts bound = { .max_bytes = 4096 }, spans = { .max_spans = 3 };
+		struct speedscope_opts ss = { .lines = true }, wall = { .wall = true };
+
+		render_trace_bounded(p, sel, &bound, NULL, out);
+		render_trace_bounded(p, sel, &spans, NULL, out);
+		render_speedscope(p, sel, &ss, out);
+		render_speedscope(p, sel, &wall, out);
+	}
 	render_ranks(p, out);
 	render_calls(p, sel, true, out);
 	render_memory(p, out);

@@ -2,10 +2,13 @@
 /*
  * python/ on real interpreters: a child python with a known call chain
  * (one C re-entry: sorted calls a key function) asleep in it, read without
- * stopping it. Debian's python3.11 always; pyenv's 3.12 and 3.13 where they
- * exist (skipped with the reason where they do not).
+ * stopping it. Every CPython >= 3.11 the machine has (tests/pythons.h:
+ * /usr/bin/python3.N, pyenv's builds) is a case; /usr/bin/python3 must be
+ * there. Where an interpreter's headers are installed, the offsets read
+ * from its _Py_DebugOffsets are compared with offsetof() from them.
  */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <sched.h>
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +21,19 @@
 
 #include "python/internal.h"
 #include "python/python.h"
+#include "tests/pythons.h"
+
+#define SYSTEM_PYTHON "/usr/bin/python3" /* scripts/setup.sh installs it */
+
+/* Every interpreter found, as Criterion parameters (none found: no case). */
+static struct criterion_test_params all_pythons(bool ft)
+{
+	static struct python gil[PYTHONS_MAX], free_threaded[PYTHONS_MAX];
+	struct python *ps = ft ? free_threaded : gil;
+	size_t n = pythons_find(ps, PYTHONS_MAX, ft);
+
+	return cr_make_param_array(struct python, ps, n);
+}
 
 /* inner's time.sleep is on line 4; the lambda is called by sorted, from C */
 static const char script[] = "import threading, time\n"
@@ -44,9 +60,7 @@ static struct child start_script(const char *python, const char *code)
 	char line[64] = "";
 	FILE *f;
 
-	if (access(python, X_OK))
-		cr_skip_test("%s is not installed (pyenv's builds are on the team's machines only)",
-			     python);
+	cr_assert_eq(access(python, X_OK), 0, "%s is not installed", python);
 	cr_assert_eq(pipe(fds), 0);
 	c.pid = fork();
 	cr_assert_geq(c.pid, 0);
@@ -124,19 +138,15 @@ static void chain_case(const char *python, uint32_t minor)
 	pyreader__free(r);
 }
 
-Test(python, chain_311)
+ParameterizedTestParameters(python, chain)
 {
-	chain_case("/usr/bin/python3.11", 11);
+	return all_pythons(false);
 }
 
-Test(python, chain_312)
+ParameterizedTest(struct python *py, python, chain)
 {
-	chain_case("/root/.pyenv/versions/3.12.1/bin/python3.12", 12);
-}
-
-Test(python, chain_313)
-{
-	chain_case("/root/.pyenv/versions/3.13.0/bin/python3.13", 13);
+	cr_log_info("%s (3.%u)", py->path, py->minor);
+	chain_case(py->path, py->minor);
 }
 
 /*
@@ -180,7 +190,10 @@ static void churn_case(const char *python)
 	for (int t = 0; t < 300 || (!partial && t < 30000); t++) {
 		uint32_t depth = 0; /* frames named, from the outermost */
 
-		cr_assert_eq(pyreader__snapshot(r, c.pid, c.tid, snap), 0);
+		int ret = pyreader__snapshot(r, c.pid, c.tid, snap);
+
+		cr_assert_eq(ret, 0, "snapshot %d: %s (%u whole, %u partial before)", t,
+			     strerror(-ret), whole, partial);
 		partial += snap->partial;
 		whole += !snap->partial;
 		for (uint32_t i = snap->n; i-- > 0;) {
@@ -209,25 +222,38 @@ static void churn_case(const char *python)
 	pyreader__free(r);
 }
 
-Test(python, churn_311)
+ParameterizedTestParameters(python, churn)
 {
-	churn_case("/usr/bin/python3.11");
+	return all_pythons(false);
 }
 
-Test(python, churn_312)
+ParameterizedTest(struct python *py, python, churn)
 {
-	churn_case("/root/.pyenv/versions/3.12.1/bin/python3.12");
+	cr_log_info("%s (3.%u)", py->path, py->minor);
+	churn_case(py->path);
 }
 
-Test(python, churn_313)
+/* The system's python3 is one of the interpreters found, and one whose frames are read. */
+Test(python, system_python_is_found)
 {
-	churn_case("/root/.pyenv/versions/3.13.0/bin/python3.13");
+	struct python ps[PYTHONS_MAX];
+	size_t n = pythons_find(ps, PYTHONS_MAX, false);
+	char real[PATH_MAX], other[PATH_MAX];
+	bool found = false;
+
+	cr_assert_not_null(realpath(SYSTEM_PYTHON, real), "%s is not installed", SYSTEM_PYTHON);
+	for (size_t i = 0; i < n; i++) {
+		cr_log_info("found %s (3.%u)%s%s", ps[i].path, ps[i].minor,
+			    ps[i].include[0] ? ", headers in " : "", ps[i].include);
+		found |= realpath(ps[i].path, other) && !strcmp(other, real);
+	}
+	cr_assert(found, "%s (%s) is not a CPython >= 3.11 the tests find", SYSTEM_PYTHON, real);
 }
 
 /* Not Python, gone, not a thread of it, not a code object: errors, no crash. */
 Test(python, bad_targets)
 {
-	struct child c = start("/usr/bin/python3.11");
+	struct child c = start(SYSTEM_PYTHON);
 	struct pyreader *r = pyreader__new();
 	struct py_snapshot *snap = calloc(1, sizeof(*snap));
 	struct py_frame f = { .code = 0x1000 };
@@ -257,7 +283,7 @@ Test(python, bad_targets)
 /* Another user's process: no access, said as such. */
 Test(python, no_access_is_eperm)
 {
-	struct child c = start("/usr/bin/python3.11");
+	struct child c = start(SYSTEM_PYTHON);
 	pid_t k;
 	int status;
 
@@ -282,21 +308,417 @@ Test(python, no_access_is_eperm)
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "probe as nobody was not EPERM");
 }
 
-/* Versions: 3.11 and 3.12 from tables, 3.13 only from a debug block that holds up. */
+/*
+ * Debian 3.14.10's _Py_DebugOffsets as its python3.14 holds it (the first
+ * 81 words, read from the file's .PyRuntime section).
+ */
+static const uint64_t dbg314[] = {
+	0x7970677562656478,
+	0x30e0af0,
+	0x0,
+	0x4d4c8,
+	0x310,
+	0x328,
+	0x37248,
+	0x1c70,
+	0x1c68,
+	0x1cb0,
+	0x1cc0,
+	0x1cf0,
+	0x1e08,
+	0x1df8,
+	0x1e00,
+	0x10,
+	0x1e68,
+	0x0,
+	0x1e78,
+	0x1e70,
+	0x1f38,
+	0x0,
+	0x340,
+	0x0,
+	0x8,
+	0x10,
+	0x48,
+	0x98,
+	0xa0,
+	0xe8,
+	0x20,
+	0x58,
+	0x8,
+	0x0,
+	0x38,
+	0x50,
+	0x4a,
+	0x40,
+	0x0,
+	0xd8,
+	0x70,
+	0x78,
+	0x80,
+	0x88,
+	0x44,
+	0x34,
+	0x60,
+	0x68,
+	0xd0,
+	0x0,
+	0x10,
+	0x8,
+	0x1a0,
+	0x18,
+	0x58,
+	0xa8,
+	0x28,
+	0x20,
+	0x10,
+	0x28,
+	0x18,
+	0x10,
+	0xc8,
+	0x18,
+	0x28,
+	0x20,
+	0x30,
+	0x20,
+	0x28,
+	0x18,
+	0x10,
+	0x20,
+	0x10,
+	0x18,
+	0x28,
+	0x10,
+	0x20,
+	0x40,
+	0x20,
+	0x10,
+	0x28,
+};
+
+/* Versions: 3.11 and 3.12 from tables, 3.13 on only from a debug block that holds up. */
 Test(python, layouts)
 {
 	struct py_layout l;
 	uint64_t dbg[PY_DEBUG_OFFSETS_WORDS] = { 0 };
+	size_t n = sizeof(dbg314) / sizeof(dbg314[0]);
 
-	cr_assert(py_layout_for(0x030b02f0, NULL, 0, &l));
+	cr_assert_eq(py_layout_for(0x030b02f0, NULL, 0, &l), 0);
 	cr_assert_eq(l.co_code_adaptive, 184);
-	cr_assert(py_layout_for(0x030c01f0, NULL, 0, &l));
+	cr_assert_eq(py_layout_for(0x030c01f0, NULL, 0, &l), 0);
 	cr_assert_eq(l.fr_owner, 70);
-	cr_assert_not(py_layout_for(0x030a0df0, NULL, 0, &l), "3.10 is not read");
-	cr_assert_not(py_layout_for(0x030e00a0, NULL, 0, &l), "3.14 is not read");
-	cr_assert_not(py_layout_for(0x030d00f0, NULL, 0, &l), "3.13 needs its debug offsets");
-	memcpy(dbg, "xdebugpy", 8);
+	cr_assert_eq(py_layout_for(0x030a0df0, NULL, 0, &l), -EPROTONOSUPPORT, "3.10 is not read");
+	cr_assert_eq(py_layout_for(0x020712f0, NULL, 0, &l), -EPROTONOSUPPORT);
+	cr_assert_eq(py_layout_for(0x030d00f0, NULL, 0, &l), -EBADMSG,
+		     "3.13 needs its debug offsets");
+	memcpy(dbg, dbg314, sizeof(dbg314));
+	cr_assert_eq(py_layout_for(0x030e0af0, dbg, n, &l), 0);
+	cr_assert_eq(l.fr_owner, 74);
+	cr_assert_eq(l.ts_native_tid, 160);
+	cr_assert_eq(l.co_code_adaptive, 208);
+	cr_assert_eq(l.tag_mask, 3, "3.14's executable is a tagged _PyStackRef");
+	cr_assert_eq(l.frame_bytes, 75);
+	cr_assert_eq(l.runtime_size, 0x4d4c8);
+	cr_assert_eq(l.uni_compact_size, 56);
+	/* a later version with the same block: read, no code change */
+	dbg[1] = 0x030f00a0;
+	cr_assert_eq(py_layout_for(0x030f00a0, dbg, n, &l), 0);
+	/* the version in the block must be the interpreter's */
+	cr_assert_eq(py_layout_for(0x030e0af0, dbg, n, &l), -EBADMSG);
+	dbg[1] = 0x030e0af0;
+	/* free-threaded: said as such, never read */
+	dbg[2] = 1;
+	cr_assert_eq(py_layout_for(0x030e0af0, dbg, n, &l), -EOPNOTSUPP);
+	dbg[2] = 0;
+	/* an offset past its struct's stated size (the frame is 0x58 bytes) */
+	dbg[36] = 0x58;
+	cr_assert_eq(py_layout_for(0x030e0af0, dbg, n, &l), -EBADMSG);
+	dbg[36] = 0x4a;
+	dbg[31] = 1u << 30; /* a size no struct has */
+	cr_assert_eq(py_layout_for(0x030e0af0, dbg, n, &l), -EBADMSG);
+	dbg[31] = 0x58;
+	/* a block cut short, a wrong cookie */
+	cr_assert_eq(py_layout_for(0x030e0af0, dbg, 40, &l), -EBADMSG);
+	dbg[0] ^= 1;
+	cr_assert_eq(py_layout_for(0x030e0af0, dbg, n, &l), -EBADMSG);
+	/* 3.13's block lies elsewhere: 3.14's words read as 3.13's do not hold up */
+	dbg[0] ^= 1;
 	dbg[1] = 0x030d00f0;
-	dbg[23] = 1u << 20; /* an offset no struct has */
-	cr_assert_not(py_layout_for(0x030d00f0, dbg, PY_DEBUG_OFFSETS_WORDS, &l));
+	cr_assert_neq(py_layout_for(0x030d00f0, dbg, n, &l), 0);
+}
+
+/* Instruction lengths as gcc emits them, and direct jumps' targets. */
+Test(python, insn_lengths)
+{
+	static const struct {
+		uint8_t b[16];
+		size_t len;
+		bool jump;
+		int64_t target;
+	} cases[] = {
+		{ { 0xe9, 0x10, 0x00, 0x00, 0x00 }, 5, true, 16 },
+		{ { 0x0f, 0x85, 0xf0, 0xff, 0xff, 0xff }, 6, true, -16 },
+		{ { 0x74, 0x05 }, 2, true, 5 },
+		{ { 0xe8, 0, 0, 0, 0 }, 5, false, 0 },
+		{ { 0x48, 0x8b, 0x44, 0x24, 0x08 }, 5, false, 0 }, /* mov 0x8(%rsp),%rax */
+		{ { 0x48, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8 }, 10, false, 0 }, /* movabs */
+		{ { 0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00 }, 6, false, 0 }, /* nopw */
+		{ { 0xc7, 0x05, 1, 2, 3, 4, 5, 6, 7, 8 }, 10, false, 0 }, /* movl $,rip */
+		{ { 0xf6, 0x40, 0x10, 0x01 }, 4, false, 0 }, /* testb $1,0x10(%rax) */
+		{ { 0xc5, 0xf9, 0x6f, 0x07 }, 4, false, 0 }, /* vmovdqa (%rdi),%xmm0 */
+		{ { 0x62, 0xf1, 0x7c, 0x48, 0x10, 0x07 }, 6, false, 0 }, /* vmovups zmm */
+		{ { 0x06 }, 0, false, 0 }, /* not valid in 64-bit mode */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int64_t t;
+		bool j;
+
+		cr_assert_eq(py_insn_len(cases[i].b, sizeof(cases[i].b), &t, &j), cases[i].len,
+			     "case %zu", i);
+		if (cases[i].len) {
+			cr_assert_eq(j, cases[i].jump, "case %zu", i);
+			cr_assert_eq(t, cases[i].target, "case %zu", i);
+		}
+	}
+}
+
+static size_t put32(uint8_t *b, size_t at, uint32_t v)
+{
+	memcpy(b + at, &v, 4);
+	return at + 4;
+}
+
+/*
+ * A made-up unit: a hot part at 0x1000 that jumps into the middle of a
+ * range at 0x2000 (a part put apart), tail-calls the function at 0x3000
+ * (its start) and jumps within itself; .eh_frame with one CIE and three
+ * FDEs (pcrel sdata4), .eh_frame_hdr's sorted table.
+ */
+Test(python, cold_parts_from_jumps)
+{
+	enum { HDR = 0x5000, EH = 0x6000 };
+	uint8_t code[64], eh[256] = { 0 }, hdr[64] = { 0 };
+	static const uint64_t fde_lo[] = { 0x1000, 0x2000, 0x3000 },
+			      fde_len[] = { 64, 0x100, 0x100 };
+	uint32_t fde_at[3];
+	uint64_t lo[4], hi[4];
+	struct py_ehframe ef;
+	size_t at = 0, c = 0;
+
+	/* jmp 0x2010; jmp 0x3000; je +1; ret; int3 ...; the rest nops */
+	memset(code, 0x90, sizeof(code));
+	code[c++] = 0xe9;
+	c = put32(code, c, (uint32_t)(0x2010 - (0x1000 + 5)));
+	code[c++] = 0xe9;
+	c = put32(code, c, (uint32_t)(0x3000 - (0x1000 + 10)));
+	code[c++] = 0x74;
+	code[c++] = 0x01;
+	code[c++] = 0xc3;
+	/* the CIE: version 1, "zR", code 1, data -8, ra 16, augmentation: pcrel|sdata4 */
+	at = put32(eh, at, 14);
+	at = put32(eh, at, 0);
+	memcpy(eh + at, "\x01zR\0\x01\x78\x10\x01\x1b\0", 10);
+	at += 10;
+	for (int i = 0; i < 3; i++) {
+		fde_at[i] = (uint32_t)at;
+		at = put32(eh, at, 16);
+		at = put32(eh, at, (uint32_t)(at)); /* back to the CIE */
+		at = put32(eh, at, (uint32_t)(fde_lo[i] - (EH + at))); /* pcrel */
+		at = put32(eh, at, (uint32_t)fde_len[i]);
+		eh[at++] = 0; /* augmentation data length */
+		at += 3; /* DW_CFA_nop padding */
+	}
+	memcpy(hdr, "\x01\x1b\x03\x3b", 4);
+	put32(hdr, 4, (uint32_t)(EH - (HDR + 4)));
+	put32(hdr, 8, 3);
+	for (int i = 0; i < 3; i++) {
+		put32(hdr, 12 + 8 * i, (uint32_t)(fde_lo[i] - HDR));
+		put32(hdr, 16 + 8 * i, (uint32_t)(EH + fde_at[i] - HDR));
+	}
+	ef = (struct py_ehframe){ .hdr = hdr,
+				  .eh = eh,
+				  .hdr_size = 36,
+				  .eh_size = at,
+				  .hdr_vaddr = HDR,
+				  .eh_vaddr = EH };
+	cr_assert_eq(py_cold_parts(code, sizeof(code), 0x1000, &ef, lo, hi, 4), 1);
+	cr_assert_eq(lo[0], 0x2000);
+	cr_assert_eq(hi[0], 0x2100);
+	/* code that does not decode to its end names nothing */
+	code[sizeof(code) - 1] = 0xe9;
+	cr_assert_eq(py_cold_parts(code, sizeof(code), 0x1000, &ef, lo, hi, 4), -ENOEXEC);
+	code[sizeof(code) - 1] = 0x90;
+	/* bytes of tables that lie, cut anywhere: no part, no crash */
+	for (size_t cut = 0; cut < at; cut++) {
+		ef.eh_size = cut;
+		cr_assert_leq(py_cold_parts(code, sizeof(code), 0x1000, &ef, lo, hi, 4), 1);
+	}
+	ef.eh_size = at;
+	srand(7);
+	for (int t = 0; t < 2000; t++) {
+		uint8_t junk[64];
+
+		for (size_t i = 0; i < sizeof(junk); i++)
+			junk[i] = (uint8_t)rand();
+		if (t & 1)
+			memcpy(eh + 4 + (size_t)rand() % (at - 8), junk, 4);
+		else
+			memcpy(hdr + 4 + (size_t)rand() % 28, junk, 4);
+		py_cold_parts(junk, sizeof(junk), 0x1000, &ef, lo, hi, 4);
+		py_cold_parts(code, sizeof(code), 0x1000, &ef, lo, hi, 4);
+	}
+}
+
+/* The ELF file that holds an interpreter's eval function: itself or its libpython. */
+static bool eval_file(const struct python *py, char *out, size_t size, struct py_syms *s, int parts)
+{
+	char lib[300];
+
+	snprintf(out, size, "%s", py->path);
+	if (!py_elf_syms_from(out, s, parts) && s->eval)
+		return true;
+	snprintf(lib, sizeof(lib), "%s", py->path);
+	*strrchr(lib, '/') = '\0';
+	snprintf(out, size, "%s/../lib/libpython3.%u.so.1.0", lib, py->minor);
+	return !py_elf_syms_from(out, s, parts) && s->eval;
+}
+
+/*
+ * Each interpreter's eval function decodes to its end; where its file
+ * keeps a .symtab (pyenv's builds), every part apart found from its jumps
+ * is one the symbols name (_PyEval_EvalFrameDefault.cold): no other
+ * function is taken for it. A hot part too small to hold the loop
+ * (Debian's 3.14: 1,184 bytes) has its loop found apart.
+ */
+ParameterizedTestParameters(python, eval_parts)
+{
+	return all_pythons(false);
+}
+
+ParameterizedTest(struct python *py, python, eval_parts)
+{
+	struct py_syms code, sym;
+	char file[600];
+
+	cr_assert(eval_file(py, file, sizeof(file), &code, PY_PARTS_JUMPS), "%s: no eval function",
+		  py->path);
+	cr_assert(eval_file(py, file, sizeof(file), &sym, PY_PARTS_SYMTAB));
+	cr_log_info("%s: eval %#lx, %lu bytes; %u parts apart found from its jumps, %u named", file,
+		    (unsigned long)code.eval, (unsigned long)code.eval_size, code.nr_cold,
+		    sym.nr_cold);
+	cr_assert(code.eval_decoded, "%s: the eval function did not decode to its end", file);
+	for (uint32_t i = 0; i < code.nr_cold; i++) {
+		bool named = false;
+
+		cr_assert(code.cold_hi[i] <= code.eval ||
+			  code.cold_lo[i] >= code.eval + code.eval_size);
+		for (uint32_t j = 0; j < sym.nr_cold; j++)
+			named |= sym.cold_lo[j] >= code.cold_lo[i] &&
+				 sym.cold_hi[j] <= code.cold_hi[i];
+		cr_log_info("  %#lx-%#lx%s", (unsigned long)code.cold_lo[i],
+			    (unsigned long)code.cold_hi[i], named ? ", named .cold" : "");
+		cr_assert(named || !sym.nr_cold, "%s: %#lx is no part the symbols name", file,
+			  (unsigned long)code.cold_lo[i]);
+	}
+	if (code.eval_size < 8192)
+		cr_assert_gt(code.nr_cold, 0, "%s: a %lu-byte eval function and no part apart",
+			     file, (unsigned long)code.eval_size);
+}
+
+/* A file of headers' offsets: the value of name, or -1. */
+static long header_value(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, name, n) && l[n] == ' ')
+			return atol(l + n + 1);
+	return -1;
+}
+
+/*
+ * 3.13 on: the offsets read from a running interpreter's _Py_DebugOffsets,
+ * and the facts derived (the compact unicode header, the entry frame's
+ * owner), equal offsetof()/sizeof() from its own headers, where installed.
+ */
+ParameterizedTestParameters(python, offsets_match_headers)
+{
+	static struct python ps[PYTHONS_MAX];
+	size_t n = pythons_find(ps, PYTHONS_MAX, false), m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (ps[i].minor >= 13 && ps[i].include[0])
+			ps[m++] = ps[i];
+	return cr_make_param_array(struct python, ps, m);
+}
+
+ParameterizedTest(struct python *py, python, offsets_match_headers)
+{
+	char dir[] = "/tmp/dlflame-offsets-XXXXXX", cmd[2048], text[4096] = "";
+	struct child c;
+	struct pyreader *r = pyreader__new();
+	struct py_layout l;
+	FILE *f;
+	size_t len;
+	static const struct {
+		const char *name;
+		size_t off;
+	} fields[] = {
+#define F(x) { #x, offsetof(struct py_layout, x) }
+		F(rt_interp_head), F(is_next),		F(is_threads_head), F(ts_next),
+		F(ts_interp),	   F(ts_current_frame), F(ts_native_tid),   F(fr_code),
+		F(fr_previous),	   F(fr_instr),		F(fr_owner),	    F(co_firstlineno),
+		F(co_filename),	   F(co_qualname),	F(co_linetable),    F(co_code_adaptive),
+		F(ob_type),	   F(ty_name),		F(bytes_size),	    F(bytes_data),
+		F(uni_length),	   F(uni_state),	F(uni_ascii_size),  F(uni_compact_size),
+		F(stub_owner),
+#undef F
+	};
+
+	cr_log_info("%s (3.%u), headers %s", py->path, py->minor, py->include);
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "cc -I'%s' -o '%s/offsets' '%s/py/offsets.c' && '%s/offsets'",
+		 py->include, dir, FIXTURES_SRC, dir);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	len = fread(text, 1, sizeof(text) - 1, f);
+	text[len] = '\0';
+	cr_assert_eq(pclose(f), 0, "%s failed: %s", cmd, text);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+	c = start(py->path);
+	cr_assert_eq(pyreader__probe(r, c.pid), 1);
+	cr_assert(pyreader__layout(r, c.pid, &l));
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		uint32_t v;
+		long want = header_value(text, fields[i].name);
+
+		memcpy(&v, (char *)&l + fields[i].off, sizeof(v));
+		cr_assert_geq(want, 0, "the headers' helper gave no %s:\n%s", fields[i].name, text);
+		cr_assert_eq((long)v, want, "%s: read %u, the headers say %ld", fields[i].name, v,
+			     want);
+	}
+	cr_assert_eq((long)l.runtime_size, header_value(text, "runtime_size"));
+	stop(&c);
+	pyreader__free(r);
+}
+
+/* A free-threaded build (python3.Nt), where the machine has one: said so, never read. */
+ParameterizedTestParameters(python, free_threaded_not_read)
+{
+	return all_pythons(true);
+}
+
+ParameterizedTest(struct python *py, python, free_threaded_not_read)
+{
+	struct child c = start(py->path);
+	struct pyreader *r = pyreader__new();
+
+	cr_log_info("%s (3.%ut)", py->path, py->minor);
+	cr_assert_eq(pyreader__probe(r, c.pid), -EPROTONOSUPPORT);
+	cr_assert(pyreader__free_threaded(r, c.pid));
+	cr_assert_eq(pyreader__version(r, c.pid) >> 16, 0x0300 | py->minor);
+	stop(&c);
+	pyreader__free(r);
 }

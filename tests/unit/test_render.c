@@ -874,3 +874,110 @@ Test(folded, streamed_order_is_sort_order)
 		free(ref);
 	}
 }
+
+/*
+ * report --ranks: a rank that waited seconds at start-up for the others'
+ * store (TCPStore, under init_process_group) is not the one the others wait
+ * for; the straggler is judged on training-time waits only.
+ */
+static uint32_t rank_stack(const char *const *native, const char *const *py, const char *pyfile)
+{
+	int64_t s = 0;
+
+	for (size_t i = 0; native[i]; i++) {
+		int64_t fr =
+			profile__frame_str(p, native[i], "/usr/lib/libtorch_cpu.so", FRAME_USER);
+
+		cr_assert_geq(fr, 0);
+		/* Python callers sit between the interpreter's frames and the library */
+		if (i == 1)
+			for (size_t k = 0; py[k]; k++) {
+				int64_t name = profile__string(p, py[k], strlen(py[k]));
+				int64_t mod = profile__string(p, "", 0);
+				int64_t file = profile__string(p, pyfile, strlen(pyfile));
+				struct pf_frame pf = { .name = (uint32_t)name,
+						       .module = (uint32_t)mod,
+						       .file = (uint32_t)file,
+						       .line = 10 + (uint32_t)k,
+						       .kind = FRAME_PYTHON };
+				int64_t pfr = profile__frame_full(p, &pf);
+
+				cr_assert_geq(pfr, 0);
+				s = profile__stack(p, (uint32_t)s, (uint32_t)pfr);
+				cr_assert_geq(s, 0);
+			}
+		s = profile__stack(p, (uint32_t)s, (uint32_t)fr);
+		cr_assert_geq(s, 0);
+	}
+	return (uint32_t)s;
+}
+
+static void rank_process(uint32_t pid, uint32_t rank)
+{
+	struct pf_process proc = { .pid = pid, .rank = rank, .local_rank = rank, .world_size = 2 };
+
+	cr_assert_eq(profile__set_process(p, &proc), 0);
+}
+
+static void rank_sample(uint32_t pid, uint32_t stack, uint32_t kind, uint64_t ms, uint64_t t)
+{
+	int64_t comm = profile__string(p, "python3", 7);
+	int64_t th = profile__thread(p, pid, pid, (uint32_t)comm);
+	struct pf_sample s = { .time = t,
+			       .weight = ms * 1000000ULL,
+			       .stack = stack,
+			       .thread = (uint32_t)th,
+			       .kind = kind };
+
+	cr_assert_geq(th, 0);
+	cr_assert_eq(profile__add_sample(p, &s), 0);
+}
+
+Test(ranks, start_up_waits_never_decide_the_straggler, .init = setup, .fini = teardown)
+{
+	const char *store[] = {
+		"_start", "_PyEval_EvalFrameDefault",
+		"c10d::TCPStore::TCPStore(std::string, c10d::TCPStoreOptions const&)",
+		"c10d::TCPStore::waitForWorkers()", NULL
+	};
+	const char *store_py[] = { "<module>", "init_process_group", "_create_c10d_store", NULL };
+	const char *reduce[] = { "_start", "_PyEval_EvalFrameDefault",
+				 "c10d::Reducer::finalize_backward()",
+				 "c10d::ProcessGroupGloo::wait", NULL };
+	const char *reduce_py[] = { "<module>", "train_step", "backward", NULL };
+	const char *work[] = { "_start", "_PyEval_EvalFrameDefault", "at::native::tanh", NULL };
+	const char *work_py[] = { "<module>", "extra_work", NULL };
+	uint32_t s_store, s_reduce, s_work;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	s_store = rank_stack(store, store_py,
+			     "/usr/lib/python3/dist-packages/torch/distributed/rendezvous.py");
+	s_reduce = rank_stack(reduce, reduce_py,
+			      "/usr/lib/python3/dist-packages/torch/autograd/__init__.py");
+	s_work = rank_stack(work, work_py, "/work/ddp_train.py");
+	rank_process(100, 0);
+	rank_process(200, 1);
+	/* rank 1 started first: 1.5 s waiting for rank 0's store; rank 0 none */
+	rank_sample(200, s_store, SAMPLE_OFFCPU, 1500, 1);
+	/* training: rank 1 computes more, rank 0 waits 1.4 s for it in all-reduces, rank 1 0.05 s */
+	rank_sample(200, s_work, SAMPLE_ONCPU, 3000, 2);
+	rank_sample(100, s_work, SAMPLE_ONCPU, 1000, 2);
+	rank_sample(100, s_reduce, SAMPLE_OFFCPU, 1400, 3);
+	rank_sample(200, s_reduce, SAMPLE_OFFCPU, 50, 3);
+	f = open_memstream(&buf, &len);
+	cr_assert_not_null(f);
+	cr_assert_eq(render_ranks(p, f), 0);
+	fclose(f);
+	cr_log_info("%s", buf);
+	cr_assert_not_null(strstr(buf, "straggler: rank 1:"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "SET-UP s"), "%s", buf);
+	/* rank 1's row: 0.05 s in comm, 1.5 s set-up; its most waited place is the all-reduce */
+	cr_assert_not_null(
+		strstr(buf, "      0.050      1.500  c10d::ProcessGroupGloo::wait < backward"),
+		"%s", buf);
+	cr_assert_null(strstr(buf, "TCPStore::"),
+		       "a set-up wait named where a rank waited most: %s", buf);
+	free(buf);
+}
