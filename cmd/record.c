@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <signal.h>
@@ -38,13 +39,16 @@ struct record_opts {
 	uint32_t probe_stack; /* --probe-stack; 0: the sampler's default */
 	bool probe_ops; /* --probe-ops */
 	const char *probe_ops_list; /* its LIST, or NULL: the default set */
+	const char *cgroup; /* --cgroup PATH */
+	int cgroup_fd; /* its directory, -1 without --cgroup */
 };
 
 static void record_usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: dlflame record [OPTIONS] -- COMMAND [ARGS...]\n"
-		"       dlflame record [OPTIONS] -p PID[,PID...] | -t TID[,TID...] [-d SECONDS]\n\n"
+		"       dlflame record [OPTIONS] -p PID[,PID...] | -t TID[,TID...] [-d SECONDS]\n"
+		"       dlflame record [OPTIONS] --cgroup PATH [-d SECONDS]\n\n"
 		"Run COMMAND, or attach to running processes, sample their on-CPU stacks and\n"
 		"the stacks where their threads block (every thread and child process),\n"
 		"symbolize them and write a self-contained profile.\n\n"
@@ -73,6 +77,9 @@ static void record_usage(FILE *f)
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"
+		"      --cgroup PATH        every process of this cgroup v2 directory and the\n"
+		"                           ones below it (a container, a pod), including those\n"
+		"                           started while recording; until -d or Ctrl-C\n"
 		"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or the\n"
 		"                           targets exit)\n"
 		"  -o, --output FILE        profile to write (default dlflame.data)\n"
@@ -113,6 +120,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		OPT_NO_FAULTS,
 		OPT_PROBE_STACK,
 		OPT_PROBE_OPS,
+		OPT_CGROUP,
 	};
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
@@ -125,6 +133,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		{ "faults", no_argument, NULL, OPT_FAULTS }, /* the default; kept for old scripts */
 		{ "no-faults", no_argument, NULL, OPT_NO_FAULTS },
 		{ "pid", required_argument, NULL, 'p' },
+		{ "cgroup", required_argument, NULL, OPT_CGROUP },
 		{ "tid", required_argument, NULL, 't' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
@@ -195,6 +204,31 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		case OPT_FORWARD_EXIT:
 			o->forward_exit = true;
 			break;
+		case OPT_CGROUP: {
+			int fd;
+
+			if (o->cgroup_fd >= 0)
+				return usage_error("record", "give --cgroup once");
+			/* a bad PATH: one line (what, why, what to do), exit 2 */
+			fd = open(optarg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd < 0) {
+				error("--cgroup %s: %s; give a cgroup v2 directory, e.g. "
+				      "/sys/fs/cgroup/system.slice/docker-ID.scope",
+				      optarg, strerror(errno));
+				return EXIT_USAGE;
+			}
+			if (sampler__cgroup_check(fd)) {
+				close(fd);
+				error("--cgroup %s is not a cgroup v2 directory; give one under the "
+				      "cgroup2 mount (grep cgroup2 /proc/mounts), e.g. "
+				      "/sys/fs/cgroup/system.slice/docker-ID.scope",
+				      optarg);
+				return EXIT_USAGE;
+			}
+			o->cgroup_fd = fd;
+			o->cgroup = optarg;
+			break;
+		}
 		case 'h':
 			record_usage(stdout);
 			return -1;
@@ -209,6 +243,16 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 	    !strcmp(argv[optind + 1], "--")) {
 		o->probe_ops_list = argv[optind];
 		optind += 2;
+	}
+	if (o->cgroup && (o->target.nr_pids || optind < argc))
+		return usage_error("record", "--cgroup records a whole cgroup: give no command "
+					     "and no -p/-t with it");
+	if (o->cgroup && (o->nr_probe_specs || o->probe_ops))
+		return usage_error("record", "--probe and --probe-ops need a command or -p, not "
+					     "--cgroup");
+	if (o->cgroup) {
+		*cmd_index = optind;
+		return 0;
 	}
 	if (o->target.nr_pids && optind < argc)
 		return usage_error("record", "give either a command or -p/-t, not both ('%s')",
@@ -309,7 +353,8 @@ int cmd_record(int argc, char **argv)
 {
 	struct record_opts o = { .freq = SAMPLER_DEFAULT_FREQ,
 				 .output = DEFAULT_OUTPUT,
-				 .target = TARGET_OPTS_DEFAULT };
+				 .target = TARGET_OPTS_DEFAULT,
+				 .cgroup_fd = -1 };
 	struct sampler_opts so = { 0 };
 	struct session ss = { 0 };
 	struct probe_set probes = { 0 };
@@ -326,9 +371,11 @@ int cmd_record(int argc, char **argv)
 	err = parse_args(argc, argv, &o, &cmd_index);
 	if (err) {
 		free(o.target.pids);
+		if (o.cgroup_fd >= 0)
+			close(o.cgroup_fd);
 		return err < 0 ? EXIT_OK : err;
 	}
-	if (!o.target.nr_pids)
+	if (!o.target.nr_pids && !o.cgroup)
 		cmd = argv + cmd_index;
 
 	err = check_output_dir(o.output);
@@ -380,7 +427,11 @@ int cmd_record(int argc, char **argv)
 	ss.offcpu = so.offcpu;
 
 	t0 = monotonic_ns();
-	if (o.target.nr_pids) {
+	if (o.cgroup) {
+		if (session__cgroup(&ss, o.cgroup_fd, o.cgroup))
+			goto out;
+		session__handle_signals();
+	} else if (o.target.nr_pids) {
 		if (session__attach(&ss, o.target.pids, o.target.nr_pids, o.target.threads_only))
 			goto out;
 		if (sampler__stats(ss.s)->probe_err)
@@ -476,5 +527,7 @@ out:
 	free(command);
 	free(env);
 	free(o.target.pids);
+	if (o.cgroup_fd >= 0)
+		close(o.cgroup_fd);
 	return ret;
 }

@@ -142,7 +142,8 @@ static void report_usage(FILE *f)
 	      "      --flamechart      x is time: each comm's samples in time order\n\n"
 	      "Top (and --ops):\n"
 	      "  -n, --rows N          print N rows (default 25; 0: all)\n"
-	      "      --by WHAT         function (default), module (JIT code as [jit]) or kind\n"
+	      "      --by WHAT         function (default), module (JIT code as [jit]), kind or\n"
+	      "                        process (comm-PID and its container, if any)\n"
 	      "      --sort KEY        self (default) or total\n\n"
 	      "  -h, --help            show this help\n\n"
 	      "Examples:\n"
@@ -277,12 +278,14 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 				o->top.by = TOP_BY_MODULE;
 			else if (!strcmp(optarg, "kind"))
 				o->top.by = TOP_BY_KIND;
+			else if (!strcmp(optarg, "process"))
+				o->top.by = TOP_BY_PROCESS;
 			else if (!strcmp(optarg, "caller"))
 				o->by_caller = true;
 			else
 				return usage_error(
 					"report",
-					"--by takes function, module, kind or caller, got '%s'",
+					"--by takes function, module, kind, process or caller, got '%s'",
 					optarg);
 			if (!o->by_caller)
 				o->top_only = "--by";
@@ -629,6 +632,9 @@ int cmd_report(int argc, char **argv)
 	/* a probed function's caller is the nearest frame not of the interpreter: a Python line */
 	if (o.format == FMT_CALLS && o.by_caller)
 		o.sel.filter.python = true;
+	/* one row per process: each thread named after its process (and container) */
+	if (o.format == FMT_TOP && o.top.by == TOP_BY_PROCESS)
+		o.sel.filter.per_process = true;
 	/* a profile per thread, named as --per-thread and --per-rank name it */
 	if (o.format == FMT_SPEEDSCOPE)
 		o.sel.filter.per_thread = o.sel.filter.per_rank = true;

@@ -9,7 +9,9 @@
 #include "status.h"
 #include "util/util.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -287,6 +289,105 @@ int session__attach(struct session *ss, const pid_t *pids, size_t n, bool thread
 			"LimitNOFILE=) and record again",
 			(unsigned long long)st->threads_missed,
 			(unsigned long long)(st->threads_missed + st->threads_followed));
+	return EXIT_OK;
+}
+
+/* Each process of a cgroup and of the cgroups below it (depth-limited), once. */
+static void cgroup_procs(struct session *ss, int dirfd, int depth, bool *warned_jit)
+{
+	char line[32];
+	FILE *f;
+	DIR *d;
+	int fd;
+
+	fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+	f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	if (!f && fd >= 0)
+		close(fd);
+	while (f && fgets(line, sizeof(line), f)) {
+		uint64_t pid;
+		char path[64];
+		DIR *tasks;
+		struct dirent *e;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (parse_u64(line, 10, 1, INT32_MAX, &pid))
+			continue;
+		/* what it mapped before the recording, its rank and container, its threads' names */
+		symbolizer__load_proc_maps(ss->sym, (uint32_t)pid);
+		if (collector__read_rank(ss->col, (uint32_t)pid))
+			warning("out of memory reading process %d's rank", (int)pid);
+		if (!*warned_jit) {
+			check_jit_profile((pid_t)pid);
+			*warned_jit = true;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+		tasks = opendir(path);
+		while (tasks && (e = readdir(tasks))) {
+			char cpath[96], comm[64] = "";
+			FILE *cf;
+			uint64_t tid;
+
+			if (parse_u64(e->d_name, 10, 1, INT32_MAX, &tid))
+				continue;
+			snprintf(cpath, sizeof(cpath), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+			cf = fopen(cpath, "re");
+			if (cf && fgets(comm, sizeof(comm), cf)) {
+				comm[strcspn(comm, "\n")] = '\0';
+				collector__set_comm(ss->col, (uint32_t)tid, comm);
+			}
+			if (cf)
+				fclose(cf);
+		}
+		if (tasks)
+			closedir(tasks);
+	}
+	if (f)
+		fclose(f);
+	if (depth >= 16)
+		return;
+	d = fdopendir(dup(dirfd));
+	while (d) {
+		struct dirent *e = readdir(d);
+		int sub;
+
+		if (!e)
+			break;
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sub >= 0) {
+			cgroup_procs(ss, sub, depth + 1, warned_jit);
+			close(sub);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+int session__cgroup(struct session *ss, int cgfd, const char *path)
+{
+	const struct sampler_stats *st;
+	char msg[512];
+	bool warned_jit = false;
+	int err;
+
+	err = sampler__cgroup(ss->s, cgfd);
+	if (err) {
+		error("cannot record cgroup %s: %s", path,
+		      sampler__attach_strerror(err, msg, sizeof(msg)));
+		return EXIT_BAD;
+	}
+	st = sampler__stats(ss->s);
+	ss->start_time = st->start_time;
+	collector__set_start(ss->col, st->start_time);
+	ss->attached = true;
+	if (asprintf(&ss->command, "cgroup %s", path) < 0)
+		ss->command = NULL;
+	/* the processes there now; those that start later come with their records */
+	cgroup_procs(ss, cgfd, 0, &warned_jit);
+	if (st->kernel_excluded)
+		warn_kernel_excluded(ss->offcpu);
 	return EXIT_OK;
 }
 

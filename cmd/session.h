@@ -41,6 +41,11 @@ struct session {
 int session__open(struct session *ss, const struct sampler_opts *so, bool python);
 void session__close(struct session *ss); /* also after a failed open */
 int session__attach(struct session *ss, const pid_t *pids, size_t n, bool threads_only);
+/*
+ * Record every process of the cgroup v2 directory cgfd (path names it in
+ * messages), those started later too, until -d or a signal.
+ */
+int session__cgroup(struct session *ss, int cgfd, const char *path);
 /* SIGINT, SIGTERM and SIGHUP stop session__run (the profile is still written). */
 void session__handle_signals(void);
 /* 0 or the negative errno that stopped the recording (what was recorded is kept). */

@@ -122,6 +122,14 @@ bool collector__early(void *c, const struct rec *r);
  */
 void collector__enable_ranks(struct collector *c);
 int collector__read_rank(struct collector *c, uint32_t pid);
+/*
+ * The container a cgroup v2 path names: the 64-hex id of a runtime's scope
+ * or directory (docker-ID.scope, cri-containerd-ID.scope, crio-ID.scope,
+ * libpod-ID.scope, /docker/ID), innermost first, else a Kubernetes pod's
+ * uid as "pod:UID" (kubepods-...-podUID.slice, /kubepods/.../podUID).
+ * False when it names none. out: at least 80 bytes.
+ */
+bool collect__container_of_cgroup(const char *path, char *out, size_t size);
 /* A launched process's rank from the environment it was given (NULL-terminated). */
 int collector__rank_from_envp(struct collector *c, uint32_t pid, char *const envp[]);
 

@@ -11,6 +11,9 @@
  * Read from /proc/PID/environ, which holds the environment the process was
  * started with (exec), when the recorder first sees it; a forked process
  * keeps its parent's.
+ *
+ * Its container is read at the same moments: its cgroup v2 path (the "0::"
+ * line of /proc/PID/cgroup) and the container id a runtime put in it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -124,19 +127,156 @@ static char *read_environ(uint32_t pid, size_t *len)
 	return buf;
 }
 
+static bool is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+bool collect__container_of_cgroup(const char *path, char *out, size_t size)
+{
+	static const char *const prefixes[] = { "docker-", "cri-containerd-", "crio-",
+						"libpod-", "containerd-",     "" };
+	const char *pod = NULL, *comp = path;
+	size_t pod_len = 0;
+
+	if (!size)
+		return false;
+	out[0] = '\0';
+	/* the innermost component that names a container wins; a pod's uid, else */
+	while (comp && *comp) {
+		const char *end = strchr(comp, '/');
+		size_t len = end ? (size_t)(end - comp) : strlen(comp);
+
+		for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+			size_t pl = strlen(prefixes[i]), idl;
+
+			if (len < pl + 64 || memcmp(comp, prefixes[i], pl))
+				continue;
+			idl = len - pl;
+			/* "<id>.scope" (systemd) or "<id>" (cgroupfs) */
+			if (idl == 64 + 6 && !memcmp(comp + pl + 64, ".scope", 6))
+				idl = 64;
+			if (idl == 64 && is_hex(comp + pl, 64) && size > 64) {
+				memcpy(out, comp + pl, 64);
+				out[64] = '\0';
+				pod = NULL; /* a container inside a pod: the container */
+				pod_len = 0;
+				break;
+			}
+		}
+		/* kubepods-burstable-pod<uid>.slice (systemd) or pod<uid> (cgroupfs) */
+		{
+			const char *at = NULL;
+
+			/* "pod" at the component's start or after a dash: not kubepods' */
+			for (size_t k = 0; k + 3 <= len; k++) {
+				if (!memcmp(comp + k, "pod", 3) && (k == 0 || comp[k - 1] == '-'))
+					at = comp + k;
+			}
+			if (at && !out[0]) {
+				size_t ul = len - (size_t)(at + 3 - comp);
+
+				if (ul > 6 && !memcmp(at + 3 + ul - 6, ".slice", 6))
+					ul -= 6;
+				if (ul == 36) {
+					pod = at + 3;
+					pod_len = ul;
+				}
+			}
+		}
+		comp = end ? end + 1 : NULL;
+	}
+	if (out[0])
+		return true;
+	if (pod && size > pod_len + 4) {
+		/* the systemd driver writes the uid's dashes as underscores */
+		memcpy(out, "pod:", 4);
+		for (size_t i = 0; i < pod_len; i++)
+			out[4 + i] = pod[i] == '_' ? '-' : pod[i];
+		out[4 + pod_len] = '\0';
+		return true;
+	}
+	return false;
+}
+
+/* The "0::PATH" line of /proc/PID/cgroup (cgroup v2): PATH, or "" (free it; NULL: -ENOMEM). */
+static char *read_cgroup(uint32_t pid)
+{
+	char path[64], line[4352];
+	char *r = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
+	f = fopen(path, "re");
+	if (f) {
+		while (!r && fgets(line, sizeof(line), f)) {
+			size_t n = strcspn(line, "\n");
+
+			/* a line longer than the buffer is no path we keep */
+			if (line[n] != '\n' || strncmp(line, "0::/", 4))
+				continue;
+			line[n] = '\0';
+			r = strdup(line + 3);
+			if (!r)
+				break;
+		}
+		fclose(f);
+	}
+	return r ? r : strdup("");
+}
+
+/* The process's cgroup and container into pr; 0 or -ENOMEM. */
+static int read_container(struct collector *c, uint32_t pid, struct pf_process *pr)
+{
+	char id[80];
+	char *cg = read_cgroup(pid);
+	int64_t s = 0, ct = 0;
+
+	if (!cg)
+		return -ENOMEM;
+	/* the root cgroup, or none: no container */
+	if (cg[0] && strcmp(cg, "/"))
+		s = profile__string(c->prof, cg, strlen(cg));
+	if (s >= 0 && cg[0] && collect__container_of_cgroup(cg, id, sizeof(id)))
+		ct = profile__string(c->prof, id, strlen(id));
+	free(cg);
+	if (s < 0 || ct < 0)
+		return s < 0 ? (int)s : (int)ct;
+	pr->cgroup = (uint32_t)s;
+	pr->container = (uint32_t)ct;
+	return 0;
+}
+
+/* The entry of pid as it stands, or a new one with no rank. */
+static struct pf_process process_of(struct collector *c, uint32_t pid, bool *had)
+{
+	const struct pf_process *have = profile__process(c->prof, 0, pid);
+
+	*had = have != NULL;
+	if (have)
+		return *have;
+	return (struct pf_process){
+		.pid = pid, .rank = PF_NO_RANK, .local_rank = PF_NO_RANK, .world_size = PF_NO_RANK
+	};
+}
+
 static int set_rank(struct collector *c, uint32_t pid, const struct rank_env *re)
 {
 	int64_t launcher = profile__string(c->prof, re->launcher, strlen(re->launcher));
+	bool had;
+	struct pf_process pr = process_of(c, pid, &had);
 
 	if (launcher < 0)
 		return (int)launcher;
-	return profile__set_process(c->prof, &(struct pf_process){
-						     .pid = pid,
-						     .rank = re->rank,
-						     .local_rank = re->local_rank,
-						     .world_size = re->world_size,
-						     .launcher = (uint32_t)launcher,
-					     });
+	pr.rank = re->rank;
+	pr.local_rank = re->local_rank;
+	pr.world_size = re->world_size;
+	pr.launcher = (uint32_t)launcher;
+	return profile__set_process(c->prof, &pr);
 }
 
 int collector__rank_from_envp(struct collector *c, uint32_t pid, char *const envp[])
@@ -166,12 +306,21 @@ int ranks_read(struct collector *c, uint32_t pid)
 	struct rank_env re;
 	size_t len = 0;
 	char *env = read_environ(pid, &len);
-	bool found = env && collect__rank_from_env(env, len, &re);
+	bool found = env && collect__rank_from_env(env, len, &re), had;
+	struct pf_process pr;
+	int err;
 
 	free(env);
-	if (!found)
-		return 0;
-	return set_rank(c, pid, &re);
+	if (found) {
+		err = set_rank(c, pid, &re);
+		if (err)
+			return err;
+	}
+	pr = process_of(c, pid, &had);
+	err = read_container(c, pid, &pr);
+	if (err || (!had && !pr.cgroup && !pr.container))
+		return err;
+	return profile__set_process(c->prof, &pr);
 }
 
 int ranks_fork(struct collector *c, uint32_t pid, uint32_t ppid)

@@ -15,6 +15,8 @@
  *            META u64 start, end, lost, freq; u32 event, command, hostname, flags
  *            JOBS i64 clock offset, u64 n, n x (u32 host, pid, rank, local rank,
  *                 world size, launcher)          (version 4 on; optional)
+ *            CTRS u64 n, n x (u32 host, pid, cgroup, container)   (optional; after
+ *                 JOBS, whose entries it completes: a process's container)
  *            SMPS u64 n, n x (u64 time, weight; u32 stack, thread, kind)
  *            HNTS u64 n, n x (u32 module, build_id, path, reserved 0; u64 weight,
  *                 total)   the recorder's symbol hints (optional; older files
@@ -61,6 +63,7 @@
 #define TAG_ENDS TAG('E', 'N', 'D', 'S')
 #define TAG_JOBS TAG('J', 'O', 'B', 'S')
 #define TAG_HNTS TAG('H', 'N', 'T', 'S')
+#define TAG_CTRS TAG('C', 'T', 'R', 'S')
 
 /* ---- writing ------------------------------------------------------------- */
 
@@ -133,6 +136,26 @@ void jobs_section(const struct profile *p, struct wbuf *b)
 		wb_u32(b, pr->local_rank);
 		wb_u32(b, pr->world_size);
 		wb_u32(b, pr->launcher);
+	}
+	section_end(b, at);
+	/* the processes' containers: a section of its own, which older readers skip */
+	size_t nc = 0;
+
+	for (size_t i = 0; i < p->nr_procs; i++)
+		nc += p->procs[i].cgroup || p->procs[i].container;
+	if (!nc)
+		return;
+	at = section_begin(b, TAG_CTRS);
+	wb_u64(b, nc);
+	for (size_t i = 0; i < p->nr_procs; i++) {
+		const struct pf_process *pr = &p->procs[i];
+
+		if (!pr->cgroup && !pr->container)
+			continue;
+		wb_u32(b, pr->host);
+		wb_u32(b, pr->pid);
+		wb_u32(b, pr->cgroup);
+		wb_u32(b, pr->container);
 	}
 	section_end(b, at);
 }
@@ -565,7 +588,7 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 		   struct profile_read_error *e)
 {
 	struct section strs = { 0 }, frms = { 0 }, stks = { 0 }, ends = { 0 }, thrs = { 0 },
-		       meta = { 0 }, smps = { 0 }, jobs = { 0 }, hnts = { 0 };
+		       meta = { 0 }, smps = { 0 }, jobs = { 0 }, hnts = { 0 }, ctrs = { 0 };
 	const size_t thr_size = version >= 4 ? 16 : 12;
 
 	p->file_version = version;
@@ -612,6 +635,9 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 			break;
 		case TAG_HNTS:
 			s = &hnts;
+			break;
+		case TAG_CTRS:
+			s = version >= 4 ? &ctrs : NULL;
 			break;
 		default:
 			break;
@@ -832,6 +858,36 @@ int decode_payload(const uint8_t *d, size_t len, uint32_t version, struct profil
 			err = profile__set_process(p, &pr);
 			if (err == -EINVAL)
 				err = fail(e, "bad process entry", jobs.off + 32 + i * 24, true);
+			if (err)
+				goto out;
+		}
+	}
+	if (ctrs.data) {
+		if (ctrs.len < 8 || (ctrs.len - 8) % 16 ||
+		    get_le64(ctrs.data) != (ctrs.len - 8) / 16) {
+			err = fail(e, "malformed containers section", ctrs.off, true);
+			goto out;
+		}
+		for (uint64_t i = 0, nc = get_le64(ctrs.data); i < nc; i++) {
+			const uint8_t *c = ctrs.data + 8 + i * 16;
+			uint32_t host = STR_ID(get_le32(c)), pid = get_le32(c + 4);
+			const struct pf_process *have =
+				host == UINT32_MAX ? NULL : profile__process(p, host, pid);
+			struct pf_process pr = {
+				.host = host,
+				.pid = pid,
+				.rank = PF_NO_RANK,
+				.local_rank = PF_NO_RANK,
+				.world_size = PF_NO_RANK,
+			};
+
+			if (have)
+				pr = *have;
+			pr.cgroup = STR_ID(get_le32(c + 8));
+			pr.container = STR_ID(get_le32(c + 12));
+			err = profile__set_process(p, &pr);
+			if (err == -EINVAL)
+				err = fail(e, "bad container entry", ctrs.off + 24 + i * 16, true);
 			if (err)
 				goto out;
 		}

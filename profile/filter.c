@@ -319,7 +319,9 @@ static bool thread_wanted(const struct copier *c, const struct pf_thread *t)
  * The name a thread is drawn under: its comm, or with --per-thread
  * "comm-PID/TID", with --per-rank "rank N" (or "comm-PID" without a rank),
  * both: "rank N comm-PID/TID"; a profile of several hosts prefixes the
- * host to pid labels ("host:comm-PID/TID").
+ * host to pid labels ("host:comm-PID/TID"); a process in a container has
+ * it after its pid label ("comm-PID/TID [container]": its container id's
+ * first 12 digits, a pod's uid, or its cgroup path).
  */
 static int64_t thread_label(struct copier *c, const struct pf_thread *t)
 {
@@ -332,27 +334,36 @@ static int64_t thread_label(struct copier *c, const struct pf_thread *t)
 	int n = 0, m;
 	int64_t r;
 
-	if (!f || (!f->per_thread && !f->per_rank))
+	if (!f || (!f->per_thread && !f->per_rank && !f->per_process))
 		return copy_string(c, t->comm);
 	if (host >= profile__nr_strings(c->src))
 		return -EINVAL;
+	const struct pf_process *proc = profile__thread_process(c->src, t);
+	const char *ctr = profile__container_label(c->src, proc);
+	size_t ctr_len = ctr ? strlen(ctr) : 0;
+
 	if (f->per_rank)
-		pr = profile__thread_process(c->src, t);
+		pr = proc;
 	if (pr && pr->rank == PF_NO_RANK)
 		pr = NULL;
-	len = profile__str_len(c->src, t->comm) + profile__str_len(c->src, host) + 64;
+	/* a container id is known by its first 12 digits, as docker ps shows it */
+	if (ctr && proc->container && ctr_len == 64)
+		ctr_len = 12;
+	len = profile__str_len(c->src, t->comm) + profile__str_len(c->src, host) + ctr_len + 64;
 	label = malloc(len);
 	if (!label)
 		return -ENOMEM;
 	if (pr)
 		n = snprintf(label, len, "rank %u", pr->rank);
-	if (!pr || f->per_thread) {
+	if (!pr || f->per_thread || f->per_process) {
 		m = snprintf(label + n, len - (size_t)n, "%s%s%s%s-%u", n ? " " : "",
 			     c->multi_host ? profile__str(c->src, host) : "",
 			     c->multi_host ? ":" : "", comm, t->pid);
 		n += m;
 		if (f->per_thread)
 			n += snprintf(label + n, len - (size_t)n, "/%u", t->tid);
+		if (ctr)
+			n += snprintf(label + n, len - (size_t)n, " [%.*s]", (int)ctr_len, ctr);
 	}
 	r = profile__string(c->dst, label, (size_t)n);
 	free(label);
@@ -371,13 +382,18 @@ static int copy_processes(struct copier *c)
 {
 	for (size_t i = 0, n = profile__nr_processes(c->src); i < n; i++) {
 		struct pf_process pr = *profile__get_process(c->src, i);
-		int64_t host = copy_host(c, pr.host), launcher = copy_string(c, pr.launcher);
+		int64_t host = copy_host(c, pr.host), launcher = copy_string(c, pr.launcher),
+			cg = copy_string(c, pr.cgroup), ct = copy_string(c, pr.container);
 		int err;
 
 		if (host < 0 || launcher < 0)
 			return host < 0 ? (int)host : (int)launcher;
+		if (cg < 0 || ct < 0)
+			return cg < 0 ? (int)cg : (int)ct;
 		pr.host = (uint32_t)host;
 		pr.launcher = (uint32_t)launcher;
+		pr.cgroup = (uint32_t)cg;
+		pr.container = (uint32_t)ct;
 		err = profile__set_process(c->dst, &pr);
 		if (err)
 			return err;
@@ -598,8 +614,9 @@ static bool needs_copy(const bool kinds[SAMPLE_KIND_MAX], const struct profile_f
 	if (kinds[SAMPLE_RUNQUEUE])
 		return true;
 	return f && (f->nr_pids || f->nr_tids || f->nr_comms || f->has_time || f->min_block ||
-		     f->per_thread || f->reverse || f->complete_only || f->cut_only || f->python ||
-		     f->from_call || f->nr_ranks || f->per_rank || f->name_hosts || f->time_shift);
+		     f->per_thread || f->per_process || f->reverse || f->complete_only ||
+		     f->cut_only || f->python || f->from_call || f->nr_ranks || f->per_rank ||
+		     f->name_hosts || f->time_shift);
 }
 
 static int copy_meta(struct profile *dst, const struct profile *src)

@@ -37,6 +37,7 @@ struct profile_filter {
 	uint64_t time_end; /* ns from the profile's start; UINT64_MAX: to the end */
 	uint64_t min_block; /* ns: off-CPU and runqueue samples shorter are dropped */
 	bool per_thread; /* root each thread's stacks under "comm-PID/TID" */
+	bool per_process; /* name each thread "comm-PID" (with its container): top --by process */
 	bool complete_only; /* keep samples whose stack is complete */
 	bool cut_only; /* keep samples whose stack was cut (or whose end is unknown) */
 	bool reverse; /* stacks leaf first: the callers of each leaf */

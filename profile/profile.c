@@ -282,7 +282,8 @@ int profile__set_process(struct profile *p, const struct pf_process *proc)
 {
 	uint64_t key, at;
 
-	if (proc->host >= p->nr_strings || proc->launcher >= p->nr_strings)
+	if (proc->host >= p->nr_strings || proc->launcher >= p->nr_strings ||
+	    proc->cgroup >= p->nr_strings || proc->container >= p->nr_strings)
 		return -EINVAL;
 	key = proc_key(p, proc->host, proc->pid);
 	if (u64map_get(&p->proc_ids, key, &at)) {
@@ -313,6 +314,17 @@ const struct pf_process *profile__process(const struct profile *p, uint32_t host
 	if (!p->nr_procs || !u64map_get(&p->proc_ids, proc_key(p, host, pid), &at))
 		return NULL;
 	return &p->procs[at];
+}
+
+const char *profile__container_label(const struct profile *p, const struct pf_process *pr)
+{
+	if (!pr)
+		return NULL;
+	if (pr->container)
+		return profile__str(p, pr->container);
+	if (pr->cgroup)
+		return profile__str(p, pr->cgroup);
+	return NULL;
 }
 
 const struct pf_process *profile__thread_process(const struct profile *p, const struct pf_thread *t)
@@ -773,12 +785,15 @@ struct profile *profile__relabel(const struct profile *p, bool with_lines)
 	q->meta.hostname = (uint32_t)host;
 	for (size_t i = 0; i < p->nr_procs; i++) {
 		struct pf_process pr = p->procs[i];
-		int64_t h = rl_str(&r, pr.host), l = rl_str(&r, pr.launcher);
+		int64_t h = rl_str(&r, pr.host), l = rl_str(&r, pr.launcher),
+			cg = rl_str(&r, pr.cgroup), ct = rl_str(&r, pr.container);
 
-		if (h < 0 || l < 0)
+		if (h < 0 || l < 0 || cg < 0 || ct < 0)
 			goto out;
 		pr.host = (uint32_t)h;
 		pr.launcher = (uint32_t)l;
+		pr.cgroup = (uint32_t)cg;
+		pr.container = (uint32_t)ct;
 		if (profile__set_process(q, &pr))
 			goto out;
 	}

@@ -105,6 +105,13 @@ struct pf_process {
 	uint32_t pid;
 	uint32_t rank, local_rank, world_size;
 	uint32_t launcher; /* string id, e.g. "torchrun"; 0: none */
+	/*
+	 * Its container: the cgroup v2 path it ran in (string id; 0: not
+	 * known, or the root cgroup "/") and the container its path names
+	 * (string id: a runtime's 64-hex container id, else "pod:<uid>" of a
+	 * Kubernetes pod; 0: none). The file's CTRS section.
+	 */
+	uint32_t cgroup, container;
 };
 
 struct pf_sample {
@@ -192,6 +199,11 @@ int profile__set_process(struct profile *p, const struct pf_process *proc);
 size_t profile__nr_processes(const struct profile *p);
 const struct pf_process *profile__get_process(const struct profile *p, size_t i);
 const struct pf_process *profile__process(const struct profile *p, uint32_t host, uint32_t pid);
+/*
+ * What a thread's process is labelled by as a container: its container id
+ * when its cgroup names one, else its cgroup path; NULL when neither.
+ */
+const char *profile__container_label(const struct profile *p, const struct pf_process *pr);
 /* The process entry of a thread's process, or NULL. */
 const struct pf_process *profile__thread_process(const struct profile *p,
 						 const struct pf_thread *t);

@@ -7,9 +7,13 @@
  * each count and length is capped, each walk bounded.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "python/internal.h"
 #include "util/util.h"
@@ -61,7 +65,13 @@ struct proc {
 	/* which sampled register holds the newest eval call's next instruction */
 	uint32_t ip_hits[PY_REGS], ip_tries;
 	int ip_reg; /* -1 until learned */
-	struct u64map tstates; /* tid -> PyThreadState */
+	struct u64map tstates; /* tid as the process sees it -> PyThreadState */
+	/*
+	 * In a PID namespace of its own (a container), the thread states hold
+	 * the ids the process sees: our tid -> its tid, from NSpid.
+	 */
+	int other_ns; /* 1: another PID namespace; 0: ours; -1: not known yet */
+	struct u64map nstids;
 	struct u64map codes; /* code object address -> index in code[] of its latest entry */
 	struct code_entry *code;
 	size_t nr_code, code_cap;
@@ -114,6 +124,7 @@ static void proc_clear(struct proc *p)
 	free(p->code);
 	u64map_free(&p->codes);
 	u64map_free(&p->tstates);
+	u64map_free(&p->nstids);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -159,8 +170,10 @@ static struct proc *proc_new(struct pyreader *r, pid_t pid)
 	}
 	p->pid = pid;
 	p->ip_reg = -1;
+	p->other_ns = -1;
 	u64map_init(&p->tstates);
 	u64map_init(&p->codes);
+	u64map_init(&p->nstids);
 	return p;
 }
 
@@ -189,9 +202,34 @@ static uint32_t u32_at(const uint8_t *b, size_t off)
 
 /* ---- finding the interpreter ---------------------------------------------- */
 
-/* A module's symbols, read once per file (device and inode) for every process. */
-static const struct py_syms *file_syms(struct pyreader *r, pid_t pid, uint64_t key,
-				       const char *path)
+/* py_elf_syms of the file at path when it is inode ino (0: any); -ESTALE when it is another. */
+static int syms_of(const char *path, uint64_t ino, struct py_syms *out)
+{
+	char self[48];
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), err;
+
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (ino && (uint64_t)st.st_ino != ino)) {
+		close(fd);
+		return -ESTALE; /* not the file the process mapped */
+	}
+	/* the file just checked, not whatever the path names by now */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	err = py_elf_syms(self, out);
+	close(fd);
+	return err;
+}
+
+/*
+ * A module's symbols, read once per file (device and inode) for every
+ * process: from the mapped file itself (map_files), else from the path as
+ * the process sees it (its root: a container's files are not the host's),
+ * checked to be the inode it mapped.
+ */
+static const struct py_syms *file_syms(struct pyreader *r, pid_t pid, uint64_t key, uint64_t start,
+				       uint64_t end, uint64_t ino, const char *path)
 {
 	char full[4200];
 	uint64_t v;
@@ -199,10 +237,13 @@ static const struct py_syms *file_syms(struct pyreader *r, pid_t pid, uint64_t k
 
 	if (u64map_get(&r->file_idx, key, &v))
 		return &r->files[v].syms;
-	/* the target's view of its files: another mount namespace, a container */
-	snprintf(full, sizeof(full), "/proc/%d/root%s", (int)pid, path);
-	if (py_elf_syms(full, &s) && py_elf_syms(path, &s))
-		memset(&s, 0, sizeof(s));
+	snprintf(full, sizeof(full), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, start,
+		 end);
+	if (syms_of(full, ino, &s)) {
+		snprintf(full, sizeof(full), "/proc/%d/root%s", (int)pid, path);
+		if (syms_of(full, ino, &s))
+			memset(&s, 0, sizeof(s));
+	}
 	if (grow_array((void **)&r->files, &r->files_cap, r->nr_files + 1, sizeof(*r->files)) ||
 	    u64map_put(&r->file_idx, key, r->nr_files))
 		return NULL;
@@ -252,7 +293,7 @@ static int find_runtime(struct pyreader *r, pid_t pid, struct py_syms *found, ui
 			err = -ENOMEM;
 			break;
 		}
-		s = file_syms(r, pid, key, file);
+		s = file_syms(r, pid, key, start, end, ino, file);
 		if (!s) {
 			err = -ENOMEM;
 			break;
@@ -404,8 +445,10 @@ void pyreader__forget(struct pyreader *r, pid_t pid)
 		proc_clear(p);
 		p->pid = pid;
 		p->ip_reg = -1;
+		p->other_ns = -1;
 		u64map_init(&p->tstates);
 		u64map_init(&p->codes);
+		u64map_init(&p->nstids);
 	}
 }
 
@@ -453,20 +496,57 @@ static int scan_threads(struct pyreader *r, struct proc *p)
 	return err;
 }
 
+/* Whether pid lives in another PID namespace than ours. */
+static bool in_other_ns(struct proc *p)
+{
+	char path[64];
+	struct stat mine, its;
+
+	if (p->other_ns < 0) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)p->pid);
+		/* unknown (no access to the link, no namespaces): NSpid decides, per thread */
+		if (stat("/proc/self/ns/pid", &mine) || stat(path, &its))
+			p->other_ns = 1;
+		else
+			p->other_ns = mine.st_dev != its.st_dev || mine.st_ino != its.st_ino;
+	}
+	return p->other_ns;
+}
+
+/*
+ * The id thread tid has in its process's PID namespace: what the thread
+ * states hold. Read once per thread (a tid is not reused within one
+ * process while its thread runs); tid itself when it cannot be read.
+ */
+static uint64_t native_tid(struct proc *p, pid_t tid)
+{
+	uint64_t v;
+	uint32_t ns;
+
+	if (!in_other_ns(p))
+		return (uint64_t)tid;
+	if (u64map_get(&p->nstids, (uint64_t)tid, &v))
+		return v;
+	if (proc_ns_tid((uint32_t)p->pid, (uint32_t)tid, &ns))
+		return (uint64_t)tid;
+	u64map_put(&p->nstids, (uint64_t)tid, ns); /* no room: read again next time */
+	return ns;
+}
+
 /* tid's thread state, its first tstate_bytes read into ts; 0 if it has none. */
 static uint64_t find_tstate(struct pyreader *r, struct proc *p, pid_t tid, uint8_t *ts)
 {
-	uint64_t th;
+	uint64_t th, ntid = native_tid(p, tid);
 
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass && scan_threads(r, p) < 0)
 			return 0;
-		if (!u64map_get(&p->tstates, (uint64_t)tid, &th))
+		if (!u64map_get(&p->tstates, ntid, &th))
 			continue;
 		if (!rd(r, p->pid, th, ts, p->L.tstate_bytes) &&
-		    u64_at(ts, p->L.ts_native_tid) == (uint64_t)tid)
+		    u64_at(ts, p->L.ts_native_tid) == ntid)
 			return th;
-		u64map_del(&p->tstates, (uint64_t)tid);
+		u64map_del(&p->tstates, ntid);
 	}
 	return 0;
 }

@@ -544,8 +544,8 @@ int render_pprof_ops(const struct profile *p, const struct render_select *sel,
 	struct strbuf prof = { 0 }, samples = { 0 };
 	struct gzsink gz = { 0 };
 	bool kinds[SAMPLE_KIND_MAX], cols[COL_MAX];
-	int64_t s_comm, s_pid, s_tid, s_thread, s_rank, s_op, s_host, s_count, s_ns, s_cpu,
-		type[COL_MAX] = { 0 }, unit[COL_MAX] = { 0 };
+	int64_t s_comm, s_pid, s_tid, s_thread, s_rank, s_op, s_host, s_container, s_count, s_ns,
+		s_cpu, type[COL_MAX] = { 0 }, unit[COL_MAX] = { 0 };
 	int64_t dflt = 0, lost_note = 0;
 	struct pentry *v = NULL;
 	size_t nr = 0, nr_strings = profile__nr_strings(p);
@@ -587,11 +587,12 @@ int render_pprof_ops(const struct profile *p, const struct render_select *sel,
 	s_rank = add_string(&pp, "rank", 4);
 	s_op = add_string(&pp, "op", 2);
 	s_host = add_string(&pp, "host", 4);
+	s_container = add_string(&pp, "container", 9);
 	s_count = add_string(&pp, "count", 5);
 	s_cpu = cols[COL_CPU] ? type[COL_CPU] : add_string(&pp, "cpu", 3);
 	s_ns = cols[COL_CPU] ? unit[COL_CPU] : add_string(&pp, "nanoseconds", 11);
 	if (s_comm < 0 || s_pid < 0 || s_tid < 0 || s_thread < 0 || s_rank < 0 || s_op < 0 ||
-	    s_host < 0 || s_count < 0 || s_cpu < 0 || s_ns < 0)
+	    s_host < 0 || s_container < 0 || s_count < 0 || s_cpu < 0 || s_ns < 0)
 		goto out;
 
 	for (int c = 0; c < COL_MAX; c++) {
@@ -641,7 +642,7 @@ int render_pprof_ops(const struct profile *p, const struct render_select *sel,
 		struct strbuf *smp = &samples;
 		const struct pf_process *pr = profile__thread_process(p, th);
 		uint32_t host_id = profile__thread_host(p, th);
-		int64_t n = stack_locations(&pp, v[i].stack), comm, host = 0;
+		int64_t n = stack_locations(&pp, v[i].stack), comm, host = 0, ctr = 0;
 
 		if (n < 0) {
 			err = (int)n;
@@ -650,8 +651,11 @@ int render_pprof_ops(const struct profile *p, const struct render_select *sel,
 		comm = str_of(&pp, th->comm);
 		if (comm >= 0 && host_id)
 			host = str_of(&pp, host_id);
-		if (comm < 0 || host < 0) {
-			err = comm < 0 ? (int)comm : (int)host;
+		/* a process's container: its id when its cgroup names one, else its cgroup */
+		if (comm >= 0 && pr && (pr->container || pr->cgroup))
+			ctr = str_of(&pp, pr->container ? pr->container : pr->cgroup);
+		if (comm < 0 || host < 0 || ctr < 0) {
+			err = comm < 0 ? (int)comm : host < 0 ? (int)host : (int)ctr;
 			goto out;
 		}
 		/* the Sample body goes to pp.msg, then into samples as field 2 */
@@ -679,6 +683,8 @@ int render_pprof_ops(const struct profile *p, const struct render_select *sel,
 			err = add_label(&pp.msg, &pp.sub, s_thread, 0, th->tid);
 		if (!err && host)
 			err = add_label(&pp.msg, &pp.sub, s_host, host, 0);
+		if (!err && ctr)
+			err = add_label(&pp.msg, &pp.sub, s_container, ctr, 0);
 		/* with a unit: pprof drops a numeric label whose value and unit are both 0 */
 		if (!err && pr && pr->rank != PF_NO_RANK)
 			err = add_num_label(&pp.msg, &pp.sub, s_rank, pr->rank, s_count);

@@ -65,6 +65,8 @@ enum top_by {
 	TOP_BY_FUNCTION,
 	TOP_BY_MODULE, /* JIT frames form one module, "[jit]" */
 	TOP_BY_KIND,
+	/* each thread's comm is its process's label (profile filter per_process): one row each */
+	TOP_BY_PROCESS,
 };
 
 struct top_opts {

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The top table: self and total weight per function, module or frame kind.
+ * The top table: self and total weight per function, module or frame kind,
+ * or per process (its samples' comm, labelled "comm-PID [container]" by
+ * the filter; self and total are then the same).
  * Self goes to the group of the leaf frame; total to each group on the
  * stack once, however often the stack passes through it (recursion), so
  * totals never exceed 100%. Computed per distinct (comm, stack), not per
@@ -85,6 +87,9 @@ static int group_name(struct top *t, uint32_t group, struct row *r)
 	case TOP_BY_KIND:
 		err = sb_add(&t->names, kind_names[group], strlen(kind_names[group]));
 		break;
+	case TOP_BY_PROCESS:
+		err = sb_add(&t->names, profile__str(t->p, group), profile__str_len(t->p, group));
+		break;
 	case TOP_BY_MODULE:
 		if (group >= nr_strings) {
 			s = group == nr_strings	      ? JIT_MODULE
@@ -114,6 +119,13 @@ static int count_entry(struct top *t, const struct agg_entry *e, size_t idx, uin
 
 	if (depth < 0)
 		return (int)depth;
+	if (t->by == TOP_BY_PROCESS) {
+		if (e->comm >= t->nr_groups)
+			return -EINVAL;
+		t->self[e->comm] = sat_add(t->self[e->comm], e->weight);
+		t->total[e->comm] = sat_add(t->total[e->comm], e->weight);
+		return 0;
+	}
 	if (!depth)
 		return 0;
 	t->self[group_of(t, (*frames)[depth - 1])] =
@@ -182,7 +194,7 @@ static void describe(const struct render_select *sel, char *buf, size_t size)
 int render_top(const struct profile *p, const struct render_select *sel,
 	       const struct top_opts *opts, FILE *out)
 {
-	static const char *const by_names[] = { "function", "module", "kind" };
+	static const char *const by_names[] = { "function", "module", "kind", "process" };
 	bool by_ns = sel && sel->weight_ns, sort_total;
 	struct top t = { .p = p, .by = opts ? opts->by : TOP_BY_FUNCTION };
 	size_t rows = opts ? opts->rows : 0, nr = 0;
@@ -194,7 +206,7 @@ int render_top(const struct profile *p, const struct render_select *sel,
 	struct agg agg;
 	int err;
 
-	if ((unsigned)t.by > TOP_BY_KIND)
+	if ((unsigned)t.by > TOP_BY_PROCESS)
 		return -EINVAL;
 	err = agg_samples(p, sel, &agg);
 	if (err)
@@ -202,9 +214,10 @@ int render_top(const struct profile *p, const struct render_select *sel,
 	err = frame_names_init(&t.fn, p);
 	if (err)
 		goto out;
-	t.nr_groups = t.by == TOP_BY_KIND     ? FRAME_KIND_MAX
-		      : t.by == TOP_BY_MODULE ? profile__nr_strings(p) + 3
-					      : profile__nr_frames(p);
+	t.nr_groups = t.by == TOP_BY_KIND      ? FRAME_KIND_MAX
+		      : t.by == TOP_BY_MODULE  ? profile__nr_strings(p) + 3
+		      : t.by == TOP_BY_PROCESS ? profile__nr_strings(p)
+					       : profile__nr_frames(p);
 	err = -ENOMEM;
 	t.self = calloc(t.nr_groups + 1, sizeof(*t.self));
 	t.total = calloc(t.nr_groups + 1, sizeof(*t.total));
@@ -253,9 +266,10 @@ int render_top(const struct profile *p, const struct render_select *sel,
 	if (render_ends_line(ends, line, sizeof(line)))
 		fprintf(out, "%s\n", line);
 	fprintf(out, "%12s %7s %12s %7s  %s\n", "SELF", "SELF%", "TOTAL", "TOTAL%",
-		t.by == TOP_BY_KIND	? "KIND"
-		: t.by == TOP_BY_MODULE ? "MODULE"
-					: "FUNCTION");
+		t.by == TOP_BY_KIND	 ? "KIND"
+		: t.by == TOP_BY_MODULE	 ? "MODULE"
+		: t.by == TOP_BY_PROCESS ? "PROCESS"
+					 : "FUNCTION");
 	for (size_t i = 0; i < nr && (!rows || i < rows); i++) {
 		fprintf(out, "%12llu %7s %12llu %7s  ",
 			(unsigned long long)print_count(v[i].self, by_ns),

@@ -48,6 +48,15 @@ int event_open(struct perf_event_attr *attr, pid_t pid, int cpu)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+/* pid is the fd of a cgroup v2 directory: the event counts its processes on cpu. */
+static int event_open_cgroup(struct perf_event_attr *attr, int cgfd, int cpu)
+{
+	long fd = syscall(SYS_perf_event_open, attr, cgfd, cpu, -1,
+			  PERF_FLAG_FD_CLOEXEC | PERF_FLAG_PID_CGROUP);
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
 /*
  * perf_event_open's errors, reworded so that each errno from
  * sampler__launch has one meaning: EACCES and ENOENT are kept for the
@@ -72,10 +81,10 @@ int event_open_or_user_only(struct sampler *s, struct perf_event_attr *attr, pid
 	int fd;
 
 	attr->exclude_kernel = s->opts.exclude_kernel;
-	fd = event_open(attr, pid, cpu);
+	fd = s->cgroup ? event_open_cgroup(attr, pid, cpu) : event_open(attr, pid, cpu);
 	if ((fd == -EACCES || fd == -EPERM) && !attr->exclude_kernel) {
 		attr->exclude_kernel = 1;
-		fd = event_open(attr, pid, cpu);
+		fd = s->cgroup ? event_open_cgroup(attr, pid, cpu) : event_open(attr, pid, cpu);
 		if (fd >= 0) {
 			s->opts.exclude_kernel = true;
 			s->stats.kernel_excluded = true;

@@ -139,6 +139,7 @@ struct sampler {
 	pid_t child;
 	int go_fd, err_fd;
 	bool launched, started;
+	bool cgroup; /* cgroup mode: events are opened with PERF_FLAG_PID_CGROUP */
 
 	uint8_t *scratch;
 	/*

@@ -325,6 +325,16 @@ struct sampler_thread {
  * attach. Valid until sampler__free.
  */
 const struct sampler_thread *sampler__threads(const struct sampler *s, size_t *n);
+/*
+ * Cgroup mode: every process in the cgroup v2 directory cgfd (an open fd of
+ * it) and below, those that start later included: per-CPU events filtered
+ * by the cgroup (PERF_FLAG_PID_CGROUP), side-band records of its processes
+ * only. The processes already there have no MMAP2 records: the caller reads
+ * their /proc maps. Events are enabled when it returns. -ENOTDIR when cgfd
+ * is not a cgroup v2 directory (sampler__cgroup_check says so beforehand).
+ */
+int sampler__cgroup(struct sampler *s, int cgfd);
+int sampler__cgroup_check(int fd);
 /* Attach mode: true once every attached process has exited. */
 bool sampler__targets_gone(struct sampler *s);
 /* Attach mode: sampler__attach opened events on this thread (not: missed, gone, or created later). */

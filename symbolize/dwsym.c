@@ -446,13 +446,13 @@ static bool crc_matches(int fd, uint32_t want)
  * itself, whose build-id matches (or, when the module has none, whose CRC
  * matches the debuglink's). The fd, or -1.
  */
-static int try_debug_file(const struct elf_image *img, const char *path, const struct stat *main_st,
-			  bool by_crc, uint32_t crc)
+static int try_debug_file(const struct elf_image *img, int root_fd, const char *path,
+			  const struct stat *main_st, bool by_crc, uint32_t crc)
 {
 	struct stat st;
 	Elf *elf;
 	bool ok;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	int fd = fsroot_open(root_fd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 
 	if (fd < 0)
 		return -1;
@@ -482,22 +482,19 @@ static int debug_found(int fd, const char *path, char **debuginfo_file_name)
 }
 
 /*
- * libdwfl's find_debuginfo callback. Build-id first
- * (DIR/.build-id/xx/rest.debug), then the debuglink name next to the file,
- * in its .debug/ subdirectory and under each DIR as DIR/<dir of the file>/.
+ * The debug file of img seen from root_fd (-1: ours), or -1. Build-id
+ * first (DIR/.build-id/xx/rest.debug), then the debuglink name next to the
+ * file, in its .debug/ subdirectory and under each DIR as DIR/<dir of the
+ * file>/.
  */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-			  const char *file_name, const char *debuglink, GElf_Word crc,
-			  char **debuginfo_file_name)
+static int find_debug_in(const struct elf_image *img, int root_fd, const char *file_name,
+			 const char *debuglink, GElf_Word crc, char **debuginfo_file_name)
 {
-	const struct elf_image *img = *userdata;
 	char path[PATH_MAX], dir[PATH_MAX];
 	struct stat main_st, *mst = NULL;
 	const char *slash;
 	int fd;
 
-	if (!img || !img->cfg || !img->cfg->debug_dirs)
-		return -1;
 	if (img->build_id_size) {
 		for (char **d = img->cfg->debug_dirs; *d; d++) {
 			int n = snprintf(path, sizeof(path), "%s/.build-id/%02x/", *d,
@@ -510,7 +507,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 			if (n <= 0 || (size_t)n + 7 > sizeof(path))
 				continue;
 			strcpy(path + n, ".debug");
-			fd = try_debug_file(img, path, NULL, false, 0);
+			fd = try_debug_file(img, root_fd, path, NULL, false, 0);
 			if (fd >= 0)
 				return debug_found(fd, path, debuginfo_file_name);
 		}
@@ -518,20 +515,23 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	if (!debuglink || !*debuglink || strchr(debuglink, '/') || !file_name ||
 	    file_name[0] != '/')
 		return -1;
+	/* next to the file and under each DIR: only in the file's own root */
+	if (root_fd != img->root_fd)
+		return -1;
 	slash = strrchr(file_name, '/');
 	if ((size_t)(slash - file_name) >= sizeof(dir))
 		return -1;
 	memcpy(dir, file_name, (size_t)(slash - file_name));
 	dir[slash - file_name] = '\0';
-	if (!stat(file_name, &main_st))
+	if (!fsroot_stat(root_fd, file_name, &main_st))
 		mst = &main_st;
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, debuglink) < sizeof(path)) {
-		fd = try_debug_file(img, path, mst, true, crc);
+		fd = try_debug_file(img, root_fd, path, mst, true, crc);
 		if (fd >= 0)
 			return debug_found(fd, path, debuginfo_file_name);
 	}
 	if ((size_t)snprintf(path, sizeof(path), "%s/.debug/%s", dir, debuglink) < sizeof(path)) {
-		fd = try_debug_file(img, path, mst, true, crc);
+		fd = try_debug_file(img, root_fd, path, mst, true, crc);
 		if (fd >= 0)
 			return debug_found(fd, path, debuginfo_file_name);
 	}
@@ -539,11 +539,32 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 		if ((size_t)snprintf(path, sizeof(path), "%s%s/%s", *d, dir, debuglink) >=
 		    sizeof(path))
 			continue;
-		fd = try_debug_file(img, path, mst, true, crc);
+		fd = try_debug_file(img, root_fd, path, mst, true, crc);
 		if (fd >= 0)
 			return debug_found(fd, path, debuginfo_file_name);
 	}
 	return -1;
+}
+
+/*
+ * libdwfl's find_debuginfo callback. A container's file is looked for in
+ * its own root first, then by build-id in ours (a file of that build-id is
+ * the right one wherever it lies); the debuglink name (whose only check
+ * is a CRC) only beside the file itself.
+ */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink, GElf_Word crc,
+			  char **debuginfo_file_name)
+{
+	const struct elf_image *img = *userdata;
+	int fd;
+
+	if (!img || !img->cfg || !img->cfg->debug_dirs)
+		return -1;
+	fd = find_debug_in(img, img->root_fd, file_name, debuglink, crc, debuginfo_file_name);
+	if (fd < 0 && img->root_fd >= 0 && img->build_id_size)
+		fd = find_debug_in(img, -1, file_name, debuglink, crc, debuginfo_file_name);
+	return fd;
 }
 
 /* The main file is handed to dwfl_report_elf; nothing is ever looked up by name. */
@@ -720,8 +741,8 @@ size_t elf_image__src(struct elf_image *img, uint64_t vaddr, struct src_frame *o
 
 /* ---- the image ---- */
 
-int elf_image__load(struct elf_image *img, int fd, const char *path, const struct sym_config *cfg,
-		    struct strpool *pool)
+int elf_image__load(struct elf_image *img, int fd, const char *path, int root_fd,
+		    const struct sym_config *cfg, struct strpool *pool)
 {
 	struct loader ld = { .pool = pool };
 	const unsigned char *bits;
@@ -733,14 +754,18 @@ int elf_image__load(struct elf_image *img, int fd, const char *path, const struc
 
 	memset(img, 0, sizeof(*img));
 	img->cfg = cfg;
+	img->root_fd = root_fd;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOTSUP;
-	if (fd >= 0)
+	if (fd >= 0) {
 		dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	else
-		dfd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (dfd < 0)
-		return -errno;
+		if (dfd < 0)
+			return -errno;
+	} else {
+		dfd = fsroot_open(root_fd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		if (dfd < 0)
+			return dfd;
+	}
 	if (fstat(dfd, &st)) {
 		err = -errno;
 		goto out_close;

@@ -13,6 +13,7 @@
  *   dwsym.c      symbols, DWARF (libdwfl)   kallsyms.c   kernel symbols
  *   perfmap.c    perf-map JIT symbols
  *   strpool.c    strings, line reader       elf.c        ELF files, .eh_frame_hdr
+ *   roots.c      the root directory each process sees (containers)
  *   demangle.c   C++/Rust names             insn.c       calls, JIT preambles
  *
  * symbolize.c: procs, modules, kallsyms, perfmap, unwind, jitcaller, strpool
@@ -20,10 +21,11 @@
  * resolve.c: procs, modules, dwsym, kallsyms, perfmap, demangle, strpool.
  * stackwalk.c: jitcaller, unwind, procs.
  * jitcaller.c: unwind, procs, perfmap, insn.   unwind.c: procs, perfmap, elf, insn.
- * procs.c: modules, strpool.             modules.c: dwsym, strpool.
- * dwsym.c: elf, demangle, strpool.       kallsyms.c, perfmap.c: strpool.
+ * procs.c: modules, strpool, roots.      modules.c: dwsym, strpool, roots.
+ * dwsym.c: elf, demangle, strpool, roots. kallsyms.c, perfmap.c: strpool.
+ * unwind.c also modules (module_open_file).
  * funcs.c (functions and operator schemas of a file, for probes): elf.
- * strpool.c, elf.c, demangle.c, insn.c: nothing in symbolize/.
+ * strpool.c, elf.c, demangle.c, insn.c, roots.c: nothing in symbolize/.
  *
  * unwind.h is the interface of unwind.c and jitcaller.c to stackwalk.c.
  */
@@ -224,6 +226,7 @@ struct elf_image {
 	uint8_t build_id[BUILD_ID_MAX];
 	uint8_t build_id_size;
 	bool has_debug_file; /* symbols or DWARF came from a separate file */
+	int root_fd; /* where path and the debug directories are looked up (roots.c); -1: ours */
 
 	struct Dwfl *dwfl; /* NULL once closed */
 	struct Dwfl_Module *mod;
@@ -247,8 +250,8 @@ struct elf_image {
  * path names the file for the .gnu_debuglink search. 0, or a negative errno
  * when the file cannot be opened or is not a usable ELF file.
  */
-int elf_image__load(struct elf_image *img, int fd, const char *path, const struct sym_config *cfg,
-		    struct strpool *pool);
+int elf_image__load(struct elf_image *img, int fd, const char *path, int root_fd,
+		    const struct sym_config *cfg, struct strpool *pool);
 void elf_image__close(struct elf_image *img); /* drop the libdwfl handle */
 void elf_image__free(struct elf_image *img);
 /* Map a file offset to the ELF virtual address through the PT_LOAD headers. */
@@ -323,6 +326,12 @@ struct cached_frame {
  */
 struct module {
 	char *path; /* as mapped, " (deleted)" cut off */
+	/*
+	 * The root the path is seen from: an fd of symbolizer.roots (a
+	 * container's), or -1 for ours. Its files, debug files included,
+	 * are opened beneath it.
+	 */
+	int root_fd;
 	uint32_t index; /* in symbolizer.mods: what a sym_loc names it by */
 	void *unwind; /* owned by unwind.c: the module's cached unwind tables */
 	const char *basename; /* interned */
@@ -372,14 +381,26 @@ struct proc {
 	struct jit_proc *jit; /* owned by jitcaller.c: what its JIT frames taught */
 	size_t n, cap;
 	size_t last; /* index of the last hit: consecutive frames share mappings */
+	int root_fd; /* the root it sees (roots.c), -1: ours */
+	bool root_known; /* root_fd was looked up for its current image */
 	uint64_t misses;
 	uint64_t next_fallback; /* miss count that triggers the next /proc read */
 	uint64_t interval;
 	uint32_t pid;
 };
 
+/* A root directory other than ours that some process sees (roots.c). */
+struct fsroot {
+	int fd; /* O_PATH */
+	uint64_t dev, ino;
+};
+
 struct symbolizer {
 	struct u64map procs; /* pid -> struct proc * */
+	struct fsroot *roots;
+	size_t nroots, roots_cap;
+	uint64_t self_root_dev, self_root_ino;
+	bool self_root_known;
 	struct u64map modules; /* hash(path) -> struct module * (bucket head) */
 	struct module **mods;
 	size_t nmods, mods_cap;
@@ -413,12 +434,37 @@ struct module *module_get(struct symbolizer *s, const char *path);
  * file; a file other than the one the path's module has (by build-id, else
  * by inode) starts a new module. NULL on -ENOMEM.
  */
-struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, uint64_t start, uint64_t end,
-				  uint32_t prot, const char *name, const struct sym_file_id *id);
+struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, int root_fd, uint64_t start,
+				  uint64_t end, uint32_t prot, const char *name,
+				  const struct sym_file_id *id);
+/*
+ * m's file opened again (it was not pinned, or was closed over the cap):
+ * its path beneath its root, else (a container's module named from
+ * /proc/PID/maps, which names files as we see them) the path as ours, each
+ * taken only when it is the file m knows. An fd or -1.
+ */
+int module_open_file(const struct module *m);
 /* Loads the module's symbols once; its state says whether that worked. */
 void module_load(struct symbolizer *s, struct module *m);
 /* Closes and frees m; its unwind tables (unwind__module_free) go first. */
 void module_free(struct module *m);
+
+/* ---- roots.c ---- */
+
+/*
+ * Open path beneath the directory root_fd as if it were "/" (openat2's
+ * RESOLVE_IN_ROOT); root_fd -1: plain open. The fd or a negative errno.
+ */
+int fsroot_open(int root_fd, const char *path, int flags);
+struct stat;
+int fsroot_stat(int root_fd, const char *path, struct stat *st);
+/*
+ * The root pid sees, as an fd the symbolizer holds (shared by every process
+ * with that root), or -1 when it is ours, or the process cannot be looked
+ * into (gone, not permitted).
+ */
+int root_of_pid(struct symbolizer *s, uint32_t pid);
+void roots_free(struct symbolizer *s);
 
 /* ---- procs.c ---- */
 
@@ -470,6 +516,7 @@ struct perfmap {
 	uint64_t bytes; /* read so far over all files, capped */
 	uint64_t seq;
 	uint64_t next_read_ns; /* re-reads are rate-limited */
+	uint32_t nspid; /* the pid the process sees (names its file); 0 not read yet */
 	bool tried;
 	bool rejected; /* an unsafe file: never read again for this pid */
 	bool skip_line; /* the last read stopped inside an overlong line */
@@ -493,8 +540,9 @@ int perfmap__read(struct perfmap *pm, const char *path, uid_t uid, struct strpoo
 /* The entry naming addr, without reading: the innermost (smallest) entry
  * containing it, and among entries of equal size the one read last. */
 const struct perfmap_entry *perfmap__find(const struct perfmap *pm, uint64_t addr);
-/* Like perfmap__find, but (re)reads /proc/PID/root/tmp/perf-PID.map first
- * when nothing covers addr, at most once per PERFMAP_REREAD_MS. */
+/* Like perfmap__find, but (re)reads /proc/PID/root/tmp/perf-NSPID.map first
+ * when nothing covers addr, at most once per PERFMAP_REREAD_MS (NSPID: the
+ * pid in the process's own PID namespace, from NSpid). */
 #define PERFMAP_REREAD_MS 50
 const struct perfmap_entry *perfmap__lookup(struct symbolizer *s, struct proc *p, uint64_t addr);
 /*

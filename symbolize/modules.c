@@ -38,7 +38,7 @@ static size_t undeleted_len(const char *path, bool *deleted)
 	return *deleted ? len - sl : len;
 }
 
-static struct module *module_new(struct symbolizer *s, const char *path, uint64_t key,
+static struct module *module_new(struct symbolizer *s, const char *path, int root_fd, uint64_t key,
 				 struct module *head)
 {
 	struct module *m;
@@ -50,6 +50,7 @@ static struct module *module_new(struct symbolizer *s, const char *path, uint64_
 	if (!m)
 		return NULL;
 	m->fd = -1;
+	m->root_fd = root_fd;
 	u64map_init(&m->cache);
 	m->path = strdup(path);
 	if (!m->path)
@@ -71,8 +72,11 @@ err:
 	return NULL;
 }
 
-/* The newest module for path (" (deleted)" ignored); created if there is none. */
-struct module *module_get(struct symbolizer *s, const char *path)
+/*
+ * The newest module for path (" (deleted)" ignored) seen from root_fd;
+ * created if there is none.
+ */
+static struct module *module_get_in(struct symbolizer *s, const char *path, int root_fd)
 {
 	uint64_t head = 0, key;
 	struct module *m;
@@ -85,24 +89,29 @@ struct module *module_get(struct symbolizer *s, const char *path)
 	key = path_key(p);
 	if (u64map_get(&s->modules, key, &head)) {
 		for (m = (struct module *)(uintptr_t)head; m; m = m->next) {
-			if (!strcmp(m->path, p))
+			if (!strcmp(m->path, p) && m->root_fd == root_fd)
 				goto out;
 		}
 	}
-	m = module_new(s, p, key, (struct module *)(uintptr_t)head);
+	m = module_new(s, p, root_fd, key, (struct module *)(uintptr_t)head);
 out:
 	free(p);
 	return m;
 }
 
+struct module *module_get(struct symbolizer *s, const char *path)
+{
+	return module_get_in(s, path, -1);
+}
+
 /* A second module for the path of m, for a file that replaced m's. */
-static struct module *module_replace(struct symbolizer *s, struct module *m)
+static struct module *module_replace(struct symbolizer *s, struct module *m, int root_fd)
 {
 	uint64_t key = path_key(m->path), head = 0;
 
 	u64map_get(&s->modules, key, &head);
 	s->stats.modules_replaced++;
-	return module_new(s, m->path, key, (struct module *)(uintptr_t)head);
+	return module_new(s, m->path, root_fd, key, (struct module *)(uintptr_t)head);
 }
 
 static bool module_is_open(const struct module *m)
@@ -180,7 +189,11 @@ static void ident_of_fd(int fd, struct file_ident *fi)
 
 enum ident_match { IDENT_UNKNOWN, IDENT_SAME, IDENT_DIFFERENT };
 
-/* Build-ids decide when both are known, else inode numbers. */
+/*
+ * Build-ids decide when both are known, else inode numbers (and devices,
+ * when both are known: a container's file may have our file's inode
+ * number on another file system).
+ */
 static enum ident_match ident_match(const struct module *m, const struct file_ident *fi)
 {
 	if (m->build_id_size && fi->build_id_size)
@@ -189,8 +202,31 @@ static enum ident_match ident_match(const struct module *m, const struct file_id
 			       ? IDENT_SAME
 			       : IDENT_DIFFERENT;
 	if (m->ino && fi->ino)
-		return m->ino == fi->ino ? IDENT_SAME : IDENT_DIFFERENT;
+		return m->ino == fi->ino && (!m->dev || !fi->dev || m->dev == fi->dev)
+			       ? IDENT_SAME
+			       : IDENT_DIFFERENT;
 	return IDENT_UNKNOWN;
+}
+
+/*
+ * Among the modules of m's path (any root), the newest one that is the
+ * file fi says, or NULL: one file mapped by the host and by a container
+ * under one path (the same build) is one module.
+ */
+static struct module *module_same(struct symbolizer *s, const struct module *m,
+				  const struct file_ident *fi)
+{
+	uint64_t head = 0;
+
+	if (!fi->build_id_size)
+		return NULL; /* inode numbers of two roots prove nothing */
+	if (!u64map_get(&s->modules, path_key(m->path), &head))
+		return NULL;
+	for (struct module *o = (struct module *)(uintptr_t)head; o; o = o->next) {
+		if (!strcmp(o->path, m->path) && ident_match(o, fi) == IDENT_SAME)
+			return o;
+	}
+	return NULL;
 }
 
 static void module_set_ident(struct symbolizer *s, struct module *m, const struct file_ident *fi)
@@ -241,7 +277,7 @@ static int open_regular(const char *path)
  * are only tried while they can still be the mapped file: not when the
  * kernel said " (deleted)", not when the record's inode says otherwise.
  */
-static int open_mapped(uint32_t pid, uint64_t start, uint64_t end, const char *name,
+static int open_mapped(uint32_t pid, int root_fd, uint64_t start, uint64_t end, const char *name,
 		       const struct sym_file_id *id)
 {
 	char path[PATH_MAX + 64];
@@ -257,10 +293,19 @@ static int open_mapped(uint32_t pid, uint64_t start, uint64_t end, const char *n
 		return fd;
 	if (deleted || name[0] != '/' || len > PATH_MAX)
 		return -1;
-	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/root%.*s", pid, (int)len, name);
-	fd = open_regular(path);
-	if (fd < 0)
-		fd = open_regular(name);
+	if (root_fd >= 0) {
+		/* a container's: its path in its root, never ours */
+		fd = fsroot_open(root_fd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		if (fd >= 0 && !is_regular_fd(fd)) {
+			close(fd);
+			fd = -1;
+		}
+	} else {
+		snprintf(path, sizeof(path), "/proc/%" PRIu32 "/root%.*s", pid, (int)len, name);
+		fd = open_regular(path);
+		if (fd < 0)
+			fd = open_regular(name);
+	}
 	if (fd >= 0 && id && id->ino && (fstat(fd, &st) || (uint64_t)st.st_ino != id->ino)) {
 		close(fd);
 		fd = -1;
@@ -274,10 +319,11 @@ static int open_mapped(uint32_t pid, uint64_t start, uint64_t end, const char *n
  * by inode; the record's word first, then the opened file's) starts a new
  * module.
  */
-struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, uint64_t start, uint64_t end,
-				  uint32_t prot, const char *name, const struct sym_file_id *id)
+struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, int root_fd, uint64_t start,
+				  uint64_t end, uint32_t prot, const char *name,
+				  const struct sym_file_id *id)
 {
-	struct module *m = module_get(s, name);
+	struct module *m = module_get_in(s, name, root_fd), *same;
 	struct file_ident want = { 0 }, fi;
 	int fd;
 
@@ -294,7 +340,7 @@ struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, uint64_t s
 	if ((want.build_id_size || want.ino) && ident_match(m, &want) == IDENT_SAME &&
 	    (module_is_open(m) || m->state != MOD_NEW))
 		return m;
-	fd = open_mapped(pid, start, end, name, id);
+	fd = open_mapped(pid, root_fd, start, end, name, id);
 	if (fd >= 0) {
 		ident_of_fd(fd, &fi);
 		if (want.build_id_size && (fi.build_id_size != want.build_id_size ||
@@ -309,8 +355,13 @@ struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, uint64_t s
 			want.ino = fi.ino;
 		}
 	}
+	if (ident_match(m, &want) != IDENT_SAME && (same = module_same(s, m, &want))) {
+		if (fd >= 0)
+			module_pin(s, same, fd);
+		return same;
+	}
 	if (ident_match(m, &want) == IDENT_DIFFERENT) {
-		m = module_replace(s, m);
+		m = module_replace(s, m, root_fd);
 		if (!m) {
 			if (fd >= 0)
 				close(fd);
@@ -323,6 +374,43 @@ struct module *module_for_mapping(struct symbolizer *s, uint32_t pid, uint64_t s
 	return m;
 }
 
+/* Whether fd is the file m knows (build-id, else inode); unknown identity: only in m's own root. */
+static bool module_file_is(const struct module *m, int fd, bool own_root)
+{
+	struct file_ident fi;
+
+	ident_of_fd(fd, &fi);
+	if (m->build_id_size && fi.build_id_size)
+		return fi.build_id_size == m->build_id_size &&
+		       !memcmp(fi.build_id, m->build_id, fi.build_id_size);
+	if (m->ino)
+		return fi.ino == m->ino && (!m->dev || m->dev == fi.dev);
+	return own_root;
+}
+
+int module_open_file(const struct module *m)
+{
+	int fd = fsroot_open(m->root_fd, m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd >= 0 && (!is_regular_fd(fd) || !module_file_is(m, fd, true))) {
+		close(fd);
+		fd = -1;
+	}
+	/*
+	 * /proc/PID/maps names a container's files as we see them (from our
+	 * root), its records as it does: the path may be ours. Only the file
+	 * the module knows is taken.
+	 */
+	if (fd < 0 && m->root_fd >= 0) {
+		fd = open_regular(m->path);
+		if (fd >= 0 && !module_file_is(m, fd, false)) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	return fd < 0 ? -1 : fd;
+}
+
 void module_load(struct symbolizer *s, struct module *m)
 {
 	bool was_open = module_is_open(m);
@@ -332,7 +420,7 @@ void module_load(struct symbolizer *s, struct module *m)
 	if (!was_open && !module_make_room(s, m))
 		s->stats.modules_unpinned++;
 	if (fd < 0) {
-		fd = open_regular(m->path);
+		fd = module_open_file(m);
 		if (fd >= 0) {
 			struct file_ident fi;
 
@@ -350,7 +438,8 @@ void module_load(struct symbolizer *s, struct module *m)
 			}
 		}
 	}
-	err = fd < 0 ? -ENOENT : elf_image__load(&m->img, fd, m->path, &s->cfg, &s->pool);
+	err = fd < 0 ? -ENOENT
+		     : elf_image__load(&m->img, fd, m->path, m->root_fd, &s->cfg, &s->pool);
 	if (fd >= 0 && fd != m->fd)
 		close(fd);
 	if (err) {
@@ -410,7 +499,7 @@ int symbolizer__module_of_file(struct symbolizer *s, const char *path, const cha
 		return -ENOMEM;
 	}
 	if (ident_match(m, &fi) == IDENT_DIFFERENT) {
-		m = module_replace(s, m);
+		m = module_replace(s, m, -1);
 		if (!m) {
 			close(fd);
 			return -ENOMEM;

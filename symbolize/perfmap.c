@@ -447,8 +447,11 @@ const struct perfmap_entry *perfmap__lookup(struct symbolizer *s, struct proc *p
 	snprintf(dir, sizeof(dir), "/proc/%" PRIu32, p->pid);
 	if (stat(dir, &st))
 		return NULL;
+	/* named by the pid the process sees: in a PID namespace of its own, not ours */
+	if (!pm->nspid && proc_ns_tid(p->pid, 0, &pm->nspid))
+		pm->nspid = p->pid;
 	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/root/tmp/perf-%" PRIu32 ".map", p->pid,
-		 p->pid);
+		 pm->nspid);
 	/* a failed read keeps what earlier reads found; the stats count rejections */
 	perfmap__read(pm, path, st.st_uid, &s->pool, &s->stats.perfmap);
 	return perfmap__find(pm, addr);

@@ -48,6 +48,7 @@ struct proc *proc_get(struct symbolizer *s, uint32_t pid)
 	if (!p)
 		return NULL;
 	p->pid = pid;
+	p->root_fd = -1;
 	p->interval = FALLBACK_INTERVAL;
 	p->next_fallback = 1;
 	if (u64map_put(&s->procs, pid, (uint64_t)(uintptr_t)p)) {
@@ -129,6 +130,7 @@ void proc_reset(struct proc *p)
 		maps_release(p);
 	p->n = 0;
 	p->last = 0;
+	p->root_known = false; /* chroot(1) execs its command in the new root */
 	p->misses = 0;
 	p->next_fallback = 1;
 	p->interval = FALLBACK_INTERVAL;
@@ -286,6 +288,20 @@ static bool is_anon_name(const char *name)
 	       !strncmp(name, "/SYSV", 5);
 }
 
+/* The root pid sees, looked up once per image (at its first file mapping). */
+static int proc_root(struct symbolizer *s, uint32_t pid)
+{
+	struct proc *p = proc_get(s, pid);
+
+	if (!p)
+		return root_of_pid(s, pid);
+	if (!p->root_known) {
+		p->root_fd = root_of_pid(s, pid);
+		p->root_known = true;
+	}
+	return p->root_fd;
+}
+
 int make_map(struct symbolizer *s, struct map *m, uint32_t pid, uint64_t start, uint64_t end,
 	     uint64_t pgoff, uint32_t prot, const char *name, const struct sym_file_id *id)
 {
@@ -296,7 +312,7 @@ int make_map(struct symbolizer *s, struct map *m, uint32_t pid, uint64_t start, 
 		m->type = MAP_T_ANON;
 	} else {
 		m->type = MAP_T_FILE;
-		m->mod = module_for_mapping(s, pid, start, end, prot, name, id);
+		m->mod = module_for_mapping(s, pid, proc_root(s, pid), start, end, prot, name, id);
 		if (!m->mod)
 			return -ENOMEM;
 	}
@@ -308,6 +324,13 @@ int make_map(struct symbolizer *s, struct map *m, uint32_t pid, uint64_t start, 
 struct maps_ctx {
 	struct symbolizer *s;
 	uint32_t pid;
+	/*
+	 * /proc/PID/maps names files as we see them: a chrooted process's
+	 * under its root's path ("/var/lib/.../rootfs/usr/bin/python3"). Cut
+	 * off, they are named as the process (and its MMAP2 records) names them.
+	 */
+	char root[PATH_MAX];
+	size_t root_len; /* 0: the same root as ours */
 	struct map *maps;
 	size_t n, cap;
 };
@@ -331,6 +354,8 @@ static int parse_maps_line(void *ctx, char *line, size_t len)
 	name = line + n;
 	while (*name == ' ' || *name == '\t')
 		name++;
+	if (mc->root_len && !strncmp(name, mc->root, mc->root_len) && name[mc->root_len] == '/')
+		name += mc->root_len;
 	if (strchr(perms, 'r'))
 		prot |= PROT_READ;
 	if (strchr(perms, 'w'))
@@ -353,6 +378,17 @@ static void proc_maps_fallback(struct symbolizer *s, struct proc *p)
 	int added;
 
 	s->stats.proc_maps_fallbacks++;
+	if (proc_root(s, p->pid) >= 0) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%" PRIu32 "/root", p->pid);
+		n = readlink(path, mc.root, sizeof(mc.root) - 1);
+		/* "/" or unreadable: nothing to cut */
+		if (n > 1 && mc.root[0] == '/') {
+			mc.root[n] = '\0';
+			mc.root_len = (size_t)n;
+		}
+	}
 	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/maps", p->pid);
 	/* a failed or partial read still merges what was read; nothing else to do */
 	read_lines(path, MAPS_LINE_MAX, MAPS_MAX_BYTES, parse_maps_line, &mc, NULL);

@@ -148,6 +148,7 @@ void symbolizer__free(struct symbolizer *s)
 	}
 	free(s->mods);
 	u64map_free(&s->modules);
+	roots_free(s);
 	u64map_free(&s->demangled);
 	if (s->cfg.debug_dirs) {
 		for (char **d = s->cfg.debug_dirs; *d; d++)

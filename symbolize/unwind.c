@@ -85,13 +85,9 @@ static struct elf_file *module_unwind(struct module *m)
 	if (m->fd > STDERR_FILENO && !fstat(m->fd, &st) && S_ISREG(st.st_mode)) {
 		mu->fd = m->fd;
 	} else {
-		mu->fd = open(m->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+		/* beneath its root, or ours, and only the file the module knows */
+		mu->fd = module_open_file(m);
 		mu->own_fd = mu->fd >= 0;
-		if (mu->fd >= 0 && (fstat(mu->fd, &st) || !S_ISREG(st.st_mode))) {
-			close(mu->fd);
-			mu->fd = -1;
-			mu->own_fd = false;
-		}
 	}
 	mu->err = mu->fd < 0 ? -ENOENT : elf_file__parse(mu);
 	if (mu->err == -ENOMEM) {

@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -252,4 +254,63 @@ uint64_t monotonic_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int proc_ns_tid(uint32_t pid, uint32_t tid, uint32_t *out)
+{
+	char path[64], buf[4096];
+	const char *line, *p;
+	uint64_t last = 0;
+	bool any = false;
+	ssize_t n, got = 0;
+	int fd;
+
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/%" PRIu32 "/task/%" PRIu32 "/status", pid, tid);
+	else
+		snprintf(path, sizeof(path), "/proc/%" PRIu32 "/status", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* NSpid comes early (line 13 or so): the first 4 KiB hold it */
+	while (got < (ssize_t)sizeof(buf) - 1 &&
+	       (n = read(fd, buf + got, sizeof(buf) - 1 - (size_t)got)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
+		got += n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	line = strstr(buf, "\nNSpid:");
+	if (!line)
+		return -ENODATA;
+	p = line + 7;
+	for (;;) {
+		uint64_t v = 0;
+		int digits = 0;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		while (*p >= '0' && *p <= '9' && digits < 11) {
+			v = v * 10 + (uint64_t)(*p++ - '0');
+			digits++;
+		}
+		if (!digits)
+			break;
+		if (v > UINT32_MAX)
+			return -ERANGE;
+		last = v;
+		any = true;
+	}
+	/* a line cut by the buffer's end has no newline: its last number may be cut too */
+	if (!any || *p != '\n')
+		return -ENODATA;
+	*out = (uint32_t)last;
+	return 0;
 }

@@ -53,6 +53,15 @@ int parse_double(const char *s, double min, double max, double *out);
 uint64_t monotonic_ns(void);
 
 /*
+ * The id thread tid of process pid has in its own PID namespace: the last
+ * entry of the NSpid line of /proc/PID/task/TID/status (tid 0: of
+ * /proc/PID/status, the process's pid there). A process outside any PID
+ * namespace of its own sees the id we do. 0 and *out, -ENODATA when the
+ * kernel has no NSpid line, or a negative errno (-ENOENT: gone).
+ */
+int proc_ns_tid(uint32_t pid, uint32_t tid, uint32_t *out);
+
+/*
  * Outputs are written to a temporary file and renamed over their path, so a
  * reader never sees half a file. That is wrong for what exists and is not a
  * file: renaming over /dev/null would replace the device, and a FIFO's reader

@@ -64,7 +64,7 @@ static void elf_image_probe(int fd, uint64_t *sum)
 	uint64_t start;
 
 	strpool__init(&pool);
-	if (!elf_image__load(&img, fd, "fuzz.elf", NULL, &pool)) {
+	if (!elf_image__load(&img, fd, "fuzz.elf", -1, NULL, &pool)) {
 		for (size_t i = 0; i < img.nranges && i < MAX_PROBES; i++) {
 			uint64_t a = img.ranges[i].start;
 			const char *name = elf_image__lookup(&img, a);

@@ -690,3 +690,42 @@ Test(rank_env, launched_from_envp)
 	symbolizer__free(s);
 	profile__free(p);
 }
+
+/* The container a cgroup path names, as Docker, containerd, CRI-O, Podman and Kubernetes write them. */
+Test(containers, cgroup_paths)
+{
+	const char *id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char out[80], path[512];
+	/* before and after the id */
+	static const char *const forms[][2] = {
+		{ "/system.slice/docker-", ".scope" },
+		{ "/docker/", "" },
+		{ "/kubepods.slice/kubepods-burstable.slice/"
+		  "kubepods-burstable-pod1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901.slice/"
+		  "cri-containerd-",
+		  ".scope" },
+		{ "/kubepods/besteffort/pod1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901/", "" },
+		{ "/machine.slice/libpod-", ".scope/container" },
+		{ "/system.slice/crio-", ".scope" },
+	};
+
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s%s", forms[i][0], id, forms[i][1]);
+		cr_assert(collect__container_of_cgroup(path, out, sizeof(out)), "%s", path);
+		cr_assert_str_eq(out, id, "%s", path);
+	}
+	/* a pod without a container of its own in the path: the pod, dashes restored */
+	cr_assert(collect__container_of_cgroup("/kubepods.slice/kubepods-besteffort.slice/"
+					       "kubepods-besteffort-pod1b2c3d4e_5f60_7182_93a4_"
+					       "b5c6d7e8f901.slice",
+					       out, sizeof(out)));
+	cr_assert_str_eq(out, "pod:1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901");
+	/* no container: a user's session, the root, a short or non-hex id */
+	cr_assert_not(collect__container_of_cgroup("/user.slice/user-0.slice/session-1.scope", out,
+						   sizeof(out)));
+	cr_assert_not(collect__container_of_cgroup("/", out, sizeof(out)));
+	cr_assert_not(collect__container_of_cgroup("/docker-0123.scope", out, sizeof(out)));
+	snprintf(path, sizeof(path), "/docker-%.63sg.scope", id);
+	cr_assert_not(collect__container_of_cgroup(path, out, sizeof(out)));
+	cr_assert_eq(out[0], '\0');
+}

@@ -1069,3 +1069,38 @@ Test(profile, journal_keeps_ranks)
 	profile__free(p);
 	profile__free(q);
 }
+
+/* A process's container goes through the file (its own section) and labels its threads. */
+Test(profile, containers_round_trip_and_label)
+{
+	struct profile *p = rank_profile("hostA", 1, 0, 5000, "f"), *q, *view = NULL;
+	const char *id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	const char *cg = "/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef"
+			 "0123456789abcdef.scope";
+	struct pf_process pr = *profile__process(p, 0, 100);
+	bool kinds[SAMPLE_KIND_MAX] = { [SAMPLE_ONCPU] = true };
+	struct profile_filter f = { .per_thread = true };
+	const struct pf_process *got;
+
+	pr.cgroup = (uint32_t)profile__string(p, cg, strlen(cg));
+	pr.container = (uint32_t)profile__string(p, id, strlen(id));
+	cr_assert_eq(profile__set_process(p, &pr), 0);
+	q = write_read(p);
+	got = profile__process(q, 0, 100);
+	cr_assert_not_null(got);
+	cr_assert_eq(got->rank, 1, "the rank stays beside the container");
+	cr_assert_str_eq(profile__str(q, got->cgroup), cg);
+	cr_assert_str_eq(profile__str(q, got->container), id);
+	cr_assert_str_eq(profile__container_label(q, got), id);
+	cr_assert_eq(profile__filter(q, kinds, &f, &view), 0);
+	cr_assert_str_eq(profile__str(view, profile__get_thread(view, 0)->comm),
+			 "python3-100/100 [0123456789ab]");
+	profile__free(view);
+	f = (struct profile_filter){ .per_process = true };
+	cr_assert_eq(profile__filter(q, kinds, &f, &view), 0);
+	cr_assert_str_eq(profile__str(view, profile__get_thread(view, 0)->comm),
+			 "python3-100 [0123456789ab]");
+	profile__free(view);
+	profile__free(p);
+	profile__free(q);
+}

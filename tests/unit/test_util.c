@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
@@ -68,4 +73,70 @@ Test(le, round_trip)
 	cr_assert_eq(b[0], 8);
 	cr_assert_eq(b[7], 1);
 	cr_assert_eq(get_le64(b), 0x0102030405060708ULL);
+}
+
+/* A process's own view of its ids: in our namespace, ours; in a new PID namespace, 1. */
+Test(nspid, own_namespace_and_a_new_one)
+{
+	uint32_t v = 0;
+	pid_t child;
+	int status, pipefd[2];
+	char c = 0;
+
+	cr_assert_eq(proc_ns_tid((uint32_t)getpid(), 0, &v), 0);
+	cr_assert_eq(v, (uint32_t)getpid());
+	cr_assert_eq(proc_ns_tid((uint32_t)getpid(), (uint32_t)gettid(), &v), 0);
+	cr_assert_eq(v, (uint32_t)gettid());
+	cr_assert_eq(proc_ns_tid(UINT32_MAX - 1, 0, &v), -ENOENT);
+	if (geteuid() != 0)
+		return; /* a PID namespace needs CAP_SYS_ADMIN: the e2e container tests run as root */
+	cr_assert_eq(pipe(pipefd), 0);
+	child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		pid_t inner;
+
+		if (unshare(CLONE_NEWPID))
+			_exit(2);
+		inner = fork(); /* the first child of a new namespace is its pid 1 */
+		if (inner == 0) {
+			close(pipefd[1]);
+			(void)!read(pipefd[0], &c, 1);
+			_exit(0);
+		}
+		close(pipefd[0]);
+		close(pipefd[1]); /* the grandchild waits for the test to close the last one */
+		_exit(inner > 0 ? (waitpid(inner, NULL, 0) > 0 ? 0 : 3) : 4);
+	}
+	close(pipefd[0]);
+	/* the grandchild: the only child process of child */
+	for (int i = 0; i < 500; i++) {
+		char path[64], buf[64] = "";
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)child, (int)child);
+		f = fopen(path, "r");
+		if (f) {
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = '\0';
+			fclose(f);
+		}
+		if (buf[0]) {
+			uint32_t inner = (uint32_t)strtoul(buf, NULL, 10);
+
+			cr_assert_eq(proc_ns_tid(inner, 0, &v), 0);
+			cr_assert_eq(v, 1, "pid %u sees itself as %u", inner, v);
+			cr_assert_eq(proc_ns_tid(inner, inner, &v), 0);
+			cr_assert_eq(v, 1);
+			break;
+		}
+		if (i == 499) {
+			close(pipefd[1]);
+			cr_assert_fail("no grandchild appeared");
+		}
+		usleep(10000);
+	}
+	close(pipefd[1]);
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
 }
