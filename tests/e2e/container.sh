@@ -15,7 +15,13 @@ set -eu
 root=$1 src=$2 cg=$3
 shift 3
 if [ "$cg" != - ]; then echo $$ >"$cg/cgroup.procs"; fi
-exec unshare --pid --fork --mount --propagation private -- bash -c '
+# Private propagation needs / to be a mount point. Inside a chroot (CI's
+# fresh roots) it is not, and unshare refuses; such a chroot already runs
+# in a private mount namespace of its own (fresh-check.sh makes one), so
+# nothing mounted here reaches the host either way.
+prop=private
+unshare --mount --propagation private true 2>/dev/null || prop=unchanged
+exec unshare --pid --fork --mount --propagation "$prop" -- bash -c '
 set -eu
 root=$1 src=$2; shift 2
 case $root in
