@@ -70,9 +70,9 @@ static void no_loss(char *const env[], const char *const *cmd)
 	if (lost && switch_storm_known &&
 	    strstr(r.err, "overflow): 0 while on-CPU samples were written"))
 		cr_skip_test(
-			"%lu context-switch records lost on PyTorch 2.x's gloo job (known, the "
-			"overhead issue): %s",
-			lost, r.err);
+			"%lu context-switch records lost on PyTorch 2.x's gloo job (known, not "
+			"fixed yet: see this test's comment): %.*s",
+			lost, (int)strcspn(line, "\n"), line);
 	cr_assert_eq(lost, 0, "%s", r.err);
 	cr_assert_eq(profile__read(data, &p, &e), 0, "%s", e.what ? e.what : "read failed");
 	cr_assert_eq(profile__cmeta(p)->lost, 0);
