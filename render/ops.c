@@ -498,7 +498,8 @@ int render_ops(const struct profile *p, const struct render_select *sel, const s
 		goto out;
 	for (size_t i = 0; i < c.nr_rows; i++)
 		c.rows[i].text = text.buf + c.rows[i].off;
-	qsort_r(c.rows, c.nr_rows, sizeof(*c.rows), row_cmp, &by_total);
+	if (c.nr_rows) /* no rows: rows may be NULL, which qsort_r must not get */
+		qsort_r(c.rows, c.nr_rows, sizeof(*c.rows), row_cmp, &by_total);
 
 	describe(kinds, what, sizeof(what));
 	fprintf(out,
