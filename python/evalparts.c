@@ -140,9 +140,13 @@ size_t py_insn_len(const uint8_t *b, size_t len, int64_t *target, bool *jump)
 	if (op == 0xc4 || op == 0xc5 || op == 0x62) {
 		/* VEX (3 or 2 bytes) or EVEX (4): then the opcode and a ModRM byte */
 		size_t pfx = op == 0xc5 ? 1 : op == 0xc4 ? 2 : 3;
-		unsigned map = op == 0xc5 ? 1 : b[i] & (op == 0x62 ? 7 : 0x1f);
+		unsigned map;
 
-		if (i + pfx + 1 >= len || map < 1 || map > 3)
+		/* the prefix bytes, the opcode and the ModRM byte must all be there */
+		if (i + pfx + 1 >= len)
+			return 0;
+		map = op == 0xc5 ? 1 : b[i] & (op == 0x62 ? 7 : 0x1f);
+		if (map < 1 || map > 3)
 			return 0;
 		i += pfx;
 		op = b[i++];

@@ -413,13 +413,18 @@ Test(perfdata, mapped_and_read_give_the_same_records)
 	uint8_t *c = calloc(1, len + 4);
 	memcpy(c, b, data_off);
 	memcpy(c + data_off + 4, b + data_off, len - data_off);
-	*(uint64_t *)(c + 40) = data_off + 4;
+	/* little-endian u64 fields at unaligned offsets: through memcpy */
+	uint64_t v = data_off + 4, table;
+	memcpy(c + 40, &v, 8);
 	/* the feature sections after the data moved too: one { offset, size } per bit set */
-	uint64_t table = data_off + 4 + *(uint64_t *)(b + 48);
+	memcpy(&v, b + 48, 8);
+	table = data_off + 4 + v;
 	for (int bit = 0, nth = 0; bit < 256; bit++) {
 		if (!(b[72 + bit / 8] & (1u << (bit % 8))))
 			continue;
-		*(uint64_t *)(c + table + 16 * nth) += 4;
+		memcpy(&v, c + table + 16 * nth, 8);
+		v += 4;
+		memcpy(c + table + 16 * nth, &v, 8);
 		nth++;
 	}
 	spit(moved, c, len + 4);
