@@ -564,7 +564,7 @@ Test(containers, cgroup_whole)
 			 NULL };
 	pid_t rec, outer1, inner1, outer2, inner2;
 	int status;
-	char *pt, *txt, label[64];
+	char *pt, *txt, *errpath, label[64];
 
 	need_root();
 	prepare(root);
@@ -585,7 +585,9 @@ Test(containers, cgroup_whole)
 	outer2 = start(root, need_env("PY_FIXTURES"), cg, "later", later);
 	inner2 = inner_pid(outer2, "python3");
 	cr_assert_eq(waitpid(rec, &status, 0), rec);
-	txt = read_text(path_in(dir, "rec.err"));
+	errpath = path_in(dir, "rec.err");
+	txt = read_text(errpath);
+	free(errpath);
 	cr_log_info("%s", txt);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "record failed: %s", txt);
 	free(txt);
