@@ -159,7 +159,8 @@ int main(int argc, char **argv)
 	if (argc > 2 && !strcmp(argv[1], "--linked-by")) {
 		path = linked_dnnl(argv[2]);
 		if (!path) {
-			fprintf(stderr, "symbolize_bench: %s links no libdnnl.so.N (ldd)\n", argv[2]);
+			fprintf(stderr, "symbolize_bench: %s links no libdnnl.so.N (ldd)\n",
+				argv[2]);
 			return 1;
 		}
 		argv += 2;
@@ -167,7 +168,8 @@ int main(int argc, char **argv)
 	} else {
 		path = argc > 1 ? argv[1] : NULL;
 		if (!path) {
-			fprintf(stderr, "usage: symbolize_bench LIBRARY|--linked-by BINARY [COUNT]\n");
+			fprintf(stderr,
+				"usage: symbolize_bench LIBRARY|--linked-by BINARY [COUNT]\n");
 			return 2;
 		}
 		argv++;
