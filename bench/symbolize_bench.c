@@ -154,10 +154,11 @@ static char *linked_dnnl(const char *binary)
 int main(int argc, char **argv)
 {
 	const char *path;
+	char *found = NULL;
 	size_t count;
 
 	if (argc > 2 && !strcmp(argv[1], "--linked-by")) {
-		path = linked_dnnl(argv[2]);
+		path = found = linked_dnnl(argv[2]);
 		if (!path) {
 			fprintf(stderr, "symbolize_bench: %s links no libdnnl.so.N (ldd)\n",
 				argv[2]);
@@ -248,5 +249,6 @@ int main(int argc, char **argv)
 	symbolizer__free(s);
 	free(addrs);
 	free(ranges);
+	free(found);
 	return bad || t_run >= 1.0 ? 1 : 0;
 }
