@@ -1,62 +1,146 @@
 #!/usr/bin/env bash
-# Trainer throughput (examples/mlp samples/s) unprofiled, under `dlflame record`
-# (defaults) and under `perf record` (FP and DWARF, at dlflame's 999 Hz), run
-# alternately in one run so that machine noise hits every mode alike. Prints,
-# per mode, the median samples/s, its share of the unprofiled median, the
-# median of the per-round shares (each run against the unprofiled run of its
-# own round, which cancels slow drifts of the machine), the share of medians
-# over the runs this VM did not make in its half-speed state, and every run.
+# What recording costs a trainer: its throughput unprofiled, under `dlflame
+# record` (defaults) and under `perf record --call-graph dwarf -F 999` (and
+# `perf record -g`, MODES below), run alternately round after round so that
+# machine noise hits every mode alike; and what dlflame spends of its own
+# while it records, thread by thread.
 #
-# The half-speed state: now and then, for seconds to minutes, this 2-vCPU VM
-# runs the 2-thread MLP at half its speed, profiled or not (the unprofiled
-# runs fall into it as often as the others). Runs under 65% of the fastest
-# unprofiled run are taken to be in it; how many were is printed.
+# Trainers (TRAINERS, each NAME:THREADS): cnn is examples/cnn_train.py
+# (python3-torch; THREADS intra-op threads, its images/s line), mlp is
+# examples/mlp (oneDNN; THREADS OpenMP threads, its samples/s line). Both
+# time their training loop only, not their start.
 #
-#   bench/overhead.sh                  # 1 OpenMP thread, 9 rounds
-#   OMP_NUM_THREADS=2 ROUNDS=11 bench/overhead.sh
+# Printed per trainer and mode: the median rate, its share of the unprofiled
+# median, the median of the per-round shares (each run against the
+# unprofiled run of its own round, which cancels slow drifts of the machine:
+# the figure to quote), the share of medians over the runs not made in the
+# VM's half-speed state, and every run. The half-speed state: now and then,
+# for seconds to minutes, a 2-vCPU VM runs a 2-thread trainer at half its
+# speed, profiled or not; runs under 65% of the fastest unprofiled run are
+# taken to be in it, and how many were is printed.
+#
+# Then dlflame's own cost (bench/threadcost.py reads /proc/PID/task/*/stat
+# and status of the recorder, not of the trainer): per thread name, the
+# median over the rounds of its user and system CPU in ms, that CPU as a
+# share of one CPU over the run, and its wakeups per second (voluntary +
+# involuntary context switches over the run's wall time).
+#
+# On a machine shared with other work every figure is noisy: use more rounds
+# on a quiet one.
+#
+#   bench/overhead.sh                              # cnn:1 cnn:2 mlp:1 mlp:2, 5 rounds
+#   ROUNDS=11 TRAINERS="cnn:2" bench/overhead.sh
+#   MODES="unprofiled dlflame perf-fp perf-dwarf" TRAINERS=mlp:1 ROUNDS=15 bench/overhead.sh
+#   BUILD=build-trixie bench/overhead.sh           # in a Debian 13 root (enter.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-9}
-ITER=${ITER:-1500}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-DL=build/cmd/dlflame
-MLP=build/examples/mlp
+ROUNDS=${ROUNDS:-5}
+TRAINERS=${TRAINERS:-cnn:1 cnn:2 mlp:1 mlp:2}
+MODES=${MODES:-unprofiled dlflame perf-dwarf}
+CNN_STEPS=${CNN_STEPS:-150}
+MLP_ITER=${MLP_ITER:-1500}
+BUILD=$(realpath "${BUILD:-build}")
+DL=$BUILD/cmd/dlflame
+MLP=$BUILD/examples/mlp
+CNN=$PWD/examples/cnn_train.py
+TC=$PWD/bench/threadcost.py
+PERF=${PERF:-perf}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-rate() { sed -n 's/.* \([0-9.]*\) samples\/s.*/\1/p' | tail -1; }
+for t in $TRAINERS; do
+  case ${t%%:*} in
+    cnn) python3 -c 'import torch' 2>/dev/null ||
+      { echo "overhead.sh: python3-torch is not installed (scripts/setup.sh installs it)" >&2; exit 1; } ;;
+    mlp) [ -x "$MLP" ] || { echo "overhead.sh: no $MLP: build first (ninja -C ${BUILD#$PWD/})" >&2; exit 1; } ;;
+    *) echo "overhead.sh: unknown trainer '$t' (cnn:N or mlp:N)" >&2; exit 2 ;;
+  esac
+done
+[ -x "$DL" ] || { echo "overhead.sh: no $DL: build first" >&2; exit 1; }
+
+# the trainer's command line and the sed that reads its rate
+trainer() {
+  case ${1%%:*} in
+    cnn) echo "python3 $CNN $CNN_STEPS --threads ${1#*:}" ;;
+    mlp) echo "env OMP_NUM_THREADS=${1#*:} $MLP $MLP_ITER" ;;
+  esac
+}
+rate() { sed -n 's/.* \([0-9.]*\) \(images\|samples\)\/s.*/\1/p' | tail -1; }
 
 declare -A runs
-modes=(unprofiled dlflame perf-fp perf-dwarf)
 for ((r = 1; r <= ROUNDS; r++)); do
-  for m in "${modes[@]}"; do
-    case $m in
-      unprofiled) v=$($MLP "$ITER" | rate) ;;
-      dlflame) v=$($DL record -o "$tmp/d.data" -- $MLP "$ITER" 2>/dev/null | rate) ;;
-      perf-fp) v=$(perf record -q -g -F 999 -o "$tmp/p.data" -- $MLP "$ITER" 2>/dev/null | rate) ;;
-      perf-dwarf) v=$(perf record -q --call-graph dwarf -F 999 -o "$tmp/p.data" -- $MLP "$ITER" 2>/dev/null | rate) ;;
-    esac
-    runs[$m]="${runs[$m]:-} ${v:-0}"
+  for t in $TRAINERS; do
+    cmd=$(trainer "$t")
+    for m in $MODES; do
+      case $m in
+        unprofiled) v=$($cmd 2>/dev/null | rate) ;;
+        dlflame)
+          v=$(python3 "$TC" "$tmp/cost" -- $DL record -o "$tmp/d.data" -- $cmd 2>"$tmp/err" | rate)
+          # one line per round: name user sys vcs nvcs threads, wall_s last
+          awk -v r="$r" '{print r "\t" $0}' "$tmp/cost" >> "$tmp/cost.$t"
+          # the records it lost and the share of samples with Python frames
+          echo "$(sed -n 's/.*, \([0-9]*\) lost,.*/\1/p' "$tmp/err" | tail -1)" \
+            "$(sed -n 's/.*Python frames in \([0-9.]*\)% of.*/\1%/p' "$tmp/err" | tail -1)" >> "$tmp/lost.$t" ;;
+        perf-fp) v=$($PERF record -q -g -F 999 -o "$tmp/p.data" -- $cmd 2>/dev/null | rate) ;;
+        perf-dwarf) v=$($PERF record -q --call-graph dwarf -F 999 -o "$tmp/p.data" -- $cmd 2>/dev/null | rate) ;;
+        *) echo "overhead.sh: unknown mode '$m'" >&2; exit 2 ;;
+      esac
+      runs[$t.$m]="${runs[$t.$m]:-} ${v:-0}"
+    done
   done
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-column() { echo "$1" | tr ' ' '\n' | grep .; }
-base=$(echo "${runs[unprofiled]}" | median)
-floor=$(column "${runs[unprofiled]}" | sort -g | tail -1 | awk '{print 0.65 * $1}')
-fast() { column "$1" | awk -v f="$floor" '$1 >= f'; }
-fbase=$(fast "${runs[unprofiled]}" | median)
-echo "mlp $ITER iterations, OMP_NUM_THREADS=$OMP_NUM_THREADS, $ROUNDS rounds"
-printf '  %-11s %9s %7s %7s %13s   %s\n' mode "median/s" "share" "paired" "not half-speed" \
-  "every run (samples/s)"
-for m in "${modes[@]}"; do
-  med=$(echo "${runs[$m]}" | median)
-  paired=$(paste <(column "${runs[unprofiled]}") <(column "${runs[$m]}") |
-    awk '$1 > 0 {print $2 / $1}' | median)
-  fmed=$(fast "${runs[$m]}" | median)
-  nslow=$(($(column "${runs[$m]}" | wc -l) - $(fast "${runs[$m]}" | wc -l)))
-  awk -v m="$m" -v v="$med" -v b="$base" -v p="$paired" -v fm="${fmed:-0}" -v fb="$fbase" \
-    -v ns="$nslow" -v all="${runs[$m]}" \
-    'BEGIN {printf "  %-11s %9.0f %6.1f%% %6.1f%% %6.1f%% (-%d)  %s\n", m, v, 100 * v / b, 100 * p,
-            100 * fm / fb, ns, all}'
+median() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+column() { echo "$1" | tr ' ' '\n' | { grep . || true; }; }
+echo "$(uname -r), $(nproc) CPUs, $(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch'), $ROUNDS rounds, rate = the trainer's own (loop only)"
+for t in $TRAINERS; do
+  base=$(echo "${runs[$t.unprofiled]:-}" | median)
+  [ -n "$base" ] || { echo "$t: no unprofiled runs (MODES must hold unprofiled)"; continue; }
+  floor=$(column "${runs[$t.unprofiled]}" | sort -g | tail -1 | awk '{print 0.65 * $1}')
+  fast() { column "$1" | awk -v f="$floor" '$1 >= f'; }
+  fbase=$(fast "${runs[$t.unprofiled]}" | median)
+  echo "$t ($(trainer "$t" | sed "s|$PWD/||g; s|$BUILD/|build/|"))"
+  printf '  %-11s %9s %7s %7s %13s   %s\n' mode "median/s" "share" "paired" "not half-speed" "every run"
+  for m in $MODES; do
+    med=$(echo "${runs[$t.$m]}" | median)
+    paired=$(paste <(column "${runs[$t.unprofiled]}") <(column "${runs[$t.$m]}") |
+      awk '$1 > 0 {print $2 / $1}' | median)
+    fmed=$(fast "${runs[$t.$m]}" | median)
+    nslow=$(($(column "${runs[$t.$m]}" | wc -l) - $(fast "${runs[$t.$m]}" | wc -l)))
+    awk -v m="$m" -v v="$med" -v b="$base" -v p="$paired" -v fm="${fmed:-0}" -v fb="$fbase" \
+      -v ns="$nslow" -v all="${runs[$t.$m]}" \
+      'BEGIN {printf "  %-11s %9.1f %6.1f%% %6.1f%% %6.1f%% (-%d)  %s\n", m, v, 100 * v / b, 100 * p,
+              100 * fm / fb, ns, all}'
+  done
+  if [ -s "$tmp/cost.$t" ]; then
+    echo "  dlflame's threads, median of $ROUNDS rounds: user ms, system ms, % of one CPU over the run, wakeups/s"
+    # per round: the wall time, then each thread name's figures
+    awk -F'\t' '
+      $2 == "wall_s" { wall[$1] = $3; next }
+      { key[$2] = 1; u[$2, $1] = $3; s[$2, $1] = $4; cs[$2, $1] = $5 + $6; n[$2, $1] = $7
+        rounds[$1] = 1 }
+      function med(a, k,   i, m, v, x, j, t) {
+        m = 0
+        for (i in rounds) v[++m] = ((k, i) in a) ? a[k, i] : 0
+        for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+        return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+      }
+      END {
+        for (i in rounds) { pct[i] = 0; tot[i] = 0 }
+        for (k in key) for (i in rounds) { c = ((k, i) in u) ? u[k, i] + s[k, i] : 0; tot[i] += c
+          cpu[k, i] = 100 * c / (1000 * wall[i]); wk[k, i] = ((k, i) in cs) ? cs[k, i] / wall[i] : 0 }
+        for (i in rounds) all[i] = 100 * tot[i] / (1000 * wall[i])
+        for (k in key) printf "    %-16s %7.0f %7.0f %6.1f%% %8.0f\n", k, med(u, k), med(s, k), med(cpu, k), med(wk, k)
+        for (i in rounds) { w[i] = wall[i]; tt[i] = tot[i] }
+        printf "    %-16s %15.0f %6.1f%% %8s  (run %.1f s)\n", "all", medv(tt), medv(all), "", medv(w)
+      }
+      function medv(a,   i, m, v, j, t) {
+        m = 0
+        for (i in a) v[++m] = a[i]
+        for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+        return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+      }' "$tmp/cost.$t" | sort -k1,1
+    echo "  dlflame's lost records and share of samples with Python frames, per round:" \
+      "$(tr '\n' ',' < "$tmp/lost.$t" | sed 's/,$//; s/,/, /g')"
+  fi
 done

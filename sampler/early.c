@@ -128,6 +128,7 @@ static void *drain_main(void *arg)
 
 	if (!pfds || !scratch)
 		goto out;
+	prctl(PR_SET_NAME, "dlflame-drain", 0, 0, 0); /* for top -H and bench/overhead.sh */
 	/* above the early thread: a ring must never wait for a callback */
 	reader_priority(2);
 	for (size_t i = 0; i < n; i++)
@@ -194,6 +195,7 @@ static void *early_main(void *arg)
 	 * Ahead of the recording's own thread: a read that waits for it finds
 	 * a Python stack that has moved on.
 	 */
+	prctl(PR_SET_NAME, "dlflame-early", 0, 0, 0);
 	reader_priority(1);
 	for (;;) {
 		struct timespec wait = { .tv_nsec = fast ? EARLY_FAST_US * 1000L

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "util/util.h"
 
@@ -227,6 +228,7 @@ static void *kallsyms_thread(void *arg)
 {
 	struct symbolizer *s = arg;
 
+	prctl(PR_SET_NAME, "dlflame-ksyms", 0, 0, 0); /* for top -H and bench/overhead.sh */
 	s->kerr = kallsyms__load(&s->kload, s->kpath, &s->kpool);
 	return NULL;
 }
