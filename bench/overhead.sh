@@ -32,6 +32,7 @@
 #   ROUNDS=11 TRAINERS="cnn:2" bench/overhead.sh
 #   MODES="unprofiled dlflame perf-fp perf-dwarf" TRAINERS=mlp:1 ROUNDS=15 bench/overhead.sh
 #   BUILD=build-trixie bench/overhead.sh           # in a Debian 13 root (enter.sh)
+#   BASE=/tmp/build-old MODES="unprofiled dlflame-base dlflame" bench/overhead.sh   # before/after
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
@@ -45,6 +46,8 @@ MLP=$BUILD/examples/mlp
 CNN=$PWD/examples/cnn_train.py
 TC=$PWD/bench/threadcost.py
 PERF=${PERF:-perf}
+# MODES may hold dlflame-base: `dlflame record` of another build (BASE), to compare two in one session
+BASE_DL=$(realpath "${BASE:-build}")/cmd/dlflame
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -74,13 +77,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for m in $MODES; do
       case $m in
         unprofiled) v=$($cmd 2>/dev/null | rate) ;;
-        dlflame)
-          v=$(python3 "$TC" "$tmp/cost" -- $DL record -o "$tmp/d.data" -- $cmd 2>"$tmp/err" | rate)
+        dlflame | dlflame-base)
+          dl=$DL
+          [ "$m" = dlflame-base ] && dl=$BASE_DL
+          v=$(python3 "$TC" "$tmp/cost" -- $dl record -o "$tmp/d.data" -- $cmd 2>"$tmp/err" | rate)
           # one line per round: name user sys vcs nvcs threads, wall_s last
-          awk -v r="$r" '{print r "\t" $0}' "$tmp/cost" >> "$tmp/cost.$t"
+          awk -v r="$r" '{print r "\t" $0}' "$tmp/cost" >> "$tmp/cost.$t.$m"
           # the records it lost and the share of samples with Python frames
           echo "$(sed -n 's/.*, \([0-9]*\) lost,.*/\1/p' "$tmp/err" | tail -1)" \
-            "$(sed -n 's/.*Python frames in \([0-9.]*\)% of.*/\1%/p' "$tmp/err" | tail -1)" >> "$tmp/lost.$t" ;;
+            "$(sed -n 's/.*Python frames in \([0-9.]*\)% of.*/\1%/p' "$tmp/err" | tail -1)" >> "$tmp/lost.$t.$m" ;;
         perf-fp) v=$($PERF record -q -g -F 999 -o "$tmp/p.data" -- $cmd 2>/dev/null | rate) ;;
         perf-dwarf) v=$($PERF record -q --call-graph dwarf -F 999 -o "$tmp/p.data" -- $cmd 2>/dev/null | rate) ;;
         *) echo "overhead.sh: unknown mode '$m'" >&2; exit 2 ;;
@@ -112,8 +117,9 @@ for t in $TRAINERS; do
       'BEGIN {printf "  %-11s %9.1f %6.1f%% %6.1f%% %6.1f%% (-%d)  %s\n", m, v, 100 * v / b, 100 * p,
               100 * fm / fb, ns, all}'
   done
-  if [ -s "$tmp/cost.$t" ]; then
-    echo "  dlflame's threads, median of $ROUNDS rounds: user ms, system ms, % of one CPU over the run, wakeups/s"
+  for m in $MODES; do
+    [ -s "$tmp/cost.$t.$m" ] || continue
+    echo "  $m's threads, median of $ROUNDS rounds: user ms, system ms, % of one CPU over the run, wakeups/s"
     # per round: the wall time, then each thread name's figures
     awk -F'\t' '
       $2 == "wall_s" { wall[$1] = $3; next }
@@ -139,8 +145,8 @@ for t in $TRAINERS; do
         for (i in a) v[++m] = a[i]
         for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
         return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
-      }' "$tmp/cost.$t" | sort -k1,1
-    echo "  dlflame's lost records and share of samples with Python frames, per round:" \
-      "$(tr '\n' ',' < "$tmp/lost.$t" | sed 's/,$//; s/,/, /g')"
-  fi
+      }' "$tmp/cost.$t.$m" | sort -k1,1
+    echo "  $m's lost records and share of samples with Python frames, per round:" \
+      "$(tr '\n' ',' < "$tmp/lost.$t.$m" | sed 's/,$//; s/,/, /g')"
+  done
 done

@@ -6,19 +6,30 @@
  * into each ring's spill (spill.h), stack copies cut to what the kernel
  * could copy, and gives the kernel its space back at once.
  *
- *  - the drain thread makes a pass whenever a ring is a quarter full or
- *    every EARLY_SLOW_MS. It does nothing else: no file, no callback can
- *    hold it up, so a ring overflows only once the spills are at their
- *    budget.
- *  - the early thread (with an early callback only) makes a pass of its
- *    own as often as the callback asks (EARLY_FAST_US), then hands each
- *    sample copied since to sampler__set_early's callback, long before it
- *    is delivered in time order. When a callback waits (a lock, a file),
- *    the drain thread still empties the rings.
+ *  - the reader thread sleeps until the kernel wakes a ring: at every
+ *    sample when there is an early callback (the events' wakeup_events,
+ *    events.c), else at the rings' watermark. Then it makes a pass and
+ *    hands each sample copied since to sampler__set_early's callback, long
+ *    before it is delivered in time order. While the callback says it
+ *    wants no samples at once (no Python process), it naps EARLY_SLOW_MS
+ *    before each pass, so that a busy target's samples come a batch at a
+ *    time; a ring is a quarter full only after far longer. With probes
+ *    watched as libraries are mapped (opts.on_map), it also looks every
+ *    EARLY_SLOW_MS: a mapping is not a sample and wakes nobody.
+ *  - the standby thread (with an early callback only) sleeps until a
+ *    callback has held the reader up for STANDBY_AFTER_NS (a lock, a
+ *    file), then empties the rings at their wakeups until the reader is
+ *    back. No callback can make a ring overflow.
+ *
+ * Neither runs above the target's priority, unless a pass finds a ring
+ * more than half full (records about to be lost): then that thread runs
+ * real-time (as root; else at nice -10 where allowed) until a pass finds
+ * every ring under an eighth.
  *
  * One pass at a time (copy_lock). The recording's thread frames what the
- * early thread has seen (what was copied, without one), so every sample
- * reaches the callback before it is delivered.
+ * reader has handed to the callback (what was copied, without one), so
+ * every sample reaches the callback before it is delivered; the reader
+ * wakes it (kick_fd) when the spills hold a quarter of their budget.
  */
 #include <errno.h>
 #include <poll.h>
@@ -28,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -49,12 +61,20 @@ static uint32_t probe_event(const struct sampler *s, uint64_t id)
 	return EV_ONCPU;
 }
 
-/* Copy ring r's new records into its spill; false when the spill budget stopped it. */
-static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool final)
+/*
+ * Copy ring r's new records into its spill; false when the spill budget
+ * stopped it. *fill: the most any ring held, in eighths of its size.
+ */
+static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool final,
+		     unsigned *fill)
 {
 	struct perf_event_mmap_page *pg = r->map;
 	uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
+	unsigned eighths = (unsigned)((head - tail) * 8 / r->data_size);
 	bool all = true;
+
+	if (eighths > *fill)
+		*fill = eighths;
 
 	for (;;) {
 		uint64_t next = tail;
@@ -86,73 +106,116 @@ static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool f
 	return all;
 }
 
-bool drain_pass(struct sampler *s, uint8_t *scratch, bool final)
+bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, unsigned *fill)
 {
 	uint64_t start = monotonic_ns();
 	bool all = true;
 
+	*fill = 0;
 	for (size_t i = 0; i < s->nr_rings; i++)
-		all &= copy_out(s, &s->rings[i], scratch, final);
+		all &= copy_out(s, &s->rings[i], scratch, final, fill);
 	if (all)
 		__atomic_store_n(&s->copied_at, start, __ATOMIC_RELEASE);
 	return all;
 }
 
-/* Real-time priority (these threads sleep, then work microseconds at a time), else nice -10. */
-static void reader_priority(int prio)
+/* A reader thread's own: whether it runs above the target now. */
+struct reader {
+	struct sampler *s;
+	uint8_t *scratch;
+	bool boosted;
+};
+
+/*
+ * Records about to be lost (a ring over half full): run above the target
+ * until the rings are nearly empty again (under an eighth).
+ */
+static void reader_priority(struct reader *rd, unsigned fill)
 {
-	if (pthread_setschedparam(pthread_self(), SCHED_FIFO,
-				  &(struct sched_param){ .sched_priority = prio }))
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
-	/* its timer wakes it when asked, not up to 50 us later */
-	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	if (!rd->boosted && fill >= 4) {
+		if (pthread_setschedparam(pthread_self(), SCHED_FIFO,
+					  &(struct sched_param){ .sched_priority = 1 }))
+			setpriority(PRIO_PROCESS, (id_t)tid, -10);
+		rd->boosted = true;
+		__atomic_add_fetch(&rd->s->boosts, 1, __ATOMIC_RELAXED);
+	} else if (rd->boosted && fill < 1) {
+		pthread_setschedparam(pthread_self(), SCHED_OTHER,
+				      &(struct sched_param){ .sched_priority = 0 });
+		setpriority(PRIO_PROCESS, (id_t)tid, 0);
+		rd->boosted = false;
+	}
 }
 
-static bool locked_pass(struct sampler *s, uint8_t *scratch)
+/* Wake the recording's thread when the spills hold a quarter of their budget. */
+static void kick(struct sampler *s)
 {
+	uint64_t one = 1;
+
+	if (__atomic_load_n(&s->budget.used, __ATOMIC_RELAXED) * 4 < s->budget.max ||
+	    __atomic_exchange_n(&s->kicked, true, __ATOMIC_ACQ_REL))
+		return;
+	if (write(s->kick_fd, &one, sizeof(one)) != sizeof(one))
+		__atomic_store_n(&s->kicked, false, __ATOMIC_RELEASE);
+}
+
+static bool locked_pass(struct reader *rd)
+{
+	struct sampler *s = rd->s;
+	unsigned fill;
 	bool all;
 
 	pthread_mutex_lock(&s->copy_lock);
-	all = drain_pass(s, scratch, false);
+	all = drain_pass(s, rd->scratch, false, &fill);
 	pthread_mutex_unlock(&s->copy_lock);
+	reader_priority(rd, fill);
+	kick(s);
 	return all;
 }
 
-static void *drain_main(void *arg)
+/* The rings' fds (live ones: a gone target's ring says POLLHUP for ever) and stop, last. */
+static struct pollfd *ring_pollfds(const struct sampler *s)
 {
-	struct sampler *s = arg;
-	size_t n = s->nr_rings;
-	struct pollfd *pfds = calloc(n + 1, sizeof(*pfds));
-	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	bool left = false;
+	struct pollfd *pfds = calloc(s->nr_rings + 1, sizeof(*pfds));
 
-	if (!pfds || !scratch)
-		goto out;
-	prctl(PR_SET_NAME, "dlflame-drain", 0, 0, 0); /* for top -H and bench/overhead.sh */
-	/* above the early thread: a ring must never wait for a callback */
-	reader_priority(2);
-	for (size_t i = 0; i < n; i++)
+	if (!pfds)
+		return NULL;
+	for (size_t i = 0; i < s->nr_rings; i++)
 		pfds[i] = (struct pollfd){ .fd = s->rings[i].fd, .events = POLLIN };
-	pfds[n] = (struct pollfd){ .fd = s->early_stop, .events = POLLIN };
-	for (;;) {
-		struct timespec wait = { .tv_nsec = left ? EARLY_FAST_US * 1000L
-							 : EARLY_SLOW_MS * 1000000L };
+	pfds[s->nr_rings] = (struct pollfd){ .fd = s->early_stop, .events = POLLIN };
+	return pfds;
+}
 
-		if (ppoll(pfds, n + 1, &wait, NULL) < 0 && errno != EINTR)
-			break;
-		if (pfds[n].revents)
-			break;
-		/* a gone target's ring says POLLHUP for ever: read it, then stop asking */
-		for (size_t i = 0; i < n; i++)
-			if (pfds[i].revents & (POLLHUP | POLLERR | POLLNVAL))
-				pfds[i].fd = -1;
-		/* a ring left behind (the budget) is looked at again soon: it may be released */
-		left = !locked_pass(s, scratch);
-	}
-out:
-	free(pfds);
-	free(scratch);
-	return NULL;
+/* Wait for a ring's wakeup, up to timeout_ms (-1: none); false once stopped or broken. */
+static bool wait_rings(const struct sampler *s, struct pollfd *pfds, int timeout_ms)
+{
+	size_t n = s->nr_rings;
+
+	if (poll(pfds, n + 1, timeout_ms) < 0 && errno != EINTR)
+		return false;
+	if (pfds[n].revents)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (pfds[i].revents & (POLLHUP | POLLERR | POLLNVAL))
+			pfds[i].fd = -1;
+	return true;
+}
+
+/* Sleep ms unless stopped meanwhile; false once stopped. */
+static bool nap(const struct sampler *s, int ms)
+{
+	struct pollfd stop = { .fd = s->early_stop, .events = POLLIN };
+
+	return poll(&stop, 1, ms) >= 0 ? !stop.revents : errno == EINTR;
+}
+
+static void standby_arm(struct sampler *s, bool on)
+{
+	struct itimerspec t = { .it_value.tv_nsec = on ? STANDBY_AFTER_NS : 0 };
+
+	__atomic_store_n(&s->in_early, on, __ATOMIC_RELEASE);
+	timerfd_settime(s->standby_timer, 0, &t, NULL);
 }
 
 /* The early callback for each sample copied since the last pass. */
@@ -160,6 +223,7 @@ static bool early_pass(struct sampler *s, bool fast)
 {
 	/* loaded first: what was copied by then is below the heads loaded next */
 	uint64_t copied_at = __atomic_load_n(&s->copied_at, __ATOMIC_ACQUIRE);
+	bool armed = false;
 
 	for (size_t i = 0; i < s->nr_rings; i++) {
 		struct ring *r = &s->rings[i];
@@ -173,42 +237,81 @@ static bool early_pass(struct sampler *s, bool fast)
 				continue;
 			dec.sample.event = probe_event(s, dec.id);
 			/* a return's stack is not kept */
-			if (!EV_IS_PROBE(dec.sample.event) || !EV_PROBE_IS_RETURN(dec.sample.event))
-				fast = s->early(s->early_ctx, &dec);
+			if (EV_IS_PROBE(dec.sample.event) && EV_PROBE_IS_RETURN(dec.sample.event))
+				continue;
+			if (!armed) {
+				standby_arm(s, true);
+				armed = true;
+			}
+			fast = s->early(s->early_ctx, &dec);
 		}
 		__atomic_store_n(&r->early_pos, pos, __ATOMIC_RELEASE);
 	}
+	if (armed)
+		standby_arm(s, false);
 	__atomic_store_n(&s->early_seen, copied_at, __ATOMIC_RELEASE);
 	return fast;
 }
 
-static void *early_main(void *arg)
+static void *reader_main(void *arg)
 {
-	struct sampler *s = arg;
-	struct pollfd stop = { .fd = s->early_stop, .events = POLLIN };
-	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	bool fast = false;
+	struct reader rd = { .s = arg, .scratch = malloc(SCRATCH_SIZE) };
+	struct sampler *s = rd.s;
+	struct pollfd *pfds = ring_pollfds(s);
+	bool fast = false, left = false;
 
-	if (!scratch)
-		return NULL;
-	/*
-	 * Ahead of the recording's own thread: a read that waits for it finds
-	 * a Python stack that has moved on.
-	 */
-	prctl(PR_SET_NAME, "dlflame-early", 0, 0, 0);
-	reader_priority(1);
+	if (!pfds || !rd.scratch)
+		goto out;
+	prctl(PR_SET_NAME, "dlflame-read", 0, 0, 0); /* for top -H and bench/overhead.sh */
 	for (;;) {
-		struct timespec wait = { .tv_nsec = fast ? EARLY_FAST_US * 1000L
-							 : EARLY_SLOW_MS * 1000000L };
+		/* a ring left behind (the spill budget) is looked at again soon: it may be released */
+		int timeout = left ? 1 : s->opts.on_map ? EARLY_SLOW_MS : -1;
 
-		if (ppoll(&stop, 1, &wait, NULL) < 0 && errno != EINTR)
+		if (!wait_rings(s, pfds, timeout))
 			break;
-		if (stop.revents)
+		/* wakeups come at every sample: with no one waiting for them, take a batch */
+		if (s->early && !fast && !left && !nap(s, EARLY_SLOW_MS))
 			break;
-		locked_pass(s, scratch);
-		fast = early_pass(s, fast);
+		left = !locked_pass(&rd);
+		if (s->early)
+			fast = early_pass(s, fast);
 	}
-	free(scratch);
+out:
+	free(pfds);
+	free(rd.scratch);
+	return NULL;
+}
+
+/* Empty the rings while a callback holds the reader up. */
+static void *standby_main(void *arg)
+{
+	struct reader rd = { .s = arg, .scratch = malloc(SCRATCH_SIZE) };
+	struct sampler *s = rd.s;
+	struct pollfd *pfds = ring_pollfds(s);
+	struct pollfd wait[2] = { { .fd = s->early_stop, .events = POLLIN },
+				  { .fd = s->standby_timer, .events = POLLIN } };
+	uint64_t expired;
+
+	if (!pfds || !rd.scratch)
+		goto out;
+	prctl(PR_SET_NAME, "dlflame-drain", 0, 0, 0);
+	for (;;) {
+		if (poll(wait, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (wait[0].revents)
+			break;
+		if (!wait[1].revents || read(s->standby_timer, &expired, sizeof(expired)) < 0)
+			continue;
+		while (__atomic_load_n(&s->in_early, __ATOMIC_ACQUIRE)) {
+			if (!wait_rings(s, pfds, EARLY_SLOW_MS))
+				goto out;
+			locked_pass(&rd);
+		}
+		reader_priority(&rd, 0);
+	}
+out:
+	free(pfds);
+	free(rd.scratch);
 	return NULL;
 }
 
@@ -219,17 +322,23 @@ int early_start(struct sampler *s)
 	if (s->drain_running || !s->nr_rings)
 		return 0;
 	s->early_stop = eventfd(0, EFD_CLOEXEC);
-	if (s->early_stop < 0)
-		return -errno;
+	s->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->early)
+		s->standby_timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->early_stop < 0 || s->kick_fd < 0 || (s->early && s->standby_timer < 0)) {
+		err = -errno;
+		goto fail;
+	}
 	if (s->early) {
 		for (size_t i = 0; i < s->nr_rings; i++)
 			s->rings[i].early_pos = s->rings[i].read_pos;
-		err = -pthread_create(&s->early_thread, NULL, early_main, s);
+		s->early_running = true;
+		err = -pthread_create(&s->standby_thread, NULL, standby_main, s);
 		if (err)
 			goto fail;
-		s->early_running = true;
+		s->standby_running = true;
 	}
-	err = -pthread_create(&s->drain_thread, NULL, drain_main, s);
+	err = -pthread_create(&s->drain_thread, NULL, reader_main, s);
 	if (err)
 		goto fail;
 	s->drain_running = true;
@@ -243,15 +352,28 @@ void early_stop(struct sampler *s)
 {
 	uint64_t one = 1;
 
-	if (s->early_stop < 0)
-		return;
-	if (write(s->early_stop, &one, sizeof(one)) != sizeof(one))
-		abort(); /* an eventfd write cannot fail here; a thread left running would */
-	if (s->drain_running)
-		pthread_join(s->drain_thread, NULL);
-	if (s->early_running)
-		pthread_join(s->early_thread, NULL);
-	close(s->early_stop);
-	s->early_stop = -1;
-	s->drain_running = s->early_running = false;
+	if (s->early_stop >= 0) {
+		if (write(s->early_stop, &one, sizeof(one)) != sizeof(one))
+			abort(); /* an eventfd write cannot fail here; a thread left running would */
+		if (s->drain_running)
+			pthread_join(s->drain_thread, NULL);
+		if (s->standby_running)
+			pthread_join(s->standby_thread, NULL);
+	}
+	close_fd(&s->early_stop);
+	close_fd(&s->kick_fd);
+	close_fd(&s->standby_timer);
+	s->drain_running = s->early_running = s->standby_running = false;
+}
+
+bool early_kicked(struct sampler *s)
+{
+	uint64_t v;
+
+	if (!__atomic_load_n(&s->kicked, __ATOMIC_ACQUIRE))
+		return false;
+	if (read(s->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return false;
+	__atomic_store_n(&s->kicked, false, __ATOMIC_RELEASE);
+	return true;
 }

@@ -116,10 +116,19 @@ struct sampler {
 	struct u64map tids; /* attach mode: tids we opened events on (or gave up on) */
 	rec_early_cb early; /* sampler__set_early */
 	void *early_ctx;
-	/* early.c: the drain thread, and the early thread when there is an early callback */
-	pthread_t drain_thread, early_thread;
-	bool drain_running, early_running;
+	/*
+	 * early.c: the reader thread (drain_thread), and the standby thread
+	 * when there is an early callback (early_running: the reader runs it).
+	 */
+	pthread_t drain_thread, standby_thread;
+	bool drain_running, early_running, standby_running;
 	int early_stop; /* eventfd that stops both */
+	int standby_timer; /* timerfd: the reader has been in the callback too long */
+	int kick_fd; /* eventfd: the spills fill, the recording's thread should frame them */
+	bool kicked; /* kick_fd written, not yet read (atomic) */
+	bool in_early; /* the reader is handing samples to the callback (atomic) */
+	uint64_t boosts; /* times a reader ran above the target (atomic) */
+	bool main_boosted; /* the recording's thread does (sampler__poll's) */
 	pthread_mutex_t copy_lock; /* one drain pass at a time */
 	/*
 	 * Every record the kernel wrote before copied_at is in the spills
@@ -206,15 +215,20 @@ uint64_t rings_copied_at(const struct sampler *s);
 
 /* ---- early.c ------------------------------------------------------------- */
 
+/* A callback that has held the reader up this long has the standby thread drain meanwhile. */
+#define STANDBY_AFTER_NS 1000000L
 /* The threads that empty the rings into spill, and see each sample early. */
 int early_start(struct sampler *s);
 void early_stop(struct sampler *s);
+/* Whether the reader asked the recording's thread to frame what the spills hold (and forget it). */
+bool early_kicked(struct sampler *s);
 /*
  * One pass of the drain thread over every ring, on whichever thread: the
  * caller's once it is stopped (final: past the spill budget). False when
- * the budget left records in a ring.
+ * the budget left records in a ring. *fill: how full the fullest ring was,
+ * in eighths.
  */
-bool drain_pass(struct sampler *s, uint8_t *scratch, bool final);
+bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, unsigned *fill);
 /* The bytes of a queued record, in its ring's spill or copied. */
 static inline const uint8_t *ring_rec_data(const struct sampler *s, const struct order_rec *p)
 {

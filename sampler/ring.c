@@ -214,9 +214,11 @@ int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, open_
 	if (pages < least)
 		pages = least;
 
-	attr->watermark = 1;
+	/* with an early reader, every sample wakes it (base_attr), else a quarter-full ring */
+	attr->watermark = !s->early;
 	for (;;) {
-		attr->wakeup_watermark = (uint32_t)((size_t)pages * pgsz / 4);
+		if (!s->early)
+			attr->wakeup_watermark = (uint32_t)((size_t)pages * pgsz / 4);
 		for (size_t i = 0; i < s->nr_rings; i++) {
 			fd = open_owner(s, attr, pid, s->cpus[i]);
 			if (fd < 0)

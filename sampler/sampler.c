@@ -9,6 +9,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 #include "sampler/internal.h"
 
@@ -87,6 +89,8 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->go_fd = -1;
 	s->err_fd = -1;
 	s->early_stop = -1;
+	s->kick_fd = -1;
+	s->standby_timer = -1;
 	s->scratch = malloc(SCRATCH_SIZE);
 	if (!s->scratch) {
 		free(s);
@@ -244,13 +248,23 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	return err;
 }
 
-/* Whether the rings' spills hold records this thread has not framed yet. */
-static bool spills_pending(const struct sampler *s)
+/*
+ * The recording's thread frees the spills: while they hold more than half
+ * their budget (records about to be lost once it is reached), it runs above
+ * the target where that is allowed (as root), until they are under an eighth.
+ */
+static void main_priority(struct sampler *s)
 {
-	for (size_t i = 0; i < s->nr_rings; i++)
-		if (ring_readable(s, &s->rings[i]) != s->rings[i].read_pos)
-			return true;
-	return false;
+	size_t used = __atomic_load_n(&s->budget.used, __ATOMIC_RELAXED);
+
+	if (!s->main_boosted && used * 2 > s->budget.max) {
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
+		s->main_boosted = true;
+		__atomic_add_fetch(&s->boosts, 1, __ATOMIC_RELAXED);
+	} else if (s->main_boosted && used * 8 < s->budget.max) {
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 0);
+		s->main_boosted = false;
+	}
 }
 
 int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
@@ -282,26 +296,16 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 	}
 	if (s->drain_running) {
 		/*
-		 * The drain thread empties the rings as records come; this thread
-		 * only needs to deliver them in time order. It waits up to
-		 * timeout_ms, in slices: what waits in the spills takes memory,
-		 * so it comes back within a slice of new records.
+		 * The reader thread empties the rings as records come; this thread
+		 * only needs to deliver them in time order, timeout_ms at a time,
+		 * sooner when the reader says the spills fill (kick_fd).
 		 */
-		uint64_t until =
-			monotonic_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+		struct pollfd k = { .fd = s->kick_fd, .events = POLLIN };
 
-		while (!spills_pending(s)) {
-			uint64_t t = monotonic_ns(),
-				 left = t < until ? (until - t) / 1000000 + 1 : 0;
-
-			if (!left)
-				break;
-			if (poll(NULL, 0, left < EARLY_SLOW_MS ? (int)left : EARLY_SLOW_MS) < 0) {
-				if (errno != EINTR)
-					return -errno;
-				break;
-			}
-		}
+		if (timeout_ms > 0 && poll(&k, 1, timeout_ms) < 0 && errno != EINTR)
+			return -errno;
+		early_kicked(s);
+		main_priority(s);
 	} else if (live || timeout_ms >= 0) {
 		n = poll(s->pfds, s->nr_rings, timeout_ms);
 		if (n < 0)
@@ -327,6 +331,6 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx)
 		return -EINVAL;
 	early_stop(s); /* what is left is delivered now: no more early reads */
 	if (s->nr_rings)
-		drain_pass(s, s->scratch, true);
+		drain_pass(s, s->scratch, true, &(unsigned){ 0 });
 	return round_run(s, false, cb, ctx);
 }
