@@ -91,6 +91,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
         *) echo "overhead.sh: unknown mode '$m'" >&2; exit 2 ;;
       esac
       runs[$t.$m]="${runs[$t.$m]:-} ${v:-0}"
+      echo "overhead.sh: round $r, $t, $m: ${v:-no rate}" >&2
     done
   done
 done
@@ -99,12 +100,12 @@ median() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{a[NR]=$1} END {pr
 column() { echo "$1" | tr ' ' '\n' | { grep . || true; }; }
 echo "$(uname -r), $(nproc) CPUs, $(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch'), $ROUNDS rounds, rate = the trainer's own (loop only)"
 for t in $TRAINERS; do
+  echo "$t ($(trainer "$t" | sed "s|$PWD/||g; s|$BUILD/|build/|"))"
   base=$(echo "${runs[$t.unprofiled]:-}" | median)
-  [ -n "$base" ] || { echo "$t: no unprofiled runs (MODES must hold unprofiled)"; continue; }
+  if [ -n "${runs[$t.unprofiled]:-}" ]; then
   floor=$(column "${runs[$t.unprofiled]}" | sort -g | tail -1 | awk '{print 0.65 * $1}')
   fast() { column "$1" | awk -v f="$floor" '$1 >= f'; }
   fbase=$(fast "${runs[$t.unprofiled]}" | median)
-  echo "$t ($(trainer "$t" | sed "s|$PWD/||g; s|$BUILD/|build/|"))"
   printf '  %-11s %9s %7s %7s %13s   %s\n' mode "median/s" "share" "paired" "not half-speed" "every run"
   for m in $MODES; do
     med=$(echo "${runs[$t.$m]}" | median)
@@ -117,6 +118,9 @@ for t in $TRAINERS; do
       'BEGIN {printf "  %-11s %9.1f %6.1f%% %6.1f%% %6.1f%% (-%d)  %s\n", m, v, 100 * v / b, 100 * p,
               100 * fm / fb, ns, all}'
   done
+  else
+    echo "  (no unprofiled runs: no shares)"
+  fi
   for m in $MODES; do
     [ -s "$tmp/cost.$t.$m" ] || continue
     echo "  $m's threads, median of $ROUNDS rounds: user ms, system ms, % of one CPU over the run, wakeups/s"

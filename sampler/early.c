@@ -61,59 +61,16 @@ static uint32_t probe_event(const struct sampler *s, uint64_t id)
 	return EV_ONCPU;
 }
 
-/*
- * Copy ring r's new records into its spill; false when the spill budget
- * stopped it. *fill: the most any ring held, in eighths of its size.
- */
-static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool final,
-		     unsigned *fill)
-{
-	struct perf_event_mmap_page *pg = r->map;
-	uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
-	unsigned eighths = (unsigned)((head - tail) * 8 / r->data_size);
-	bool all = true;
-
-	if (eighths > *fill)
-		*fill = eighths;
-
-	for (;;) {
-		uint64_t next = tail;
-		const void *data;
-		uint8_t *dst;
-		size_t len;
-		int ret = ring_next(r->data, r->data_size, head, &next, scratch, SCRATCH_SIZE,
-				    &data, &len);
-
-		if (ret == 0)
-			break;
-		if (ret < 0) {
-			/* a broken header: the rest of this ring cannot be framed */
-			__atomic_add_fetch(&s->early_bad, 1, __ATOMIC_RELAXED);
-			tail = head;
-			break;
-		}
-		dst = spill_room(r->spill, len, final);
-		if (!dst) {
-			all = false;
-			break;
-		}
-		spill_wrote(r->spill, rec_trim(&s->layout, data, len, dst));
-		tail = next;
-	}
-	/* the kernel may write there again */
-	__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
-	spill_publish(r->spill);
-	return all;
-}
-
 bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, unsigned *fill)
 {
-	uint64_t start = monotonic_ns();
+	uint64_t start = monotonic_ns(), bad = 0;
 	bool all = true;
 
 	*fill = 0;
 	for (size_t i = 0; i < s->nr_rings; i++)
-		all &= copy_out(s, &s->rings[i], scratch, final, fill);
+		all &= ring_copy_out(&s->rings[i], &s->layout, scratch, final, fill, &bad);
+	if (bad)
+		__atomic_add_fetch(&s->early_bad, bad, __ATOMIC_RELAXED);
 	if (all)
 		__atomic_store_n(&s->copied_at, start, __ATOMIC_RELEASE);
 	return all;
@@ -376,4 +333,15 @@ bool early_kicked(struct sampler *s)
 		return false;
 	__atomic_store_n(&s->kicked, false, __ATOMIC_RELEASE);
 	return true;
+}
+
+uint64_t early_readable(const struct sampler *s, const struct ring *r)
+{
+	return s->early_running ? __atomic_load_n(&r->early_pos, __ATOMIC_ACQUIRE)
+				: spill_head(r->spill);
+}
+
+uint64_t early_copied_at(const struct sampler *s)
+{
+	return __atomic_load_n(s->early_running ? &s->early_seen : &s->copied_at, __ATOMIC_ACQUIRE);
 }
