@@ -16,15 +16,15 @@
  *    time; a ring is a quarter full only after far longer. With probes
  *    watched as libraries are mapped (opts.on_map), it also looks every
  *    EARLY_SLOW_MS: a mapping is not a sample and wakes nobody.
- *  - the standby thread (with an early callback only) sleeps until a
- *    callback has held the reader up for STANDBY_AFTER_NS (a lock, a
- *    file), then empties the rings at their wakeups until the reader is
- *    back. No callback can make a ring overflow.
- *
- * Neither runs above the target's priority, unless a pass finds a ring
- * more than half full (records about to be lost): then that thread runs
- * real-time (as root; else at nice -10 where allowed) until a pass finds
- * every ring under an eighth.
+ *  - the standby thread guards against losses: neither a callback (a lock,
+ *    a file) nor a busy machine must hold the reader up until a ring
+ *    overflows, and the reader runs at the target's priority. It runs
+ *    real-time where allowed (as root), and only looks: every
+ *    EARLY_SLOW_MS while records come (WATCH_IDLE_MS once none came since),
+ *    it reads each ring's head and tail, microseconds of work. A ring found
+ *    half full (about to be lost: the reader, woken at a quarter at most,
+ *    has not come to it) it drains itself, until every ring is under an
+ *    eighth.
  *
  * One pass at a time (copy_lock). The recording's thread frames what the
  * reader has handed to the callback (what was copied, without one), so
@@ -39,7 +39,6 @@
 #include <string.h>
 #include <time.h>
 #include <sys/eventfd.h>
-#include <sys/timerfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -76,34 +75,14 @@ bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, unsigned *fill)
 	return all;
 }
 
-/* A reader thread's own: whether it runs above the target now. */
+/* Once no record came since the last look, the standby thread looks this often. */
+#define WATCH_IDLE_MS 50
+
+/* A reader thread's own. */
 struct reader {
 	struct sampler *s;
 	uint8_t *scratch;
-	bool boosted;
 };
-
-/*
- * Records about to be lost (a ring over half full): run above the target
- * until the rings are nearly empty again (under an eighth).
- */
-static void reader_priority(struct reader *rd, unsigned fill)
-{
-	pid_t tid = (pid_t)syscall(SYS_gettid);
-
-	if (!rd->boosted && fill >= 4) {
-		if (pthread_setschedparam(pthread_self(), SCHED_FIFO,
-					  &(struct sched_param){ .sched_priority = 1 }))
-			setpriority(PRIO_PROCESS, (id_t)tid, -10);
-		rd->boosted = true;
-		__atomic_add_fetch(&rd->s->boosts, 1, __ATOMIC_RELAXED);
-	} else if (rd->boosted && fill < 1) {
-		pthread_setschedparam(pthread_self(), SCHED_OTHER,
-				      &(struct sched_param){ .sched_priority = 0 });
-		setpriority(PRIO_PROCESS, (id_t)tid, 0);
-		rd->boosted = false;
-	}
-}
 
 /* Wake the recording's thread when the spills hold a quarter of their budget. */
 static void kick(struct sampler *s)
@@ -117,16 +96,15 @@ static void kick(struct sampler *s)
 		__atomic_store_n(&s->kicked, false, __ATOMIC_RELEASE);
 }
 
-static bool locked_pass(struct reader *rd)
+/* *fill: how full the fullest ring was, in eighths. */
+static bool locked_pass(struct reader *rd, unsigned *fill)
 {
 	struct sampler *s = rd->s;
-	unsigned fill;
 	bool all;
 
 	pthread_mutex_lock(&s->copy_lock);
-	all = drain_pass(s, rd->scratch, false, &fill);
+	all = drain_pass(s, rd->scratch, false, fill);
 	pthread_mutex_unlock(&s->copy_lock);
-	reader_priority(rd, fill);
 	kick(s);
 	return all;
 }
@@ -167,21 +145,11 @@ static bool nap(const struct sampler *s, int ms)
 	return poll(&stop, 1, ms) >= 0 ? !stop.revents : errno == EINTR;
 }
 
-static void standby_arm(struct sampler *s, bool on)
-{
-	struct itimerspec t = { .it_value.tv_nsec = on ? STANDBY_AFTER_NS : 0 };
-
-	__atomic_store_n(&s->in_early, on, __ATOMIC_RELEASE);
-	timerfd_settime(s->standby_timer, 0, &t, NULL);
-}
-
 /* The early callback for each sample copied since the last pass. */
 static bool early_pass(struct sampler *s, bool fast)
 {
 	/* loaded first: what was copied by then is below the heads loaded next */
 	uint64_t copied_at = __atomic_load_n(&s->copied_at, __ATOMIC_ACQUIRE);
-	bool armed = false;
-
 	for (size_t i = 0; i < s->nr_rings; i++) {
 		struct ring *r = &s->rings[i];
 		uint64_t head = spill_head(r->spill), pos = r->early_pos, at;
@@ -196,16 +164,10 @@ static bool early_pass(struct sampler *s, bool fast)
 			/* a return's stack is not kept */
 			if (EV_IS_PROBE(dec.sample.event) && EV_PROBE_IS_RETURN(dec.sample.event))
 				continue;
-			if (!armed) {
-				standby_arm(s, true);
-				armed = true;
-			}
 			fast = s->early(s->early_ctx, &dec);
 		}
 		__atomic_store_n(&r->early_pos, pos, __ATOMIC_RELEASE);
 	}
-	if (armed)
-		standby_arm(s, false);
 	__atomic_store_n(&s->early_seen, copied_at, __ATOMIC_RELEASE);
 	return fast;
 }
@@ -229,7 +191,7 @@ static void *reader_main(void *arg)
 		/* wakeups come at every sample: with no one waiting for them, take a batch */
 		if (s->early && !fast && !left && !nap(s, EARLY_SLOW_MS))
 			break;
-		left = !locked_pass(&rd);
+		left = !locked_pass(&rd, &(unsigned){ 0 });
 		if (s->early)
 			fast = early_pass(s, fast);
 	}
@@ -239,35 +201,53 @@ out:
 	return NULL;
 }
 
-/* Empty the rings while a callback holds the reader up. */
+/* How full the fullest ring is, in eighths; *moved: whether a head moved since *heads. */
+static unsigned rings_fill(const struct sampler *s, uint64_t *heads, bool *moved)
+{
+	unsigned fill = 0;
+
+	*moved = false;
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		const struct ring *r = &s->rings[i];
+		const struct perf_event_mmap_page *pg = r->map;
+		uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE),
+			 tail = __atomic_load_n(&pg->data_tail, __ATOMIC_ACQUIRE);
+		unsigned eighths = (unsigned)((head - tail) * 8 / r->data_size);
+
+		*moved |= head != heads[i];
+		heads[i] = head;
+		if (eighths > fill)
+			fill = eighths;
+	}
+	return fill;
+}
+
+/* Drain a ring the reader has not come to before it overflows (see the top). */
 static void *standby_main(void *arg)
 {
 	struct reader rd = { .s = arg, .scratch = malloc(SCRATCH_SIZE) };
 	struct sampler *s = rd.s;
-	struct pollfd *pfds = ring_pollfds(s);
-	struct pollfd wait[2] = { { .fd = s->early_stop, .events = POLLIN },
-				  { .fd = s->standby_timer, .events = POLLIN } };
-	uint64_t expired;
+	uint64_t *heads = calloc(s->nr_rings, sizeof(*heads));
+	bool moved = true;
+	unsigned fill;
 
-	if (!pfds || !rd.scratch)
+	if (!heads || !rd.scratch)
 		goto out;
-	prctl(PR_SET_NAME, "dlflame-drain", 0, 0, 0);
-	for (;;) {
-		if (poll(wait, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (wait[0].revents)
-			break;
-		if (!wait[1].revents || read(s->standby_timer, &expired, sizeof(expired)) < 0)
+	prctl(PR_SET_NAME, "dlflame-drain", 0, 0, 0); /* for top -H and bench/overhead.sh */
+	/* it wakes for microseconds; where real-time is not allowed, it still looks */
+	pthread_setschedparam(pthread_self(), SCHED_FIFO,
+			      &(struct sched_param){ .sched_priority = 1 });
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	while (nap(s, moved ? EARLY_SLOW_MS : WATCH_IDLE_MS)) {
+		if (rings_fill(s, heads, &moved) < 4)
 			continue;
-		while (__atomic_load_n(&s->in_early, __ATOMIC_ACQUIRE)) {
-			if (!wait_rings(s, pfds, EARLY_SLOW_MS))
-				goto out;
-			locked_pass(&rd);
-		}
-		reader_priority(&rd, 0);
+		__atomic_add_fetch(&s->standby_passes, 1, __ATOMIC_RELAXED);
+		do
+			locked_pass(&rd, &fill);
+		while (fill >= 1 && nap(s, 1));
 	}
 out:
-	free(pfds);
+	free(heads);
 	free(rd.scratch);
 	return NULL;
 }
@@ -280,9 +260,7 @@ int early_start(struct sampler *s)
 		return 0;
 	s->early_stop = eventfd(0, EFD_CLOEXEC);
 	s->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->early)
-		s->standby_timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (s->early_stop < 0 || s->kick_fd < 0 || (s->early && s->standby_timer < 0)) {
+	if (s->early_stop < 0 || s->kick_fd < 0) {
 		err = -errno;
 		goto fail;
 	}
@@ -290,11 +268,11 @@ int early_start(struct sampler *s)
 		for (size_t i = 0; i < s->nr_rings; i++)
 			s->rings[i].early_pos = s->rings[i].read_pos;
 		s->early_running = true;
-		err = -pthread_create(&s->standby_thread, NULL, standby_main, s);
-		if (err)
-			goto fail;
-		s->standby_running = true;
 	}
+	err = -pthread_create(&s->standby_thread, NULL, standby_main, s);
+	if (err)
+		goto fail;
+	s->standby_running = true;
 	err = -pthread_create(&s->drain_thread, NULL, reader_main, s);
 	if (err)
 		goto fail;
@@ -319,7 +297,6 @@ void early_stop(struct sampler *s)
 	}
 	close_fd(&s->early_stop);
 	close_fd(&s->kick_fd);
-	close_fd(&s->standby_timer);
 	s->drain_running = s->early_running = s->standby_running = false;
 }
 

@@ -124,18 +124,17 @@ struct sampler {
 	rec_early_cb early; /* sampler__set_early */
 	void *early_ctx;
 	/*
-	 * early.c: the reader thread (drain_thread), and the standby thread
-	 * when there is an early callback (early_running: the reader runs it).
+	 * early.c: the reader thread (drain_thread; early_running: it runs the
+	 * early callback) and the standby thread, which guards against losses.
 	 */
 	pthread_t drain_thread, standby_thread;
 	bool drain_running, early_running, standby_running;
 	int early_stop; /* eventfd that stops both */
-	int standby_timer; /* timerfd: the reader has been in the callback too long */
 	int kick_fd; /* eventfd: the spills fill, the recording's thread should frame them */
 	bool kicked; /* kick_fd written, not yet read (atomic) */
-	bool in_early; /* the reader is handing samples to the callback (atomic) */
-	uint64_t boosts; /* times a reader ran above the target (atomic) */
-	bool main_boosted; /* the recording's thread does (sampler__poll's) */
+	uint64_t standby_passes; /* times the standby thread drained a ring (atomic) */
+	bool main_boosted; /* the recording's thread runs above the target (sampler__poll's) */
+	int main_nice; /* its nice value before */
 	pthread_mutex_t copy_lock; /* one drain pass at a time */
 	/*
 	 * Every record the kernel wrote before copied_at is in the spills
@@ -228,8 +227,6 @@ bool ring_copy_out(struct ring *r, const struct rec_layout *layout, uint8_t *scr
 
 /* ---- early.c ------------------------------------------------------------- */
 
-/* A callback that has held the reader up this long has the standby thread drain meanwhile. */
-#define STANDBY_AFTER_NS 1000000L
 /* The threads that empty the rings into spill, and see each sample early. */
 int early_start(struct sampler *s);
 void early_stop(struct sampler *s);

@@ -55,6 +55,7 @@ static size_t spill_budget(void)
 
 struct sampler *sampler__new(const struct sampler_opts *opts)
 {
+	pthread_mutexattr_t ma;
 	struct sampler *s;
 
 	if (opts && opts->mmap_pages & (opts->mmap_pages - 1)) {
@@ -90,14 +91,21 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->err_fd = -1;
 	s->early_stop = -1;
 	s->kick_fd = -1;
-	s->standby_timer = -1;
 	s->scratch = malloc(SCRATCH_SIZE);
 	if (!s->scratch) {
 		free(s);
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_init(&s->copy_lock, NULL);
+	/*
+	 * Priority inheritance: the reader runs at the target's priority and may
+	 * be preempted holding it; the standby thread, real-time, waiting for
+	 * it lends the reader its priority until the pass is done.
+	 */
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setprotocol(&ma, PTHREAD_PRIO_INHERIT);
+	pthread_mutex_init(&s->copy_lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	return s;
 }
 
@@ -397,13 +405,15 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 static void main_priority(struct sampler *s)
 {
 	size_t used = __atomic_load_n(&s->budget.used, __ATOMIC_RELAXED);
+	id_t tid = (id_t)syscall(SYS_gettid);
 
 	if (!s->main_boosted && used * 2 > s->budget.max) {
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
-		s->main_boosted = true;
-		__atomic_add_fetch(&s->boosts, 1, __ATOMIC_RELAXED);
+		errno = 0;
+		s->main_nice = getpriority(PRIO_PROCESS, tid);
+		if (!errno && !setpriority(PRIO_PROCESS, tid, -10))
+			s->main_boosted = true;
 	} else if (s->main_boosted && used * 8 < s->budget.max) {
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 0);
+		setpriority(PRIO_PROCESS, tid, s->main_nice);
 		s->main_boosted = false;
 	}
 }
