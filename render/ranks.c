@@ -47,7 +47,7 @@ struct rank_row {
 	/* record --probe-collectives: hand-overs (enqueue) and runs (execute) */
 	struct coll_calls enq, run;
 	/* training-time runs: how many, ns in them, their median; times arrived last */
-	size_t nr_train, nr_last;
+	size_t nr_train, nr_setup, nr_last;
 	uint64_t in_coll, median;
 	uint64_t *arrive; /* the training-time hand-overs' times, in order */
 	size_t nr_arrive;
@@ -250,57 +250,64 @@ static int by_u64(const void *a, const void *b)
 }
 
 /*
- * When a rank's training began: its first hand-over outside set-up (0 when
- * none was probed: then every run counts as training).
- */
-static uint64_t train_start(const struct rank_row *r)
-{
-	for (size_t i = 0; i < r->enq.n; i++)
-		if (!r->enq.v[i].setup)
-			return r->enq.v[i].time;
-	return r->enq.n ? UINT64_MAX : 0;
-}
-
-/*
  * Each rank's training-time collectives (count, time in them, median) and
- * how often it arrived last; the number of collectives all ranks joined
- * (matched by order), 0 when none was probed.
+ * how often it arrived last; the number of collectives all ranks joined,
+ * 0 when none was probed. gloo runs a process group's collectives in the
+ * order they are handed over, the same on every rank: the n-th hand-over
+ * (and the n-th run) of each rank is one collective. It is set-up when any
+ * rank's stack says so (one rank's Python frames may not have been read).
  */
 static int coll_summarise(struct rank_row *rows, size_t nr, size_t *matched)
 {
 	size_t common = SIZE_MAX;
+	bool *setup;
 
 	*matched = 0;
 	for (size_t i = 0; i < nr; i++) {
+		qsort(rows[i].enq.v, rows[i].enq.n, sizeof(*rows[i].enq.v), by_time);
+		qsort(rows[i].run.v, rows[i].run.n, sizeof(*rows[i].run.v), by_time);
+		if (rows[i].enq.n < common)
+			common = rows[i].enq.n;
+	}
+	if (common == SIZE_MAX)
+		return 0;
+	setup = calloc(common + 1, sizeof(*setup));
+	if (!setup)
+		return -ENOMEM;
+	for (size_t k = 0; k < common; k++)
+		for (size_t i = 0; i < nr; i++)
+			setup[k] |= rows[i].enq.v[k].setup;
+	for (size_t i = 0; i < nr; i++) {
 		struct rank_row *r = &rows[i];
-		uint64_t start, *durs;
-		size_t n = 0;
+		/* without hand-overs to match (none probed), every run is counted */
+		size_t n = 0, runs = common ? (r->run.n < common ? r->run.n : common) : r->run.n;
+		uint64_t *durs = malloc((r->run.n + 1) * sizeof(*durs));
 
-		qsort(r->enq.v, r->enq.n, sizeof(*r->enq.v), by_time);
-		qsort(r->run.v, r->run.n, sizeof(*r->run.v), by_time);
-		start = train_start(r);
-		durs = malloc((r->run.n + 1) * sizeof(*durs));
-		if (!durs)
+		r->arrive = malloc((common + 1) * sizeof(*r->arrive));
+		if (!durs || !r->arrive) {
+			free(durs);
+			free(setup);
 			return -ENOMEM;
-		for (size_t k = 0; k < r->run.n; k++)
-			if (r->run.v[k].time >= start) {
-				durs[n++] = r->run.v[k].dur;
-				r->in_coll = sat_add(r->in_coll, r->run.v[k].dur);
+		}
+		for (size_t k = 0; k < runs; k++) {
+			if (common && setup[k]) {
+				r->nr_setup++;
+				continue;
 			}
+			durs[n++] = r->run.v[k].dur;
+			r->in_coll = sat_add(r->in_coll, r->run.v[k].dur);
+		}
 		qsort(durs, n, sizeof(*durs), by_u64);
 		r->nr_train = n;
 		r->median = n ? durs[n / 2] : 0;
 		free(durs);
-		r->arrive = malloc((r->enq.n + 1) * sizeof(*r->arrive));
-		if (!r->arrive)
-			return -ENOMEM;
-		for (size_t k = 0; k < r->enq.n; k++)
-			if (!r->enq.v[k].setup)
+		for (size_t k = 0; k < common; k++)
+			if (!setup[k])
 				r->arrive[r->nr_arrive++] = r->enq.v[k].time;
-		if (r->nr_arrive < common)
-			common = r->nr_arrive;
 	}
-	if (nr < 2 || common == SIZE_MAX || !common)
+	free(setup);
+	common = rows[0].nr_arrive; /* the training-time collectives all ranks joined */
+	if (nr < 2 || !common)
 		return 0;
 	for (size_t k = 0; k < common; k++) {
 		size_t last = 0;
@@ -341,7 +348,7 @@ static int coll_print(const struct profile *p, const struct rank_row *rows, size
 		if (fprintf(out,
 			    "rank %u: %zu collectives in training (%zu in set-up), %.3f s in "
 			    "them, median %.1f ms; arrived last at %zu of %zu\n",
-			    r->rank, r->nr_train, r->run.n - r->nr_train, secs(r->in_coll),
+			    r->rank, r->nr_train, r->nr_setup, secs(r->in_coll),
 			    (double)r->median / 1e6, r->nr_last, matched) < 0)
 			return render_write_error();
 		if (r->nr_last > rows[top].nr_last)

@@ -1263,7 +1263,8 @@ Test(ranks, probed_collectives_name_the_last_to_arrive, .init = setup, .fini = t
 	/* set-up: rank 1 came 5 s late to DDP's broadcast; rank 0's worker waited for it */
 	rank_sample(100, s_setup, SAMPLE_CALL, 0, 1000 * MS);
 	rank_sample(100, s_run, SAMPLE_CALL, 5000, 1000 * MS);
-	rank_sample(200, s_setup, SAMPLE_CALL, 0, 6000 * MS);
+	/* ... and rank 1's Python frames were not read there: rank 0's stack tells */
+	rank_sample(200, s_train, SAMPLE_CALL, 0, 6000 * MS);
 	rank_sample(200, s_run, SAMPLE_CALL, 1, 6000 * MS);
 	/* training: rank 1 hands over 20 ms after rank 0, but for one step where it is first */
 	for (int k = 0; k < 10; k++, t += 100 * MS) {
