@@ -49,6 +49,31 @@ int pyreader__probe(struct pyreader *r, pid_t pid);
 uint32_t pyreader__version(const struct pyreader *r, pid_t pid);
 /* Whether the last probe found a free-threaded build (3.13t, 3.14t: not read). */
 bool pyreader__free_threaded(const struct pyreader *r, pid_t pid);
+/*
+ * What a reader of pid's frames elsewhere needs (pybpf/: a BPF program
+ * that walks them at the sample): the interpreter's addresses and the
+ * field offsets the last probe took, from _Py_DebugOffsets on 3.13+ and
+ * from the per-version tables on 3.11/3.12. PY_WALK_NO_FIELD where the
+ * version has no such field.
+ */
+#define PY_WALK_NO_FIELD UINT32_MAX
+struct py_walk {
+	uint32_t version; /* PY_VERSION_HEX */
+	uint64_t runtime; /* _PyRuntime's address in the process */
+	uint64_t none; /* Py_None's address */
+	uint64_t tag_mask; /* low bits of a frame's code pointer that are flags (3.14) */
+	uint32_t rt_interp_head, is_next, is_threads_head; /* runtime, interpreter */
+	uint32_t ts_next, ts_native_tid; /* thread state */
+	uint32_t ts_cframe, cf_current; /* 3.11/3.12: tstate->cframe->current_frame */
+	uint32_t ts_current_frame; /* 3.13 on: tstate->current_frame */
+	uint32_t fr_code, fr_previous, fr_instr, fr_is_entry, fr_owner; /* _PyInterpreterFrame */
+	uint32_t frame_bytes; /* the bytes of a frame that hold every field above */
+	uint32_t stub_owner; /* owner of an eval call's entry frame; PY_WALK_NO_FIELD (3.11) */
+	bool stub_runs_none; /* 3.13 on: that entry frame runs None */
+	uint32_t owner_max; /* an owner byte above this: not a frame */
+};
+/* 0 and *out, or -ENODEV when the last probe of pid found no interpreter it reads. */
+int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out);
 /* Drop what is known of pid (it exec'd or exited). */
 void pyreader__forget(struct pyreader *r, pid_t pid);
 

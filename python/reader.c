@@ -423,6 +423,41 @@ bool pyreader__layout(const struct pyreader *r, pid_t pid, struct py_layout *out
 	return true;
 }
 
+int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out)
+{
+	const struct proc *p = proc_get(r, pid);
+	const struct py_layout *L;
+
+	if (!p || p->state != 1 || !out)
+		return -ENODEV;
+	L = &p->L;
+	*out = (struct py_walk){
+		.version = p->version,
+		.runtime = p->runtime,
+		.none = p->none,
+		.tag_mask = L->tag_mask,
+		.rt_interp_head = L->rt_interp_head,
+		.is_next = L->is_next,
+		.is_threads_head = L->is_threads_head,
+		.ts_next = L->ts_next,
+		.ts_native_tid = L->ts_native_tid,
+		.ts_cframe = L->ts_cframe,
+		.cf_current = L->cf_current,
+		.ts_current_frame = L->ts_current_frame,
+		.fr_code = L->fr_code,
+		.fr_previous = L->fr_previous,
+		.fr_instr = L->fr_instr,
+		.fr_is_entry = L->fr_is_entry,
+		.fr_owner = L->fr_owner,
+		.frame_bytes = L->frame_bytes,
+		.stub_owner = L->stub_owner,
+		/* as snapshot_once: 3.13 on (a thread state with interp), it runs None */
+		.stub_runs_none = L->ts_interp != PY_NO_FIELD,
+		.owner_max = L->stub_owner == PY_NO_FIELD ? 3 : OWNER_MAX,
+	};
+	return 0;
+}
+
 bool pyreader__free_threaded(const struct pyreader *r, pid_t pid)
 {
 	const struct proc *p = proc_get(r, pid);
