@@ -70,6 +70,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	s->time = h->time;
 	s->ip = h->ip;
 	s->tstate = h->tstate;
+	s->cframe = h->cframe;
 	s->pid = (pid_t)h->pid;
 	s->tid = (pid_t)h->tid;
 	s->status = (enum pybpf_status)h->status;

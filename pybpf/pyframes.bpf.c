@@ -224,6 +224,7 @@ int pyframes(struct bpf_perf_event_data *ctx)
 	s->h.tid = (__u32)id;
 	s->h.n = 0;
 	s->h.tstate = 0;
+	s->h.cframe = 0;
 	s->h.status = PYBPF_OK;
 	ntid = (__u32)id;
 	if (c->ns_ino) {
@@ -254,6 +255,7 @@ int pyframes(struct bpf_perf_event_data *ctx)
 			s->h.status = PYBPF_FAULT;
 			goto out;
 		}
+		s->h.cframe = cframe;
 	} else if (rd(&frame, sizeof(frame), th + c->ts_current_frame)) {
 		s->h.status = PYBPF_FAULT;
 		goto out;

@@ -59,6 +59,7 @@ struct pybpf_head {
 	__u64 time; /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns), the samples' clock */
 	__u64 ip; /* the interrupted instruction: the sample's ip */
 	__u64 tstate; /* the thread's PyThreadState, 0 if none was found */
+	__u64 cframe; /* 3.11/3.12: tstate->cframe at the sample (a C stack address), else 0 */
 	__u32 pid, tid; /* the host's ids */
 	__u32 n;
 	__u32 status; /* enum pybpf_status */

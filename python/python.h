@@ -37,7 +37,8 @@ void pyreader__free(struct pyreader *r);
  * Look for an interpreter in process pid (its mappings and their .dynsym).
  * Returns 1 when it runs a supported CPython (3.11-3.14, or later with
  * debug offsets that hold up), 0 when it has no interpreter (yet: call
- * again after it maps more code, e.g. after exec), -EPROTONOSUPPORT for
+ * again after it maps more code, e.g. after exec; pyreader__version is
+ * then set when the interpreter is there but not initialized yet), -EPROTONOSUPPORT for
  * another CPython version or build (pyreader__version says which; 0 for
  * one older than 3.11, which has no Py_Version; pyreader__free_threaded
  * whether it is a free-threaded build), -EPERM/-EACCES when its memory cannot be read (no ptrace
@@ -120,6 +121,13 @@ struct py_snapshot {
 	 * each. Its innermost group may be cut anywhere and is never shown.
 	 */
 	bool partial;
+	/*
+	 * Copied at the sample itself (pybpf/), not read after it: a group
+	 * whose anchor the copy does not hold is placed by its position when
+	 * the chain has as many groups as the sample has eval calls and every
+	 * anchor read agrees with that position.
+	 */
+	bool at_sample;
 	struct py_frame frames[PY_MAX_FRAMES];
 };
 
@@ -178,6 +186,17 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 		    const struct py_stack_copy *copy, const uint64_t *cfas, size_t n,
 		    struct py_group *groups);
 
+/*
+ * Check and name the code objects of a chain taken elsewhere (pybpf/:
+ * frames copied at the sample): sets each frame's code_ref as
+ * pyreader__snapshot does, reading the code objects not seen before. A
+ * frame whose code is no code object (any more: a module's body, freed
+ * once it ran) keeps code_ref 0: it must not be named from what now lies
+ * at its address. How many such frames, or -ENODEV when pid was not
+ * probed as Python.
+ */
+int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap);
+
 /* What a frame shows: strings owned by the reader, valid until it is freed. */
 struct py_frame_info {
 	const char *qualname; /* co_qualname */
@@ -203,6 +222,7 @@ struct pyreader_stats {
 	uint64_t code_cache_hits, code_reads;
 	uint64_t leaf_checks, leaf_mismatches; /* newest frames checked against the registers */
 	uint64_t cold_evals; /* eval calls found by their slot, outside the eval symbol */
+	uint64_t placed; /* groups of chains copied at the sample placed by position */
 };
 const struct pyreader_stats *pyreader__stats(const struct pyreader *r);
 

@@ -214,6 +214,15 @@ static void bpf_case(const char *python)
 		;
 	cr_assert_eq(pybpf__stats(b, &st), 0);
 
+	if (getenv("PYBPF_DEBUG"))
+		for (size_t i = 0; i < 5 && i < t.ns && i < t.nb; i++)
+			cr_log_info(
+				"sample tid %u time %lu ip %lx; record tid %u time %lu ip %lx st %d n %u",
+				t.s[t.ns / 2 + i].tid, (unsigned long)t.s[t.ns / 2 + i].time,
+				(unsigned long)t.s[t.ns / 2 + i].ip, t.b[t.nb / 2 + i].tid,
+				(unsigned long)t.b[t.nb / 2 + i].time,
+				(unsigned long)t.b[t.nb / 2 + i].ip, t.b[t.nb / 2 + i].status,
+				t.b[t.nb / 2 + i].n);
 	/* join: each window sample of the main thread to its record */
 	size_t window = 0, joined = 0, outer = 0, ok = 0;
 	uint64_t dt_max = 0;
