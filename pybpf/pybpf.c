@@ -96,6 +96,7 @@ int pybpf__open(struct pybpf **out, size_t ring_bytes)
 	struct bpf_program *prog;
 	struct bpf_map *map;
 	int err;
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "pyframes");
 
 	if (!out || (ring_bytes && (ring_bytes < 4096 || (ring_bytes & (ring_bytes - 1)))))
 		return -EINVAL;
@@ -104,7 +105,7 @@ int pybpf__open(struct pybpf **out, size_t ring_bytes)
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
-	b->obj = bpf_object__open_mem(pyframes_bpf_o, pyframes_bpf_o_len, NULL);
+	b->obj = bpf_object__open_mem(pyframes_bpf_o, pyframes_bpf_o_len, &opts);
 	if (!b->obj) {
 		err = -errno;
 		goto fail;
