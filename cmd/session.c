@@ -809,4 +809,14 @@ void session__warnings(struct session *ss)
 		info("the target exited; the recording ends there");
 	warn_dropped(cs);
 	warn_python(&cs->py);
+	if (ss->bpf) {
+		struct pybpf_stats bs;
+
+		/* records the program could not write: their samples show frames not read */
+		if (!pybpf__stats(ss->bpf, &bs) && bs.dropped)
+			warning("--python-frames=bpf: %llu of %llu records of Python frames found "
+				"the BPF ring buffer full; their samples show [python frames not read]",
+				(unsigned long long)bs.dropped,
+				(unsigned long long)(bs.dropped + bs.records));
+	}
 }
