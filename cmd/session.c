@@ -7,6 +7,7 @@
 #include "session.h"
 #include "cmd.h"
 #include "status.h"
+#include "python/python.h"
 #include "util/util.h"
 
 #include <dirent.h>
@@ -702,6 +703,13 @@ static void warn_python(const struct collect_python_stats *py)
 		warning("process %u runs %s: Python frames are read for CPython 3.11 to 3.14 and "
 			"later versions whose debug offsets hold up; its stacks have native frames "
 			"only",
+			py->failed_pid, version);
+	else if (py->failed_pid && (py->failed_err == -EPERM || py->failed_err == -EACCES) &&
+		 pyreader__self_read() == -EPERM)
+		warning("cannot read the memory of process %u (%s): this process's seccomp filter "
+			"refuses process_vm_readv even on itself (Docker's default profile does "
+			"without CAP_SYS_PTRACE); run the container with `--cap-add SYS_PTRACE`, or "
+			"record it from the host; its stacks have native frames only",
 			py->failed_pid, version);
 	else if (py->failed_pid && (py->failed_err == -EPERM || py->failed_err == -EACCES))
 		warning("cannot read the memory of process %u (%s): %s; run dlflame as its user "
