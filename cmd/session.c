@@ -243,7 +243,9 @@ static void attach_error(int err, const pid_t *pids, size_t n, bool threads_only
 void warn_kernel_excluded(bool offcpu)
 {
 	warning("kernel frames are not recorded: kernel.perf_event_paranoid forbids kernel "
-		"sampling for this user%s; run as root or 'sysctl kernel.perf_event_paranoid=1'",
+		"sampling to a process without CAP_PERFMON%s; run as root on the host (in a "
+		"container, add the capability: `--cap-add SYS_ADMIN`) or "
+		"'sysctl kernel.perf_event_paranoid=1' on the host",
 		offcpu ? ", and without it blocked threads have no stacks" : "");
 }
 

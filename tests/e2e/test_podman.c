@@ -579,6 +579,18 @@ Test(podman, debug_file_in_container)
 	free(dbg);
 }
 
+/* kernel.perf_event_paranoid (the host's, which a container shares). */
+static int paranoid(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	int v = 0;
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%d", &v), 1);
+	fclose(f);
+	return v;
+}
+
 /*
  * `dlflame record -- python3 ...` run inside the container, dlflame among
  * its processes (bound in at its own path; the root is ours, so are its
@@ -639,6 +651,11 @@ Test(podman, record_inside)
 			const char *at = strstr(r.out, "\"tid\": ");
 
 			cr_assert_eq(r.status, 0, "record failed without the filter: %s", r.err);
+			/* root in the container, but without CAP_PERFMON: said so when it matters */
+			if (paranoid() >= 2)
+				cr_assert(strstr(r.err, "kernel frames are not recorded") &&
+						  strstr(r.err, "without CAP_PERFMON"),
+					  "no word of the kernel frames left out: %s", r.err);
 			share = python_figure(r.err);
 			cr_assert_geq(share, 90.0, "Python frames in %.1f%% of eval calls", share);
 			cr_assert_not_null(at, "no JSON line from split.py: %s", r.out);
