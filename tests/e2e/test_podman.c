@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "profile/profile.h"
 #include "run.h"
 
 static char *dir;
@@ -284,15 +285,131 @@ static void assert_labelled(const char *data, const char *folded_pt, pid_t pid, 
 	free(txt);
 }
 
+/* The GNU build-id of a file, lower-case hex (free it). */
+static char *build_id(const char *path)
+{
+	const char *argv[] = { "/usr/bin/readelf", "-n", path, NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+	char *at, *id;
+
+	cr_assert_eq(r.status, 0, "readelf -n %s: %s", path, r.err);
+	at = strstr(r.out, "Build ID: ");
+	cr_assert_not_null(at, "%s has no build-id", path);
+	at += 10;
+	id = strndup(at, strspn(at, "0123456789abcdef"));
+	run_free(&r);
+	return id;
+}
+
+/*
+ * How many frames of modules named module (exact basename) the profile
+ * holds; each must carry build-id want (none came from another file of
+ * that name, the host's).
+ */
+static size_t frames_of(const char *data, const char *module, const char *want)
+{
+	struct profile *p = NULL;
+	struct profile_read_error e = { 0 };
+	size_t n = 0;
+
+	cr_assert_eq(profile__read(data, &p, &e), 0, "%s", e.what ? e.what : "read failed");
+	for (size_t i = 0; i < profile__nr_frames(p); i++) {
+		const struct pf_frame *f = profile__get_frame(p, (uint32_t)i);
+		const char *bid;
+
+		if (strcmp(profile__str(p, f->module), module))
+			continue;
+		bid = f->build_id ? profile__str(p, f->build_id) : "";
+		cr_assert_str_eq(bid, want,
+				 "a frame of %s (%s) has build-id %s, not the container's", module,
+				 profile__str(p, f->name), bid);
+		n++;
+	}
+	profile__free(p);
+	return n;
+}
+
+/*
+ * The interpreter the container runs for python3: its basename in *base
+ * (free both) and, returned, the file that holds it as the host sees it.
+ * In our own root ("/") it is a copy of ours whose build-id differs in
+ * its last byte, bound over our path in the container (-v *bind), so
+ * that the container's file and ours under one path are not the same.
+ */
+static char *container_python(const char *root, char **base, char *bind, size_t bind_size)
+{
+	char link[4096], *real, *copy, *id;
+	const char *slash;
+
+	if (strcmp(root, "/")) {
+		char target[4096];
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "%s/usr/bin/python3", root);
+		n = readlink(link, target, sizeof(target) - 1);
+		cr_assert_gt(n, 0, "%s is no link to an interpreter", link);
+		target[n] = '\0';
+		slash = strrchr(target, '/');
+		*base = strdup(slash ? slash + 1 : target);
+		cr_assert_neq(asprintf(&real, "%s/usr/bin/%s", root, *base), -1);
+		bind[0] = '\0';
+		return real;
+	}
+	real = realpath("/usr/bin/python3", NULL);
+	cr_assert_not_null(real);
+	*base = strdup(strrchr(real, '/') + 1);
+	copy = path_in(dir, "python");
+	id = build_id(real);
+	{
+		char *bytes;
+		size_t len, idlen = strlen(id) / 2, hits = 0, at = 0;
+		unsigned char want[64];
+		FILE *f = fopen(real, "rb");
+
+		cr_assert_not_null(f);
+		cr_assert_leq(idlen, sizeof(want));
+		for (size_t i = 0; i < idlen; i++)
+			cr_assert_eq(sscanf(id + 2 * i, "%2hhx", &want[i]), 1);
+		cr_assert_eq(fseek(f, 0, SEEK_END), 0);
+		len = (size_t)ftell(f);
+		rewind(f);
+		bytes = malloc(len);
+		cr_assert_not_null(bytes);
+		cr_assert_eq(fread(bytes, 1, len, f), len);
+		fclose(f);
+		for (size_t i = 0; i + idlen <= len; i++) {
+			if (!memcmp(bytes + i, want, idlen)) {
+				hits++;
+				at = i;
+			}
+		}
+		cr_assert_eq(hits, 1, "%s holds its build-id %zu times", real, hits);
+		bytes[at + idlen - 1] ^= 0xff;
+		f = fopen(copy, "wb");
+		cr_assert_not_null(f);
+		cr_assert_eq(fwrite(bytes, 1, len, f), len);
+		cr_assert_eq(fclose(f), 0);
+		cr_assert_eq(chmod(copy, 0755), 0);
+		free(bytes);
+	}
+	snprintf(bind, bind_size, "%s:%s:ro", copy, real);
+	free(id);
+	free(real);
+	return copy;
+}
+
 /*
  * A pure-Python program as the container's pid 1, attached from the host by
- * the pid podman gives: its frames, its shares, its container by podman's id.
+ * the pid podman gives: its frames, its shares, its container by podman's
+ * id, its interpreter's frames from the container's file.
  */
 Test(podman, python_attach)
 {
 	const char *name = new_name("py"), *root = container_root();
 	const char *cmd[] = { "python3", "/tmp/src/split.py", "24", NULL };
-	char *data = path_in(dir, "py.data"), *id, *f, *pt, pid[16];
+	char *data = path_in(dir, "py.data"), *id, *f, *pt, pid[16], bind[8300];
+	char *pyfile, *pybase, *want;
+	const char *opts[] = { "-v", bind, NULL };
 	const char *rec[] = { "record", "-p", pid, "-d", "15", "-o", data, NULL };
 	struct run_result r;
 	unsigned long n, init;
@@ -300,7 +417,8 @@ Test(podman, python_attach)
 	pid_t p;
 
 	need_podman();
-	podman_run(name, root, need_env("PY_FIXTURES"), NULL, cmd);
+	pyfile = container_python(root, &pybase, bind, sizeof(bind));
+	podman_run(name, root, need_env("PY_FIXTURES"), bind[0] ? opts : NULL, cmd);
 	p = host_pid(name, "python3");
 	id = inspect(name, "{{.Id}}");
 	usleep(1000000); /* past the imports, into its loop */
@@ -325,6 +443,11 @@ Test(podman, python_attach)
 		free(txt);
 	}
 	assert_labelled(data, pt, p, id);
+	want = build_id(pyfile);
+	cr_assert_gt(frames_of(data, pybase, want), 0, "no frame of %s", pybase);
+	free(want);
+	free(pyfile);
+	free(pybase);
 	free(data);
 	free(id);
 	free(f);
