@@ -206,7 +206,8 @@ static double python_share(const char *folded_path, pid_t tid, unsigned long *to
 			continue;
 		}
 		*total += n;
-		if (strstr(first_end, ".py)"))
+		/* "function (file.py)", or an import's "(<frozen importlib._bootstrap>)" */
+		if (strstr(first_end, ".py)") || strstr(first_end, " (<frozen "))
 			with += n;
 	}
 	free(txt);
