@@ -8,6 +8,7 @@
 #include "cmd.h"
 #include "status.h"
 #include "pybpf/pybpf.h"
+#include "python/python.h"
 #include "util/util.h"
 
 #include <dirent.h>
@@ -283,7 +284,9 @@ static void attach_error(int err, const pid_t *pids, size_t n, bool threads_only
 void warn_kernel_excluded(bool offcpu)
 {
 	warning("kernel frames are not recorded: kernel.perf_event_paranoid forbids kernel "
-		"sampling for this user%s; run as root or 'sysctl kernel.perf_event_paranoid=1'",
+		"sampling to a process without CAP_PERFMON%s; run as root on the host (in a "
+		"container, add the capability: `--cap-add SYS_ADMIN`) or "
+		"'sysctl kernel.perf_event_paranoid=1' on the host",
 		offcpu ? ", and without it blocked threads have no stacks" : "");
 }
 
@@ -744,6 +747,13 @@ static void warn_python(const struct collect_python_stats *py)
 		warning("process %u runs %s: Python frames are read for CPython 3.11 to 3.14 and "
 			"later versions whose debug offsets hold up; its stacks have native frames "
 			"only",
+			py->failed_pid, version);
+	else if (py->failed_pid && (py->failed_err == -EPERM || py->failed_err == -EACCES) &&
+		 pyreader__self_read() == -EPERM)
+		warning("cannot read the memory of process %u (%s): this process's seccomp filter "
+			"refuses process_vm_readv even on itself (Docker's default profile does "
+			"without CAP_SYS_PTRACE); run the container with `--cap-add SYS_PTRACE`, or "
+			"record it from the host; its stacks have native frames only",
 			py->failed_pid, version);
 	else if (py->failed_pid && (py->failed_err == -EPERM || py->failed_err == -EACCES))
 		warning("cannot read the memory of process %u (%s): %s; run dlflame as its user "

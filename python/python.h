@@ -46,6 +46,13 @@ void pyreader__free(struct pyreader *r);
  * pyreader__forget; calling again re-probes.
  */
 int pyreader__probe(struct pyreader *r, pid_t pid);
+/*
+ * Whether this process may call process_vm_readv at all: 0, or -errno of
+ * reading its own memory. A seccomp filter that refuses the call whatever
+ * the target (Docker's default profile without CAP_SYS_PTRACE) fails even
+ * that; a target that is not ours to read does not.
+ */
+int pyreader__self_read(void);
 /* PY_VERSION_HEX of pid's interpreter as found by the last probe, 0 if none. */
 uint32_t pyreader__version(const struct pyreader *r, pid_t pid);
 /* Whether the last probe found a free-threaded build (3.13t, 3.14t: not read). */
