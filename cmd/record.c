@@ -78,6 +78,7 @@ static void record_usage(FILE *f)
 		"      --probe-collectives  count and time each gloo collective per rank (uprobes\n"
 		"                           in libtorch_cpu): report --ranks then tells, for every\n"
 		"                           all-reduce, which rank arrived last\n" NO_PYTHON_USAGE
+			PYTHON_FRAMES_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"
@@ -131,6 +132,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		{ "freq", required_argument, NULL, 'F' },
 		{ "call-graph", required_argument, NULL, 'g' },
 		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
+		{ "python-frames", required_argument, NULL, OPT_PYTHON_FRAMES },
 		{ "no-offcpu", no_argument, NULL, OPT_NO_OFFCPU },
 		{ "probe", required_argument, NULL, OPT_PROBE },
 		{ "probe-stack", required_argument, NULL, OPT_PROBE_STACK },
@@ -201,6 +203,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		case 't':
 		case 'd':
 		case OPT_NO_PYTHON:
+		case OPT_PYTHON_FRAMES:
 			err = target_opts__parse(&o->target, "record", c, optarg);
 			if (err)
 				return err;
@@ -442,7 +445,11 @@ int cmd_record(int argc, char **argv)
 	 * for (its layout has no period field: see the sampler's events).
 	 */
 	so.fault_period = !o.no_faults && cmd ? SAMPLER_FAULT_PERIOD : 0;
-	if (session__open(&ss, &so, !o.target.no_python) || set_spill(ss.prof, o.output))
+	if (session__open(&ss, &so,
+			  o.target.no_python	? SESSION_PY_NONE
+			  : o.target.python_bpf ? SESSION_PY_BPF
+						: SESSION_PY_READ) ||
+	    set_spill(ss.prof, o.output))
 		goto out;
 	probes.sampler = ss.s;
 	ss.watch_maps = so.on_map != NULL;

@@ -2,6 +2,7 @@
 /* Reading the target's memory without stopping it: process_vm_readv. */
 #include <errno.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "python/internal.h"
 
@@ -43,4 +44,16 @@ int py_read(pid_t pid, uint64_t addr, void *buf, size_t n)
 	if (got < 0)
 		return errno == ESRCH || errno == EPERM ? -errno : -EFAULT;
 	return (size_t)got == n ? 0 : -EFAULT;
+}
+
+int pyreader__self_read(void)
+{
+	static const uint64_t probe = 0x5eedULL;
+	uint64_t got = 0;
+	struct iovec local = { .iov_base = &got, .iov_len = sizeof(got) };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)&probe, .iov_len = sizeof(probe) };
+
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof(got))
+		return -errno;
+	return got == probe ? 0 : -EFAULT;
 }

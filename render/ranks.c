@@ -264,8 +264,11 @@ static int coll_summarise(struct rank_row *rows, size_t nr, size_t *matched)
 
 	*matched = 0;
 	for (size_t i = 0; i < nr; i++) {
-		qsort(rows[i].enq.v, rows[i].enq.n, sizeof(*rows[i].enq.v), by_time);
-		qsort(rows[i].run.v, rows[i].run.n, sizeof(*rows[i].run.v), by_time);
+		/* no qsort of an empty (NULL) array */
+		if (rows[i].enq.n)
+			qsort(rows[i].enq.v, rows[i].enq.n, sizeof(*rows[i].enq.v), by_time);
+		if (rows[i].run.n)
+			qsort(rows[i].run.v, rows[i].run.n, sizeof(*rows[i].run.v), by_time);
 		if (rows[i].enq.n < common)
 			common = rows[i].enq.n;
 	}

@@ -367,10 +367,24 @@ void event_attr_sideband(struct perf_event_attr *attr)
 	attr->task = 1;
 }
 
+/* Every event of ours, ring owner or not, has its id noted here once. */
 int event_note_id(struct sampler *s, int fd, enum rec_event ev, uint32_t tid)
 {
 	uint64_t id;
 
+	/*
+	 * The BPF program that copies Python frames at each sample (pybpf/),
+	 * on the events with stacks. One the kernel refuses leaves the event
+	 * as it is: said in stats.bpf_err, and frames are read as before.
+	 */
+	if (s->opts.bpf && (ev == EV_ONCPU || ev == EV_SWITCH)) {
+		if (ioctl(fd, PERF_EVENT_IOC_SET_BPF, s->opts.bpf_fd) < 0) {
+			if (!s->stats.bpf_err)
+				s->stats.bpf_err = -errno;
+		} else {
+			s->stats.bpf_attached++;
+		}
+	}
 	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
 		return -errno;
 	return u64map_put(&s->ids, id, (uint64_t)ev | (uint64_t)tid << 8);
@@ -600,6 +614,112 @@ static const char *read_sysctl(const char *path, char *val, size_t size)
 	return val;
 }
 
+/*
+ * Why this process may not profile, when the kernel said EPERM: what is
+ * missing, read from the process itself. A seccomp filter (a container
+ * runtime's default profile) refuses perf_event_open whatever is asked;
+ * perf_event_paranoid 2 still lets anyone count its own user space, so an
+ * event that asks for nothing more tells the two apart. Capabilities count
+ * only in the initial user namespace.
+ */
+struct perm {
+	bool seccomp; /* a seccomp filter, and even the least event was refused */
+	bool perfmon; /* CAP_PERFMON or CAP_SYS_ADMIN, in the initial user namespace */
+	bool userns; /* in a user namespace other than the initial one */
+	char paranoid[32];
+};
+
+static unsigned long long status_field(const char *name, int base, bool *found)
+{
+	char line[256];
+	size_t len = strlen(name);
+	unsigned long long v = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	*found = false;
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, name, len) && line[len] == ':') {
+			char *end;
+
+			errno = 0;
+			v = strtoull(line + len + 1, &end, base);
+			*found = !errno && end != line + len + 1;
+			break;
+		}
+	}
+	fclose(f);
+	return *found ? v : 0;
+}
+
+static void perm_read(struct perm *pm)
+{
+	struct perf_event_attr attr = { 0 };
+	unsigned long long caps, mode;
+	char map[128];
+	bool found;
+	FILE *f;
+	long fd;
+
+	memset(pm, 0, sizeof(*pm));
+	read_sysctl("/proc/sys/kernel/perf_event_paranoid", pm->paranoid, sizeof(pm->paranoid));
+	f = fopen("/proc/self/uid_map", "re");
+	if (f) {
+		unsigned long a, b, c;
+
+		/* the initial namespace maps all of 0..2^32-2 to itself */
+		if (fgets(map, sizeof(map), f) &&
+		    (sscanf(map, "%lu %lu %lu", &a, &b, &c) != 3 || a || b || c != 4294967295UL))
+			pm->userns = true;
+		fclose(f);
+	}
+	caps = status_field("CapEff", 16, &found);
+	pm->perfmon = found && !pm->userns && (caps >> 38 & 1 || caps >> 21 & 1);
+	mode = status_field("Seccomp", 10, &found);
+	if (!found || mode == 0)
+		return;
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_DUMMY;
+	attr.disabled = 1;
+	attr.exclude_kernel = 1;
+	attr.exclude_hv = 1;
+	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd >= 0) {
+		close((int)fd);
+		return;
+	}
+	/* paranoid 3 (a distribution's patch) refuses it too, but not to CAP_PERFMON */
+	pm->seccomp = (errno == EPERM || errno == EACCES || errno == ENOSYS) &&
+		      (strcmp(pm->paranoid, "3") || pm->perfmon);
+}
+
+/* The one-line text for a refused perf_event_open, or false when seccomp is not the cause. */
+static bool seccomp_text(const struct perm *pm, char *buf, size_t size)
+{
+	if (!pm->seccomp)
+		return false;
+	snprintf(buf, size,
+		 "cannot open perf events: this process's seccomp filter refuses perf_event_open "
+		 "(a container runtime's default profile does; kernel.perf_event_paranoid = %s, "
+		 "CAP_PERFMON %s); run the container with `--security-opt seccomp=unconfined` or a "
+		 "profile that allows perf_event_open (podman's and Docker's allow it with "
+		 "`--cap-add SYS_ADMIN`), or record it from the host: `dlflame record -p HOSTPID`",
+		 pm->paranoid, pm->perfmon ? "present" : "absent");
+	return true;
+}
+
+/* What a refusal lacks when no seccomp filter is the cause: CAP_PERFMON and the sysctl. */
+static const char *caps_text(const struct perm *pm)
+{
+	if (pm->perfmon)
+		return "";
+	return pm->userns ? ", and this process's capabilities are a user namespace's, "
+			    "which perf_event_open does not count"
+			  : ", and this process has neither CAP_PERFMON nor CAP_SYS_ADMIN";
+}
+
 const char *sampler__open_strerror(int err, char *buf, size_t size)
 {
 	char val[32], val2[32], ebuf[128];
@@ -609,15 +729,23 @@ const char *sampler__open_strerror(int err, char *buf, size_t size)
 	if (!buf || !size)
 		return "sampler error";
 	switch (e) {
-	case EPERM:
-		read_sysctl("/proc/sys/kernel/perf_event_paranoid", val, sizeof(val));
+	case EPERM: {
+		struct perm pm;
+
+		perm_read(&pm);
+		if (seccomp_text(&pm, buf, size))
+			break;
 		snprintf(
 			buf, size,
-			"cannot open perf events: permission denied (kernel.perf_event_paranoid = %s%s); "
-			"run as root (or with CAP_PERFMON), or allow it with `sysctl kernel.perf_event_paranoid=1`; "
-			"inside a container, a seccomp profile may also block perf_event_open",
-			val, strcmp(val, "3") ? "" : ", which forbids all unprivileged profiling");
+			"cannot open perf events: permission denied (kernel.perf_event_paranoid = %s%s%s); "
+			"run as root (or with CAP_PERFMON), or allow it with `sysctl kernel.perf_event_paranoid=1` "
+			"(on the host: a container shares the host's)",
+			pm.paranoid,
+			strcmp(pm.paranoid, "3") ? ""
+						 : ", which forbids all unprivileged profiling",
+			caps_text(&pm));
 		break;
+	}
 	case EACCES:
 		snprintf(
 			buf, size,
@@ -704,7 +832,12 @@ const char *sampler__attach_strerror(int err, char *buf, size_t size)
 			"no such process or thread (it may have exited); check the ID with `ps -eLf`");
 		break;
 	case EPERM:
-	case EACCES:
+	case EACCES: {
+		struct perm pm;
+
+		perm_read(&pm);
+		if (seccomp_text(&pm, buf, size))
+			break;
 		read_sysctl("/proc/sys/kernel/perf_event_paranoid", val, sizeof(val));
 		read_sysctl("/proc/sys/kernel/yama/ptrace_scope", val2, sizeof(val2));
 		snprintf(
@@ -714,6 +847,7 @@ const char *sampler__attach_strerror(int err, char *buf, size_t size)
 			"`sysctl kernel.perf_event_paranoid=1`, or as root (or with CAP_PERFMON and CAP_SYS_PTRACE)",
 			val, val2);
 		break;
+	}
 	case EMFILE:
 	case ENFILE:
 		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY)

@@ -260,6 +260,9 @@ run_in_root() {
     unshare --mount --propagation private --pid --fork --kill-child -- \
     bash -euo pipefail -c '
       root=$1 archives=$2 cmd=$3 args=$4; shift 4
+      # the root a mount point, as the / of a machine is: a container
+      # runtime (runc) changes the propagation of / and fails on a directory
+      mount --bind "$root" "$root"
       mount -t proc proc "$root/proc"
       mount --rbind /sys "$root/sys"
       mount --rbind /dev "$root/dev"

@@ -9,6 +9,11 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/syscall.h>
 #include <sched.h>
 #include <errno.h>
 #include <signal.h>
@@ -281,6 +286,45 @@ Test(python, bad_targets)
 }
 
 /* Another user's process: no access, said as such. */
+/*
+ * pyreader__self_read in a child whose seccomp filter refuses
+ * process_vm_readv with EPERM, as Docker's default profile does without
+ * CAP_SYS_PTRACE (filter: install it first). Its return value.
+ */
+static int self_read_in_child(bool filter)
+{
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog fprog = { .len = sizeof(prog) / sizeof(prog[0]), .filter = prog };
+	int status;
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		if (filter && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+			       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog)))
+			_exit(100);
+		_exit(-pyreader__self_read());
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 100, "no filter installed");
+	return -WEXITSTATUS(status);
+}
+
+/* A filter that refuses process_vm_readv is told from a target we may not read. */
+Test(python, self_read_sees_a_seccomp_filter)
+{
+	cr_assert_eq(self_read_in_child(false), 0);
+	cr_assert_eq(self_read_in_child(true), -EPERM);
+}
+
 Test(python, no_access_is_eperm)
 {
 	struct child c = start(SYSTEM_PYTHON);

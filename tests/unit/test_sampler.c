@@ -16,7 +16,13 @@
 
 #include <asm/perf_regs.h>
 #include <criterion/criterion.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/perf_event.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include "sampler/order.h"
 #include "sampler/sampler.h"
@@ -1354,6 +1360,67 @@ Test(sampler, open_strerror_messages)
 	/* truncates, still terminated */
 	cr_assert_eq(sampler__open_strerror(-EPERM, buf, 10), buf);
 	cr_assert_eq(strlen(buf), 9);
+}
+
+/*
+ * The EPERM text in a child whose seccomp filter refuses perf_event_open
+ * with EPERM, as a container runtime's default profile does (filter: install
+ * one first); read back through a pipe.
+ */
+static void eperm_text(bool filter, char *buf, size_t size)
+{
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_perf_event_open, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog fprog = { .len = sizeof(prog) / sizeof(prog[0]), .filter = prog };
+	int fds[2], status;
+	ssize_t n, got = 0;
+	pid_t pid;
+
+	cr_assert_eq(pipe(fds), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char text[1024];
+
+		close(fds[0]);
+		if (filter && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+			       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog)))
+			_exit(2);
+		sampler__open_strerror(-EPERM, text, sizeof(text));
+		if (write(fds[1], text, strlen(text)) < 0)
+			_exit(3);
+		_exit(0);
+	}
+	close(fds[1]);
+	while (got + 1 < (ssize_t)size && (n = read(fds[0], buf + got, size - 1 - (size_t)got)) > 0)
+		got += n;
+	buf[got] = '\0';
+	close(fds[0]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed (%d)", status);
+}
+
+/* A seccomp filter that refuses perf_event_open is named as the cause, in one line. */
+Test(sampler, open_strerror_names_a_seccomp_filter)
+{
+	char buf[1024];
+
+	eperm_text(true, buf, sizeof(buf));
+	cr_assert(strstr(buf, "seccomp filter refuses perf_event_open"), "%s", buf);
+	cr_assert(strstr(buf, "seccomp=unconfined"), "%s", buf);
+	cr_assert(strstr(buf, "dlflame record -p HOSTPID"), "%s", buf);
+	cr_assert_null(strchr(buf, '\n'));
+	/* without the filter it is not blamed */
+	eperm_text(false, buf, sizeof(buf));
+	cr_assert_null(strstr(buf, "seccomp filter"), "%s", buf);
+	cr_assert(strstr(buf, "perf_event_paranoid"), "%s", buf);
 }
 
 /* ---- sampler: launching -------------------------------------------------- */
