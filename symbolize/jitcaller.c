@@ -656,15 +656,29 @@ static bool graft_first(const struct uw_ctx *ctx, const struct frames *f, const 
 	return false;
 }
 
-/* What identifies a piece of JIT code: its perf-map name, else its mapping. */
+/*
+ * What identifies a piece of JIT code: its perf-map name, else its mapping.
+ * oneDNN 3.x numbers each kernel it generates ("jit_avx_gemm_f32_xbyak_gemm.24",
+ * its jitdump's "%s.%d"): the instances of one generator are one key. A
+ * kernel generated many times is called from the same places, and an
+ * instance that never showed its return address (the GEMM kernel on its
+ * heap workspace) learns it from the others; every caller so learned is
+ * still proven by climbing to a remembered chain.
+ */
 static uint64_t jit_key(struct uw_ctx *ctx, uint64_t ip)
 {
 	const struct perfmap_entry *e = perfmap__find(ctx->p->perfmap, ip);
 	struct map *m;
 
-	/* the name: a kernel generated many times is called from the same places */
-	if (e)
-		return (uint64_t)(uintptr_t)e->name;
+	if (e && e->name) {
+		size_t len = strlen(e->name), end = len;
+
+		while (end && e->name[end - 1] >= '0' && e->name[end - 1] <= '9')
+			end--;
+		if (end < len && end > 1 && e->name[end - 1] == '.')
+			len = end - 1;
+		return hash_bytes(e->name, len, 0x6a69746b6579ull) | 1;
+	}
 	m = proc_lookup(ctx->p, ip);
 	return m ? m->start : ip;
 }

@@ -308,17 +308,19 @@ Test(stacks, small_copies_are_counted_cut_with_their_cause)
 {
 	char *env[] = { "OMP_NUM_THREADS=1", NULL };
 	/*
-	 * 2 KiB: with 4 KiB copies the stacks that do fit teach enough known
+	 * 1 KiB: with 4 KiB copies the stacks that do fit teach enough known
 	 * stacks for grafts above recovered JIT callers to complete most others
-	 * (90-97% complete, by timing).
+	 * (90-97% complete, by timing); with oneDNN 3.x, whose GEMM kernel
+	 * instances now learn their callers from each other, 2 KiB did too
+	 * (50-90% complete, run to run). At 1 KiB: 0-2% on oneDNN 2.6 and 3.7.
 	 */
-	const char *opts[] = { "-g", "dwarf,2048", NULL };
+	const char *opts[] = { "-g", "dwarf,1024", NULL };
 	char *data = record_mlp(env, opts, "300");
 	const char *argv[] = { need_env("DLFLAME"), "report", "-i", data, "--top", NULL };
 	struct run_result r;
 	double share = assert_ends_agree(data, NULL, true);
 
-	cr_assert_lt(share, 90.0, "2 KiB copies: %.1f%% complete", share);
+	cr_assert_lt(share, 90.0, "1 KiB copies: %.1f%% complete", share);
 	r = run(dir, NULL, NULL, argv);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_not_null(strstr(r.out, "of stacks complete; cut: "), "%s", r.out);
