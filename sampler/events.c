@@ -144,6 +144,9 @@ void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr)
 	base_attr(s, attr);
 	attr->freq = 1;
 	attr->sample_freq = s->opts.freq;
+	/* each sample wakes the early thread at once (rings_open keeps this: no watermark) */
+	if (early_wakeups(s))
+		attr->wakeup_events = 1;
 }
 
 /*
