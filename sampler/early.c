@@ -138,8 +138,8 @@ static void *drain_main(void *arg)
 							 : EARLY_SLOW_MS * 1000000L };
 		/*
 		 * The rings wake the early thread at each sample: woken too, this
-		 * thread would preempt a target thread at each one, and a ring
-		 * fills in no less than EARLY_SLOW_MS (a second holds 100 of them).
+		 * thread would preempt a target thread at each one, and a 16 MiB
+		 * ring takes 1.6 GB/s to fill in EARLY_SLOW_MS.
 		 */
 		bool timer_only = early_wakeups(s);
 
@@ -190,15 +190,16 @@ static bool early_pass(struct sampler *s, bool fast)
 
 /*
  * While the callback wants samples at once, the early thread sleeps until
- * the kernel writes one (early_wakeups: each on-CPU sample wakes the
- * rings' readers). It used to look at the rings every EARLY_FAST_US
- * instead: 10,000 wakeups a second of a real-time thread, each of which
- * preempted a target thread on a busy machine, whose context-switch sample
- * (with its stack copy) gave the next pass something to read. On a
- * two-rank PyTorch 2.6 job that was some 80,000 preemptions a rank where
- * the unprofiled job switches 6,769 times in all, and the samples outran
- * the spill budget (docs/DESIGN.md, the sampler). Woken by a sample, it
- * preempts at most once for each, and that switch wakes nobody.
+ * the kernel writes one (early_wakeups: each sample wakes the rings'
+ * readers). It used to look at the rings every EARLY_FAST_US instead:
+ * 10,000 wakeups a second of a real-time thread, each of which could
+ * preempt a target thread, whose context-switch sample (with its stack
+ * copy) gave the next look something to read. On Debian 13's two-rank
+ * PyTorch 2.6 job that made 14 of every 15 samples (docs/DESIGN.md, the
+ * sampler). Woken by a sample, it preempts at most one thread for it; that
+ * thread's switch sample is written as this thread gets the CPU, so the
+ * same pass reads it, and the wakeup it sends finds this thread awake
+ * (ppoll then returns at once, with nothing new, without a switch).
  */
 static void *early_main(void *arg)
 {

@@ -209,14 +209,13 @@ uint64_t rings_copied_at(const struct sampler *s);
 /* The threads that empty the rings into spill, and see each sample early. */
 int early_start(struct sampler *s);
 /*
- * Whether the early thread is woken by each on-CPU sample (the events that
- * write them have wakeup_events 1) rather than looking at the rings on a
- * timer: with an early callback, unless context switches own the rings
- * (a wakeup per switch would cause the next one). See early.c.
+ * Whether each sample wakes the early thread (every sampling event has
+ * wakeup_events 1) rather than it looking at the rings on a timer: with an
+ * early callback. See early.c.
  */
 static inline bool early_wakeups(const struct sampler *s)
 {
-	return s->early && !s->opts.offcpu_only;
+	return s->early;
 }
 void early_stop(struct sampler *s);
 /*
