@@ -161,7 +161,7 @@ int cmd_offcpu(int argc, char **argv)
 
 	so.callgraph = o.target.callgraph;
 	so.stack_size = o.target.stack_size;
-	if (session__open(&ss, &so, !o.target.no_python))
+	if (session__open(&ss, &so, o.target.no_python ? SESSION_PY_NONE : SESSION_PY_READ))
 		goto out;
 	ss.offcpu = true;
 	t0 = monotonic_ns();

@@ -350,6 +350,15 @@ int target_opts__parse(struct target_opts *o, const char *cmd, int c, const char
 	case OPT_NO_PYTHON:
 		o->no_python = true;
 		break;
+	case OPT_PYTHON_FRAMES:
+		if (!strcmp(arg, "bpf"))
+			o->python_bpf = true;
+		else if (!strcmp(arg, "read"))
+			o->python_bpf = false;
+		else
+			return usage_error(cmd, "--python-frames takes 'bpf' or 'read', got '%s'",
+					   arg);
+		break;
 	default:
 		return usage_error(cmd, "unknown option code %d", c);
 	}

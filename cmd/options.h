@@ -83,6 +83,7 @@ struct target_opts {
 	enum callgraph_mode callgraph;
 	uint32_t stack_size;
 	bool no_python; /* --no-python */
+	bool python_bpf; /* --python-frames=bpf */
 };
 
 /* target_opts__parse's code for --no-python (getopt_long's val) */
@@ -90,6 +91,12 @@ struct target_opts {
 /* one line of usage for it */
 #define NO_PYTHON_USAGE \
 	"      --no-python          do not read Python frames (read by default with dwarf)\n"
+/* --python-frames=bpf|read, and its usage */
+#define OPT_PYTHON_FRAMES 0x1001
+#define PYTHON_FRAMES_USAGE                                                                 \
+	"      --python-frames=HOW  'read' (default): Python frames read just after each\n" \
+	"                           sample; 'bpf': copied at the sample by a BPF program\n" \
+	"                           (root; falls back to 'read' where it cannot load)\n"
 
 /* clang-format off */
 #define TARGET_OPTS_DEFAULT \

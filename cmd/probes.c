@@ -624,3 +624,76 @@ int probes_resolve_ops(struct probe_set *ps, const char *list)
 	free(lib);
 	return ret;
 }
+
+/* ---- record --probe-collectives ------------------------------------------- */
+
+/*
+ * gloo's collectives as c10d runs them, by mangled prefix (the argument
+ * types differ between PyTorch versions): where a training thread hands
+ * one over, and where gloo's worker runs it until every rank has joined.
+ * render/ranks.c knows them by their demangled names.
+ */
+static const char *const coll_mangled[] = {
+	"_ZN4c10d16ProcessGroupGloo7enqueueE",
+	"_ZN4c10d16ProcessGroupGloo9AsyncWork7executeE",
+};
+#define NR_COLL (sizeof(coll_mangled) / sizeof(coll_mangled[0]))
+
+struct coll_find {
+	uint64_t off[NR_COLL];
+	char *name[NR_COLL];
+};
+
+static int coll_found(void *ctx, const char *name, uint64_t off)
+{
+	struct coll_find *f = ctx;
+
+	for (size_t i = 0; i < NR_COLL; i++)
+		if (!f->name[i] && !strncmp(name, coll_mangled[i], strlen(coll_mangled[i]))) {
+			f->name[i] = strdup(name);
+			if (!f->name[i])
+				return -ENOMEM;
+			f->off[i] = off;
+		}
+	return 0;
+}
+
+int probes_resolve_collectives(struct probe_set *ps)
+{
+	struct coll_find f = { 0 };
+	char *lib = probes_find_library(OPS_LIBRARY);
+	int err, ret = EXIT_OK;
+
+	if (!lib) {
+		error("--probe-collectives: no %s in the library directories "
+		      "(/usr/lib/x86_64-linux-gnu, ...): is PyTorch installed? (Debian: python3-torch)",
+		      OPS_LIBRARY);
+		return EXIT_USAGE;
+	}
+	err = symbolizer__functions_prefixed(lib, "_ZN4c10d16ProcessGroupGloo", coll_found, &f);
+	if (err) {
+		error("--probe-collectives: cannot read %s: %s", lib, strerror(-err));
+		ret = EXIT_BAD;
+	}
+	for (size_t i = 0; i < NR_COLL && ret == EXIT_OK; i++) {
+		if (!f.name[i]) {
+			error("--probe-collectives: %s has no %s...: a PyTorch built without gloo?",
+			      lib, coll_mangled[i]);
+			ret = EXIT_USAGE;
+			break;
+		}
+		/* libtorch is dlopen'ed by torch's Python module: not loaded is no mistake here */
+		err = set_add(ps, "--probe-collectives", lib, f.name[i], f.off[i], false);
+		if (err == -ENOSPC)
+			ret = usage_error("record",
+					  "at most %d probes (--probe, --probe-ops and "
+					  "--probe-collectives)",
+					  SAMPLER_MAX_PROBES);
+		else if (err)
+			ret = error("out of memory");
+	}
+	for (size_t i = 0; i < NR_COLL; i++)
+		free(f.name[i]);
+	free(lib);
+	return ret;
+}

@@ -54,6 +54,13 @@ void probes_free(struct probe_set *ps);
  * said why.
  */
 int probes_resolve_ops(struct probe_set *ps, const char *list);
+/*
+ * record --probe-collectives: entry and return probes on gloo's collectives
+ * in libtorch_cpu (where a training thread hands one over, and where gloo's
+ * worker runs it): report --ranks counts and times them per rank. EXIT_OK
+ * or the exit code, having said why.
+ */
+int probes_resolve_collectives(struct probe_set *ps);
 /* The longest operator name --probe-ops takes. */
 #define PROBE_OP_NAME_MAX 128
 /*

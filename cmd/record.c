@@ -38,6 +38,7 @@ struct record_opts {
 	size_t nr_probe_specs;
 	uint32_t probe_stack; /* --probe-stack; 0: the sampler's default */
 	bool probe_ops; /* --probe-ops */
+	bool probe_coll; /* --probe-collectives */
 	const char *probe_ops_list; /* its LIST, or NULL: the default set */
 	const char *cgroup; /* --cgroup PATH */
 	int cgroup_fd; /* its directory, -1 without --cgroup */
@@ -73,7 +74,11 @@ static void record_usage(FILE *f)
 		"                           them, e.g. conv2d,addmm,add.Tensor (also given as\n"
 		"                           '--probe-ops LIST -- COMMAND'); without it, the layer,\n"
 		"                           loss and optimizer operators most trainers use, forward\n"
-		"                           and backward; see report --ops\n" NO_PYTHON_USAGE
+		"                           and backward; see report --ops\n"
+		"      --probe-collectives  count and time each gloo collective per rank (uprobes\n"
+		"                           in libtorch_cpu): report --ranks then tells, for every\n"
+		"                           all-reduce, which rank arrived last\n" NO_PYTHON_USAGE
+			PYTHON_FRAMES_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
 		"  -t, --tid TID[,TID...]   attach to these threads only\n"
@@ -120,16 +125,19 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		OPT_NO_FAULTS,
 		OPT_PROBE_STACK,
 		OPT_PROBE_OPS,
+		OPT_PROBE_COLL,
 		OPT_CGROUP,
 	};
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
 		{ "call-graph", required_argument, NULL, 'g' },
 		{ "no-python", no_argument, NULL, OPT_NO_PYTHON },
+		{ "python-frames", required_argument, NULL, OPT_PYTHON_FRAMES },
 		{ "no-offcpu", no_argument, NULL, OPT_NO_OFFCPU },
 		{ "probe", required_argument, NULL, OPT_PROBE },
 		{ "probe-stack", required_argument, NULL, OPT_PROBE_STACK },
 		{ "probe-ops", optional_argument, NULL, OPT_PROBE_OPS },
+		{ "probe-collectives", no_argument, NULL, OPT_PROBE_COLL },
 		{ "faults", no_argument, NULL, OPT_FAULTS }, /* the default; kept for old scripts */
 		{ "no-faults", no_argument, NULL, OPT_NO_FAULTS },
 		{ "pid", required_argument, NULL, 'p' },
@@ -171,6 +179,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 						   SAMPLER_MAX_PROBES);
 			o->probe_specs[o->nr_probe_specs++] = optarg;
 			break;
+		case OPT_PROBE_COLL:
+			o->probe_coll = true;
+			break;
 		case OPT_PROBE_OPS:
 			o->probe_ops = true;
 			o->probe_ops_list = optarg;
@@ -192,6 +203,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		case 't':
 		case 'd':
 		case OPT_NO_PYTHON:
+		case OPT_PYTHON_FRAMES:
 			err = target_opts__parse(&o->target, "record", c, optarg);
 			if (err)
 				return err;
@@ -247,7 +259,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 	if (o->cgroup && (o->target.nr_pids || optind < argc))
 		return usage_error("record", "--cgroup records a whole cgroup: give no command "
 					     "and no -p/-t with it");
-	if (o->cgroup && (o->nr_probe_specs || o->probe_ops))
+	if (o->cgroup && (o->nr_probe_specs || o->probe_ops || o->probe_coll))
 		return usage_error("record", "--probe and --probe-ops need a command or -p, not "
 					     "--cgroup");
 	if (o->cgroup) {
@@ -263,11 +275,12 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			"no command to record (put it after --) and no -p PID to attach to");
 	if (o->target.nr_pids && o->forward_exit)
 		return usage_error("record", "--forward-exit needs a launched command");
-	if (o->probe_stack && !o->nr_probe_specs && !o->probe_ops)
+	if (o->probe_stack && !o->nr_probe_specs && !o->probe_ops && !o->probe_coll)
 		return usage_error("record", "--probe-stack goes with --probe or --probe-ops");
-	if (o->target.threads_only && (o->nr_probe_specs || o->probe_ops))
+	if (o->target.threads_only && (o->nr_probe_specs || o->probe_ops || o->probe_coll))
 		return usage_error("record", "--probe follows whole processes: use -p, not -t");
-	if ((o->nr_probe_specs || o->probe_ops) && o->target.callgraph != CALLGRAPH_DWARF)
+	if ((o->nr_probe_specs || o->probe_ops || o->probe_coll) &&
+	    o->target.callgraph != CALLGRAPH_DWARF)
 		return usage_error("record", "--probe needs --call-graph dwarf (the default)");
 	*cmd_index = optind;
 	return 0;
@@ -405,6 +418,18 @@ int cmd_record(int argc, char **argv)
 		if (ret != EXIT_OK)
 			goto out;
 	}
+	if (o.probe_coll) {
+		ret = probes_resolve_collectives(&probes);
+		if (ret != EXIT_OK)
+			goto out;
+		/*
+		 * A few collectives a step: a copy deep enough for the Python
+		 * frames under the autograd engine and c10d (which tell set-up
+		 * from training) costs little, unless other probes share it.
+		 */
+		if (!o.probe_stack && !o.probe_ops && !o.nr_probe_specs)
+			o.probe_stack = 32768;
+	}
 	ret = EXIT_BAD;
 	so.probes = probes.probes;
 	so.nr_probes = probes.n;
@@ -420,7 +445,11 @@ int cmd_record(int argc, char **argv)
 	 * for (its layout has no period field: see the sampler's events).
 	 */
 	so.fault_period = !o.no_faults && cmd ? SAMPLER_FAULT_PERIOD : 0;
-	if (session__open(&ss, &so, !o.target.no_python) || set_spill(ss.prof, o.output))
+	if (session__open(&ss, &so,
+			  o.target.no_python	? SESSION_PY_NONE
+			  : o.target.python_bpf ? SESSION_PY_BPF
+						: SESSION_PY_READ) ||
+	    set_spill(ss.prof, o.output))
 		goto out;
 	probes.sampler = ss.s;
 	ss.watch_maps = so.on_map != NULL;

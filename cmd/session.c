@@ -7,6 +7,7 @@
 #include "session.h"
 #include "cmd.h"
 #include "status.h"
+#include "pybpf/pybpf.h"
 #include "util/util.h"
 
 #include <dirent.h>
@@ -98,8 +99,11 @@ static int64_t clock_offset(void)
 	return ((int64_t)r.tv_sec - m.tv_sec) * 1000000000 + (r.tv_nsec - m.tv_nsec);
 }
 
-int session__open(struct session *ss, const struct sampler_opts *so, bool python)
+int session__open(struct session *ss, const struct sampler_opts *so, enum session_python python)
 {
+	struct sampler_opts bo;
+	int err;
+
 	memset(ss, 0, sizeof(*ss));
 	ss->prof = profile__new();
 	ss->sym = symbolizer__new();
@@ -108,7 +112,25 @@ int session__open(struct session *ss, const struct sampler_opts *so, bool python
 	ss->col = collector__new(ss->prof, ss->sym);
 	if (!ss->col)
 		return error("out of memory");
-	python = python && so->callgraph == CALLGRAPH_DWARF;
+	if (so->callgraph != CALLGRAPH_DWARF)
+		python = SESSION_PY_NONE;
+	if (python == SESSION_PY_BPF) {
+		err = pybpf__open(&ss->bpf, 0);
+		if (err) {
+			warning("--python-frames=bpf: cannot load the BPF program that copies Python "
+				"frames at the sample (%s%s%s); they are read after each sample instead%s",
+				strerror(-err), *pybpf__last_error() ? ": " : "",
+				pybpf__last_error(),
+				err == -EPERM ? " (it needs root, or CAP_BPF and CAP_PERFMON)"
+					      : "");
+			ss->bpf = NULL;
+		} else {
+			bo = *so;
+			bo.bpf = true;
+			bo.bpf_fd = pybpf__prog_fd(ss->bpf);
+			so = &bo;
+		}
+	}
 	ss->s = sampler__new(so);
 	if (!ss->s)
 		return error("out of memory");
@@ -119,8 +141,26 @@ int session__open(struct session *ss, const struct sampler_opts *so, bool python
 			return error("out of memory");
 		sampler__set_early(ss->s, collector__early, ss->col);
 		ss->python = true;
+		if (ss->bpf)
+			collector__python_bpf(ss->col, ss->bpf);
 	}
 	return EXIT_OK;
+}
+
+/*
+ * Once the events are open: a program the kernel would not attach to them
+ * gives no records, and frames are read after the sample instead.
+ */
+static void check_bpf(struct session *ss)
+{
+	const struct sampler_stats *st = sampler__stats(ss->s);
+
+	if (!ss->bpf || (st->bpf_attached && !st->bpf_err))
+		return;
+	warning("--python-frames=bpf: the kernel did not attach the BPF program to the sampling "
+		"events (%s); Python frames are read after each sample instead",
+		strerror(st->bpf_err ? -st->bpf_err : ENODEV));
+	collector__python_bpf(ss->col, NULL);
 }
 
 void session__close(struct session *ss)
@@ -129,6 +169,7 @@ void session__close(struct session *ss)
 	profile__journal_close(ss->journal);
 	sampler__free(ss->s);
 	collector__free(ss->col);
+	pybpf__free(ss->bpf);
 	symbolizer__free(ss->sym);
 	profile__free(ss->prof);
 	free(ss->command);
@@ -538,6 +579,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	int signalled = 0, err, ferr, kerr;
 
 	*child_done = false;
+	check_bpf(ss);
 	/*
 	 * The kernel drops records when a ring fills: this thread frees them
 	 * only once it has handled them, so it must not wait long for a CPU
@@ -715,7 +757,19 @@ static void warn_python(const struct collect_python_stats *py)
 	if (py->failed_processes > 1)
 		warning("%llu processes in all have no Python frames for that reason or another",
 			(unsigned long long)py->failed_processes);
-	if (groups)
+	if (groups && py->bpf_processes)
+		info("Python frames in %.1f%% of %llu eval calls, copied at the sample by BPF "
+		     "(%llu of %llu Python processes); changed before read %.1f%%, not read %.1f%%; "
+		     "%llu records of %llu joined their samples, %llu walks stopped short; %llu "
+		     "samples without a record, %llu before the program read their process",
+		     100.0 * (double)py->groups_ok / (double)groups, (unsigned long long)groups,
+		     (unsigned long long)py->bpf_processes, (unsigned long long)py->processes,
+		     100.0 * (double)py->groups_changed / (double)groups,
+		     100.0 * (double)py->groups_unread / (double)groups,
+		     (unsigned long long)py->bpf_joined, (unsigned long long)py->bpf_records,
+		     (unsigned long long)py->bpf_failed, (unsigned long long)py->bpf_missing,
+		     (unsigned long long)py->bpf_before);
+	else if (groups)
 		info("Python frames in %.1f%% of %llu eval calls; changed before read %.1f%%, "
 		     "not read %.1f%%; read %.2f ms after the sample on average (at most %.1f ms)",
 		     100.0 * (double)py->groups_ok / (double)groups, (unsigned long long)groups,
@@ -755,4 +809,14 @@ void session__warnings(struct session *ss)
 		info("the target exited; the recording ends there");
 	warn_dropped(cs);
 	warn_python(&cs->py);
+	if (ss->bpf) {
+		struct pybpf_stats bs;
+
+		/* records the program could not write: their samples show frames not read */
+		if (!pybpf__stats(ss->bpf, &bs) && bs.dropped)
+			warning("--python-frames=bpf: %llu of %llu records of Python frames found "
+				"the BPF ring buffer full; their samples show [python frames not read]",
+				(unsigned long long)bs.dropped,
+				(unsigned long long)(bs.dropped + bs.records));
+	}
 }

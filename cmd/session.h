@@ -16,6 +16,8 @@
 #include "sampler/sampler.h"
 #include "symbolize/symbolize.h"
 
+struct pybpf;
+
 struct session {
 	struct sampler *s;
 	struct symbolizer *sym;
@@ -23,6 +25,7 @@ struct session {
 	struct collector *col;
 	bool attached, offcpu;
 	bool python; /* Python frames are read */
+	struct pybpf *bpf; /* copied at the sample by pybpf/'s program; NULL: read after */
 	bool watch_maps; /* the sampler's on_map adds probes: read the rings every 10 ms */
 	bool targets_gone; /* attach: the recording ended because they exited */
 	uint64_t start_time; /* attach: when the events were opened; 0 at launch */
@@ -35,10 +38,13 @@ struct session {
 };
 
 /*
- * python: read Python frames (with DWARF stacks only: each group of frames
- * is anchored on the stack copy).
+ * python: how Python frames are had (with DWARF stacks only: each group of
+ * frames is anchored on the stack copy): read just after each sample, or
+ * copied at the sample by pybpf/'s program (where it cannot be loaded or
+ * attached: said in one warning, and read as before).
  */
-int session__open(struct session *ss, const struct sampler_opts *so, bool python);
+enum session_python { SESSION_PY_NONE = 0, SESSION_PY_READ, SESSION_PY_BPF };
+int session__open(struct session *ss, const struct sampler_opts *so, enum session_python python);
 void session__close(struct session *ss); /* also after a failed open */
 int session__attach(struct session *ss, const pid_t *pids, size_t n, bool threads_only);
 /*

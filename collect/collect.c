@@ -57,6 +57,12 @@ void collector__free(struct collector *c)
 	free(c);
 }
 
+void collector__python_bpf(struct collector *c, struct pybpf *b)
+{
+	if (c->fr.py)
+		py_use_bpf(c->fr.py, b);
+}
+
 int collector__enable_python(struct collector *c)
 {
 	return c->fr.py ? 0 : py_init(&c->fr.py, &c->st.py);

@@ -52,6 +52,15 @@ struct collect_python_stats {
 	int failed_err;
 	uint32_t failed_version; /* PY_VERSION_HEX, 0 if not known */
 	bool failed_free_threaded; /* it is a free-threaded build (not read) */
+	/* frames copied at the sample by pybpf/'s program (collector__python_bpf) */
+	uint64_t bpf_processes; /* processes whose frames came from it */
+	uint64_t bpf_records; /* its records read */
+	uint64_t bpf_joined; /* samples that had their record */
+	uint64_t bpf_failed; /* records whose walk stopped short or whose code could not be named */
+	uint64_t bpf_unjoined; /* records whose sample never came (lost) */
+	uint64_t bpf_missing; /* samples of such a process that had no record */
+	uint64_t bpf_unnamed; /* records with a code object freed before it was named */
+	uint64_t bpf_before; /* its samples before the program was told of it (read after) */
 };
 
 struct collect_stats {
@@ -110,6 +119,15 @@ int collector__attached_thread(struct collector *c, uint32_t pid, uint32_t tid, 
  * processes must be running. 0 or -ENOMEM.
  */
 int collector__enable_python(struct collector *c);
+/*
+ * Take Python frames from b's records (pybpf/: copied by a BPF program at
+ * each sample; b is attached to the sampler's events and stays the
+ * caller's) for every Python process found from now on, instead of
+ * reading them after the sample. NULL: read them after the sample. After
+ * collector__enable_python.
+ */
+struct pybpf;
+void collector__python_bpf(struct collector *c, struct pybpf *b);
 /* A rec_early_cb: true while some process runs a Python whose frames are read. */
 bool collector__early(void *c, const struct rec *r);
 

@@ -17,6 +17,7 @@
 #include "collect.h"
 #include <pthread.h>
 
+#include "pybpf/pybpf.h"
 #include "python/python.h"
 #include "util/util.h"
 
@@ -70,6 +71,8 @@ int frames_name_deferred(struct frames *fr);
 #define PY_MAX_EVALS 64 /* eval calls per stack given Python frames */
 #define PY_CHANGED_FRAME "[python frames changed before read]"
 #define PY_UNREAD_FRAME "[python frames not read]"
+/* a frame copied at the sample (pybpf/) whose code object was freed before it was named */
+#define PY_FREED_FRAME "[python code freed before named]"
 
 struct py_proc;
 struct py_stacks {
@@ -85,9 +88,26 @@ struct py_stacks {
 	size_t nr_procs, procs_cap;
 	struct u64map pending; /* hash of (tid, time) -> struct py_pending * */
 	struct collect_python_stats *st; /* the collector's */
+	/*
+	 * Frames copied at the sample by pybpf/'s program (NULL: read after
+	 * the sample): its records wait per thread, in the order written,
+	 * until their samples are delivered.
+	 */
+	struct pybpf *bpf;
+	struct u64map queues; /* tid -> index in queue_arr */
+	struct py_queue *queue_arr;
+	size_t nr_queues, queues_cap;
+};
+
+/* A thread's records from the program, oldest first. */
+struct py_queue {
+	struct py_pending **items;
+	size_t head, n, cap; /* items[head .. n) wait */
 };
 
 int py_init(struct py_stacks **out, struct collect_python_stats *st);
+/* Take the frames of processes found from now on from b's records (the caller keeps b). */
+void py_use_bpf(struct py_stacks *py, struct pybpf *b);
 void py_free(struct py_stacks *py);
 /*
  * A sample just read from its ring: snapshot its thread's Python frames.

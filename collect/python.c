@@ -27,6 +27,9 @@ enum py_state { PY_UNPROBED = 0, PY_NONE, PY_YES, PY_FAILED };
 /* Probes of a process that has no interpreter, at most once a second each. */
 #define PY_REPROBE_NS 1000000000ull
 #define PY_MAX_REPROBES 10
+/* One whose interpreter is there, not initialized yet: every 10 ms, for 10 s at most. */
+#define PY_REPROBE_SOON_NS 10000000ull
+#define PY_MAX_REPROBES_SOON 1000
 /* Snapshots waiting for their sample: beyond this many, those older than a second go. */
 #define PY_PENDING_MAX 65536
 #define PY_PENDING_AGE_NS 1000000000ull
@@ -34,13 +37,27 @@ enum py_state { PY_UNPROBED = 0, PY_NONE, PY_YES, PY_FAILED };
 struct py_proc {
 	uint32_t pid;
 	enum py_state state;
+	bool soon; /* its interpreter is there, not initialized yet: probed again soon */
+	bool bpf; /* its frames come from pybpf/'s records, copied at the sample */
+	uint64_t bpf_since; /* from its samples of this time on (before: read after the sample) */
 	uint32_t probes;
 	uint64_t probed_at, next_probe; /* monotonic ns, the clock of the records */
 };
 
+/*
+ * A record of pybpf/'s program is taken in the same overflow handler as
+ * its sample (microseconds apart, measured by test_pybpf): it joins the
+ * sample of its thread with the same ip within a millisecond, the time
+ * between two samples of a thread at the default rate.
+ */
+#define PY_BPF_JOIN_NS 1000000ull
+/* Records waiting per thread: beyond this, the oldest go (their samples were lost). */
+#define PY_BPF_QUEUE_MAX 4096
+
 /* A snapshot kept for its sample: only the frames read. */
 struct py_pending {
 	uint64_t time;
+	uint64_t ip; /* pybpf/'s records: the sampled ip, to join its sample */
 	uint32_t tid;
 	struct py_snapshot snap; /* frames[snap.n] allocated */
 };
@@ -70,8 +87,16 @@ int py_init(struct py_stacks **out, struct collect_python_stats *st)
 	pthread_mutex_init(&py->lock, NULL);
 	u64map_init(&py->procs);
 	u64map_init(&py->pending);
+	u64map_init(&py->queues);
 	*out = py;
 	return 0;
+}
+
+void py_use_bpf(struct py_stacks *py, struct pybpf *b)
+{
+	pthread_mutex_lock(&py->lock);
+	py->bpf = b;
+	pthread_mutex_unlock(&py->lock);
 }
 
 static void drop_pending(struct py_stacks *py, bool all, uint64_t older_than)
@@ -101,6 +126,15 @@ void py_free(struct py_stacks *py)
 	if (!py)
 		return;
 	drop_pending(py, true, 0);
+	for (size_t i = 0; i < py->nr_queues; i++) {
+		struct py_queue *q = &py->queue_arr[i];
+
+		for (size_t k = q->head; k < q->n; k++)
+			free(q->items[k]);
+		free(q->items);
+	}
+	free(py->queue_arr);
+	u64map_free(&py->queues);
 	u64map_free(&py->procs);
 	free(py->procs_arr);
 	free(py->scratch);
@@ -133,16 +167,27 @@ static enum py_state probe(struct py_stacks *py, struct py_proc *p)
 	if (p->state == PY_YES || p->state == PY_FAILED)
 		return p->state;
 	if (p->state == PY_NONE) {
-		if (p->probes >= PY_MAX_REPROBES || (now = monotonic_ns()) < p->next_probe)
+		if (p->probes >= (p->soon ? PY_MAX_REPROBES_SOON : PY_MAX_REPROBES) ||
+		    (now = monotonic_ns()) < p->next_probe)
 			return p->state;
 	}
 	ret = pyreader__probe(py->r, (pid_t)p->pid);
 	p->probes++;
 	p->probed_at = monotonic_ns();
-	p->next_probe = p->probed_at + PY_REPROBE_NS;
+	p->soon = ret == 0 && pyreader__version(py->r, (pid_t)p->pid);
+	p->next_probe = p->probed_at + (p->soon ? PY_REPROBE_SOON_NS : PY_REPROBE_NS);
 	if (ret == 1) {
+		struct py_walk w;
+
 		p->state = PY_YES;
 		py->st->processes++;
+		/* its frames copied at the sample, if the program takes its layout */
+		if (py->bpf && !pyreader__walk(py->r, (pid_t)p->pid, &w) &&
+		    !pybpf__add(py->bpf, (pid_t)p->pid, &w)) {
+			p->bpf = true;
+			p->bpf_since = monotonic_ns();
+			py->st->bpf_processes++;
+		}
 	} else if (ret == 0 || ret == -ESRCH) {
 		p->state = PY_NONE;
 	} else {
@@ -160,6 +205,120 @@ static enum py_state probe(struct py_stacks *py, struct py_proc *p)
 	return p->state;
 }
 
+static struct py_queue *queue_of(struct py_stacks *py, uint32_t tid, bool create)
+{
+	uint64_t v;
+
+	if (u64map_get(&py->queues, tid, &v))
+		return &py->queue_arr[v];
+	if (!create ||
+	    grow_array((void **)&py->queue_arr, &py->queues_cap, py->nr_queues + 1,
+		       sizeof(*py->queue_arr)) ||
+	    u64map_put(&py->queues, tid, py->nr_queues))
+		return NULL;
+	py->queue_arr[py->nr_queues] = (struct py_queue){ 0 };
+	return &py->queue_arr[py->nr_queues++];
+}
+
+/* The frames pybpf/'s program copied at one sample: kept, named, until the sample comes. */
+static int store_bpf(void *ctx, const struct pybpf_sample *b)
+{
+	struct py_stacks *py = ctx;
+	struct py_proc *p = proc_of(py, (uint32_t)b->pid, false);
+	struct py_pending *pp;
+	struct py_queue *q;
+	size_t size;
+
+	py->st->bpf_records++;
+	if (!p || !p->bpf || b->n > PY_MAX_FRAMES)
+		return 0;
+	/* a walk that stopped short (a frame not resident, a chain being changed) is not shown */
+	if (b->status != PYBPF_OK && b->status != PYBPF_CUT && b->status != PYBPF_NO_TSTATE) {
+		py->st->bpf_failed++;
+		return 0;
+	}
+	size = offsetof(struct py_pending, snap.frames) + b->n * sizeof(b->frames[0]);
+	pp = malloc(size);
+	q = queue_of(py, (uint32_t)b->tid, true);
+	if (!pp || !q) {
+		free(pp);
+		return 0;
+	}
+	pp->time = b->time;
+	pp->ip = b->ip;
+	pp->tid = (uint32_t)b->tid;
+	pp->snap.tstate = b->tstate;
+	pp->snap.cframe = b->cframe;
+	pp->snap.n = b->n;
+	pp->snap.cut = b->status == PYBPF_CUT;
+	pp->snap.partial = false;
+	pp->snap.at_sample = true;
+	memcpy(pp->snap.frames, b->frames, b->n * sizeof(b->frames[0]));
+	/*
+	 * Named soon after the sample: a code object freed since (a module's
+	 * body once imported) is left unnamed, and shown as such.
+	 */
+	if (pyreader__resolve(py->r, b->pid, &pp->snap) > 0)
+		py->st->bpf_unnamed++;
+	if (q->n - q->head >= PY_BPF_QUEUE_MAX) {
+		free(q->items[q->head++]);
+		py->st->bpf_unjoined++;
+	}
+	if (q->head && q->n == q->cap) {
+		memmove(q->items, q->items + q->head, (q->n - q->head) * sizeof(*q->items));
+		q->n -= q->head;
+		q->head = 0;
+	}
+	if (grow_array((void **)&q->items, &q->cap, q->n + 1, sizeof(*q->items))) {
+		free(pp);
+		return 0;
+	}
+	q->items[q->n++] = pp;
+	return 0;
+}
+
+/* Every record the program has written so far. */
+static void drain_bpf(struct py_stacks *py)
+{
+	for (int i = 0; py->bpf && i < 64; i++)
+		if (pybpf__poll(py->bpf, 0, store_bpf, py) <= 0)
+			break;
+}
+
+static uint64_t absdiff(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+/* The record of sample s, now the caller's; NULL if none. */
+static struct py_pending *take_bpf(struct py_stacks *py, const struct rec_sample *s)
+{
+	struct py_queue *q;
+	struct py_pending *pp;
+
+	drain_bpf(py);
+	q = queue_of(py, s->tid, false);
+	if (!q)
+		return NULL;
+	/* records older than this sample's join window: their samples never came */
+	while (q->head < q->n && q->items[q->head]->time + PY_BPF_JOIN_NS < s->time) {
+		free(q->items[q->head++]);
+		py->st->bpf_unjoined++;
+	}
+	for (size_t k = q->head; k < q->n; k++) {
+		pp = q->items[k];
+		if (pp->time > s->time + PY_BPF_JOIN_NS)
+			break;
+		if (pp->ip != s->ip || absdiff(pp->time, s->time) > PY_BPF_JOIN_NS)
+			continue;
+		memmove(q->items + k, q->items + k + 1, (q->n - k - 1) * sizeof(*q->items));
+		q->n--;
+		py->st->bpf_joined++;
+		return pp;
+	}
+	return NULL;
+}
+
 static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool ours)
 {
 	struct py_proc *p = proc_of(py, s->pid, ours);
@@ -169,6 +328,10 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 
 	if (!p || probe(py, p) != PY_YES || !s->stack_size)
 		return;
+	if (p->bpf && s->time >= p->bpf_since) {
+		drain_bpf(py); /* nothing to read: the program copied the frames */
+		return;
+	}
 	now = monotonic_ns();
 	if (now > s->time) {
 		py->st->delay_sum_ns += now - s->time;
@@ -205,6 +368,8 @@ static void exec_locked(struct py_stacks *py, uint32_t pid, uint64_t time)
 
 	/* records come late: the early callback may have probed the new program already */
 	if (p && p->probed_at < time) {
+		if (p->bpf && py->bpf)
+			pybpf__remove(py->bpf, (pid_t)pid);
 		pyreader__forget(py->r, (pid_t)pid);
 		*p = (struct py_proc){ .pid = pid };
 	}
@@ -215,7 +380,16 @@ static struct py_pending *take(struct py_stacks *py, const struct rec_sample *s)
 {
 	uint64_t key = pending_key(s->tid, s->time), v;
 	struct py_pending *pp;
+	struct py_proc *p = proc_of(py, s->pid, false);
 
+	if (p && p->bpf && s->time >= p->bpf_since) {
+		pp = take_bpf(py, s);
+		if (!pp)
+			py->st->bpf_missing++;
+		return pp;
+	}
+	if (p && p->bpf)
+		py->st->bpf_before++;
 	if (!u64map_get(&py->pending, key, &v))
 		return NULL;
 	u64map_del(&py->pending, key);
@@ -321,7 +495,11 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 
 				if (j == 0 && gr->instr)
 					f.instr = gr->instr; /* where it was at the sample */
-				ret = push_frame(fr, py, s->pid, &f);
+				/* copied at the sample, its code gone before it was named */
+				if (pp->snap.at_sample && !f.code_ref)
+					ret = frames_push_special(fr, PY_FREED_FRAME);
+				else
+					ret = push_frame(fr, py, s->pid, &f);
 			}
 			if (ret == 0) {
 				py->st->groups_ok++;
@@ -357,7 +535,8 @@ bool py_early(struct py_stacks *py, const struct rec_sample *s, bool ours)
 
 	pthread_mutex_lock(&py->lock);
 	early_locked(py, s, ours);
-	any = py->st->processes > 0;
+	/* the rings looked at quickly only while some process's frames are read after the sample */
+	any = py->st->processes > py->st->bpf_processes;
 	pthread_mutex_unlock(&py->lock);
 	return any;
 }

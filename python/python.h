@@ -37,7 +37,8 @@ void pyreader__free(struct pyreader *r);
  * Look for an interpreter in process pid (its mappings and their .dynsym).
  * Returns 1 when it runs a supported CPython (3.11-3.14, or later with
  * debug offsets that hold up), 0 when it has no interpreter (yet: call
- * again after it maps more code, e.g. after exec), -EPROTONOSUPPORT for
+ * again after it maps more code, e.g. after exec; pyreader__version is
+ * then set when the interpreter is there but not initialized yet), -EPROTONOSUPPORT for
  * another CPython version or build (pyreader__version says which; 0 for
  * one older than 3.11, which has no Py_Version; pyreader__free_threaded
  * whether it is a free-threaded build), -EPERM/-EACCES when its memory cannot be read (no ptrace
@@ -49,6 +50,31 @@ int pyreader__probe(struct pyreader *r, pid_t pid);
 uint32_t pyreader__version(const struct pyreader *r, pid_t pid);
 /* Whether the last probe found a free-threaded build (3.13t, 3.14t: not read). */
 bool pyreader__free_threaded(const struct pyreader *r, pid_t pid);
+/*
+ * What a reader of pid's frames elsewhere needs (pybpf/: a BPF program
+ * that walks them at the sample): the interpreter's addresses and the
+ * field offsets the last probe took, from _Py_DebugOffsets on 3.13+ and
+ * from the per-version tables on 3.11/3.12. PY_WALK_NO_FIELD where the
+ * version has no such field.
+ */
+#define PY_WALK_NO_FIELD UINT32_MAX
+struct py_walk {
+	uint32_t version; /* PY_VERSION_HEX */
+	uint64_t runtime; /* _PyRuntime's address in the process */
+	uint64_t none; /* Py_None's address */
+	uint64_t tag_mask; /* low bits of a frame's code pointer that are flags (3.14) */
+	uint32_t rt_interp_head, is_next, is_threads_head; /* runtime, interpreter */
+	uint32_t ts_next, ts_native_tid; /* thread state */
+	uint32_t ts_cframe, cf_current; /* 3.11/3.12: tstate->cframe->current_frame */
+	uint32_t ts_current_frame; /* 3.13 on: tstate->current_frame */
+	uint32_t fr_code, fr_previous, fr_instr, fr_is_entry, fr_owner; /* _PyInterpreterFrame */
+	uint32_t frame_bytes; /* the bytes of a frame that hold every field above */
+	uint32_t stub_owner; /* owner of an eval call's entry frame; PY_WALK_NO_FIELD (3.11) */
+	bool stub_runs_none; /* 3.13 on: that entry frame runs None */
+	uint32_t owner_max; /* an owner byte above this: not a frame */
+};
+/* 0 and *out, or -ENODEV when the last probe of pid found no interpreter it reads. */
+int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out);
 /* Drop what is known of pid (it exec'd or exited). */
 void pyreader__forget(struct pyreader *r, pid_t pid);
 
@@ -95,6 +121,13 @@ struct py_snapshot {
 	 * each. Its innermost group may be cut anywhere and is never shown.
 	 */
 	bool partial;
+	/*
+	 * Copied at the sample itself (pybpf/), not read after it: a group
+	 * whose anchor the copy does not hold is placed by its position when
+	 * the chain has as many groups as the sample has eval calls and every
+	 * anchor read agrees with that position.
+	 */
+	bool at_sample;
 	struct py_frame frames[PY_MAX_FRAMES];
 };
 
@@ -153,6 +186,17 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 		    const struct py_stack_copy *copy, const uint64_t *cfas, size_t n,
 		    struct py_group *groups);
 
+/*
+ * Check and name the code objects of a chain taken elsewhere (pybpf/:
+ * frames copied at the sample): sets each frame's code_ref as
+ * pyreader__snapshot does, reading the code objects not seen before. A
+ * frame whose code is no code object (any more: a module's body, freed
+ * once it ran) keeps code_ref 0: it must not be named from what now lies
+ * at its address. How many such frames, or -ENODEV when pid was not
+ * probed as Python.
+ */
+int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap);
+
 /* What a frame shows: strings owned by the reader, valid until it is freed. */
 struct py_frame_info {
 	const char *qualname; /* co_qualname */
@@ -178,6 +222,7 @@ struct pyreader_stats {
 	uint64_t code_cache_hits, code_reads;
 	uint64_t leaf_checks, leaf_mismatches; /* newest frames checked against the registers */
 	uint64_t cold_evals; /* eval calls found by their slot, outside the eval symbol */
+	uint64_t placed; /* groups of chains copied at the sample placed by position */
 };
 const struct pyreader_stats *pyreader__stats(const struct pyreader *r);
 

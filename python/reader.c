@@ -331,6 +331,12 @@ static bool type_named(struct pyreader *r, const struct proc *p, uint64_t addr, 
  * and the first thread state points back to its interpreter. head: the
  * first interpreter (0 before the runtime is up: those checks wait).
  */
+/* Whether the layout is checked against the live process (3.13 on), not a fixed table. */
+static bool L_checked(const struct proc *p)
+{
+	return p->L.ts_interp != PY_NO_FIELD;
+}
+
 static bool layout_holds(struct pyreader *r, struct proc *p, uint64_t runtime_size, uint64_t head)
 {
 	const struct py_layout *L = &p->L;
@@ -407,6 +413,13 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 	err = rd(r, pid, p->runtime + p->L.rt_interp_head, &head, sizeof(head));
 	if (err)
 		return p->state = err;
+	/*
+	 * 3.13 on, the checks read the type objects: before the runtime has an
+	 * interpreter, the loader may not have relocated their pointers yet
+	 * (a probe right after exec). Not yet, rather than never.
+	 */
+	if (!head && L_checked(p))
+		return p->state = 0;
 	if (!layout_holds(r, p, s.runtime_size, head))
 		return p->state = -EPROTONOSUPPORT;
 	r->st.processes++;
@@ -421,6 +434,41 @@ bool pyreader__layout(const struct pyreader *r, pid_t pid, struct py_layout *out
 		return false;
 	*out = p->L;
 	return true;
+}
+
+int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out)
+{
+	const struct proc *p = proc_get(r, pid);
+	const struct py_layout *L;
+
+	if (!p || p->state != 1 || !out)
+		return -ENODEV;
+	L = &p->L;
+	*out = (struct py_walk){
+		.version = p->version,
+		.runtime = p->runtime,
+		.none = p->none,
+		.tag_mask = L->tag_mask,
+		.rt_interp_head = L->rt_interp_head,
+		.is_next = L->is_next,
+		.is_threads_head = L->is_threads_head,
+		.ts_next = L->ts_next,
+		.ts_native_tid = L->ts_native_tid,
+		.ts_cframe = L->ts_cframe,
+		.cf_current = L->cf_current,
+		.ts_current_frame = L->ts_current_frame,
+		.fr_code = L->fr_code,
+		.fr_previous = L->fr_previous,
+		.fr_instr = L->fr_instr,
+		.fr_is_entry = L->fr_is_entry,
+		.fr_owner = L->fr_owner,
+		.frame_bytes = L->frame_bytes,
+		.stub_owner = L->stub_owner,
+		/* as snapshot_once: 3.13 on (a thread state with interp), it runs None */
+		.stub_runs_none = L->ts_interp != PY_NO_FIELD,
+		.owner_max = L->stub_owner == PY_NO_FIELD ? 3 : OWNER_MAX,
+	};
+	return 0;
 }
 
 bool pyreader__free_threaded(const struct pyreader *r, pid_t pid)
@@ -700,7 +748,7 @@ static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct p
 	int err;
 
 	out->n = 0;
-	out->cut = out->partial = false;
+	out->cut = out->partial = out->at_sample = false;
 	out->tstate = out->cframe = 0;
 	r->win_pid = 0; /* what the window holds is from an earlier read */
 	th = find_tstate(r, p, tid, ts);
@@ -1061,7 +1109,7 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 	if (!p->slot && !snap->partial)
 		learn_slot(p, snap, copy, cfas, n);
 	if (!p->slot)
-		return 0;
+		goto place;
 	/*
 	 * Each call's anchor names the group it had at the sample. Old calls
 	 * change least: they are matched first, outermost inward, and each
@@ -1086,10 +1134,35 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 		last_j = j;
 		last_k = k;
 		groups[k] = (struct py_group){ .first = g[j].first, .n = g[j].n };
-		/* the newest call's innermost frame, checked against the sampled registers */
+		/*
+		 * The newest call's innermost frame, checked against the sampled
+		 * registers (a chain copied at the sample needs no check: the
+		 * register only gives its instruction then, when it agrees).
+		 */
 		if (k == 0 && g[j].n &&
-		    !leaf_agrees(r, p, copy, &snap->frames[g[j].first], &groups[k].instr))
+		    !leaf_agrees(r, p, copy, &snap->frames[g[j].first], &groups[k].instr) &&
+		    !snap->at_sample)
 			groups[k].state = PY_GROUP_CHANGED;
+	}
+place:
+	/*
+	 * A chain copied at the sample is the one each eval call had: the k-th
+	 * group, innermost first, is the k-th eval call's when the counts agree
+	 * and no anchor that could be read says otherwise. (Never for a chain
+	 * cut or kept in part, nor one read after the sample.)
+	 */
+	if (snap->at_sample && !snap->partial && !snap->cut && ng == n) {
+		bool agree = true;
+
+		for (size_t k = 0; k < n; k++)
+			if (groups[k].state == PY_GROUP_CHANGED ||
+			    (groups[k].state == PY_GROUP_OK && groups[k].first != g[k].first))
+				agree = false;
+		for (size_t k = 0; agree && k < n; k++)
+			if (groups[k].state == PY_GROUP_UNKNOWN) {
+				groups[k] = (struct py_group){ .first = g[k].first, .n = g[k].n };
+				r->st.placed++;
+			}
 	}
 	return 0;
 }
@@ -1300,6 +1373,38 @@ static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot 
 		snap->frames[i].code_ref = (uint32_t)refs[k];
 	}
 	return err;
+}
+
+int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
+{
+	struct proc *p = proc_get(r, pid);
+
+	if (!r || !snap || snap->n > PY_MAX_FRAMES)
+		return -EINVAL;
+	uint8_t hdr[CODE_HDR];
+	int64_t ref;
+	int unnamed = 0;
+
+	if (!p || p->state != 1)
+		return -ENODEV;
+	if (!snap->n || !resolve_codes(r, p, snap))
+		return 0;
+	/* one by one: those still code objects are named */
+	for (uint32_t i = 0; i < snap->n; i++) {
+		struct py_frame *f = &snap->frames[i];
+
+		f->code_ref = 0;
+		if (f->stub)
+			continue;
+		ref = code_hdr_len(p) <= sizeof(hdr) && !rd(r, pid, f->code, hdr, code_hdr_len(p))
+			      ? code_entry_for(r, p, f->code, hdr)
+			      : -EFAULT;
+		if (ref > 0)
+			f->code_ref = (uint32_t)ref;
+		else
+			unnamed++;
+	}
+	return unnamed;
 }
 
 static bool varint(const uint8_t *t, size_t len, size_t *i, uint32_t *out)

@@ -12,6 +12,14 @@
  * MPI_Init) are a column of their own and never decide the straggler: the
  * rank that starts first waits there for the others, however fast it
  * trains, and those waits (seconds) drown the training-time ones.
+ *
+ * With the collectives probed (record --probe-collectives: gloo's
+ * ProcessGroupGloo::enqueue, where a training thread hands a collective
+ * over, and AsyncWork::execute, where gloo's worker runs it until every
+ * rank has joined), each rank's training-time collectives are counted and
+ * timed, the n-th of each rank is the same collective, and the rank whose
+ * hand-over came last is the one the others waited for. The straggler is
+ * then judged from those calls, not from sampled blocked time.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,11 +28,29 @@
 
 #include "render/internal.h"
 
+/* A probed collective call of a rank: when it began, how long it took, whether in set-up. */
+struct coll_call {
+	uint64_t time, dur;
+	bool setup;
+};
+
+struct coll_calls {
+	struct coll_call *v;
+	size_t n, cap;
+};
+
 struct rank_row {
 	uint32_t rank, host, world;
 	uint32_t pid, nr_pids; /* the first process seen, and how many */
 	uint64_t oncpu, blocked, comm, setup; /* ns; comm: training time only */
 	struct u64map waits; /* stack -> ns blocked in communication */
+	/* record --probe-collectives: hand-overs (enqueue) and runs (execute) */
+	struct coll_calls enq, run;
+	/* training-time runs: how many, ns in them, their median; times arrived last */
+	size_t nr_train, nr_setup, nr_last;
+	uint64_t in_coll, median;
+	uint64_t *arrive; /* the training-time hand-overs' times, in order */
+	size_t nr_arrive;
 };
 
 static bool has_ci(const char *s, const char *needle)
@@ -41,6 +67,15 @@ static bool has_ci(const char *s, const char *needle)
  * A frame of a communication library: PyTorch's c10d and gloo, NCCL, MPI
  * (by function name or module), or the Python of torch.distributed.
  */
+/*
+ * A Python frame's source file: its file, or, in a profile relabelled for
+ * output ("qualname (file.py)" names, profile__relabel), its module.
+ */
+static const char *py_file(const struct profile *p, const struct pf_frame *fr)
+{
+	return profile__str(p, fr->file ? fr->file : fr->module);
+}
+
 bool render__comm_frame(const struct profile *p, const struct pf_frame *fr)
 {
 	const char *name = profile__str(p, fr->name), *module = profile__str(p, fr->module);
@@ -54,7 +89,7 @@ bool render__comm_frame(const struct profile *p, const struct pf_frame *fr)
 	if (!strncmp(base, "libmpi", 6) || !strncmp(base, "libnccl", 7) ||
 	    !strncmp(base, "libgloo", 7))
 		return true;
-	return fr->kind == FRAME_PYTHON && strstr(profile__str(p, fr->file), "torch/distributed/");
+	return fr->kind == FRAME_PYTHON && strstr(py_file(p, fr), "torch/distributed/");
 }
 
 /*
@@ -97,15 +132,23 @@ static bool setup_frame(const struct profile *p, const struct pf_frame *fr)
 	const char *name = profile__str(p, fr->name);
 
 	if (fr->kind == FRAME_PYTHON) {
-		const char *file = profile__str(p, fr->file), *dot = strrchr(name, '.');
-		const char *fn = dot ? dot + 1 : name;
+		const char *file = py_file(p, fr), *label = strstr(name, " (");
+		/* the function's own name: after the qualname's last dot, before a label */
+		size_t len = label ? (size_t)(label - name) : strlen(name), start = len;
 
+		while (start && name[start - 1] != '.')
+			start--;
+		name += start;
+		len -= start;
+		/* DDP's constructor broadcasts the parameters: set-up too */
+		if (strstr(file, "torch/nn/parallel/distributed.py"))
+			return len == 8 && !strncmp(name, "__init__", 8);
 		if (!strstr(file, "torch/distributed/"))
 			return false;
 		if (strstr(file, "/rendezvous"))
 			return true;
 		for (size_t i = 0; i < sizeof(python) / sizeof(python[0]); i++)
-			if (!strcmp(fn, python[i]))
+			if (strlen(python[i]) == len && !strncmp(name, python[i], len))
 				return true;
 		return false;
 	}
@@ -139,16 +182,253 @@ static int64_t comm_depth(const struct profile *p, uint32_t stack, bool main, ui
 	return main ? at : -1;
 }
 
+static double secs(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+/* ---- probed collectives (record --probe-collectives) ---------------------- */
+
+enum coll_kind { COLL_NONE, COLL_ENQUEUE, COLL_RUN };
+
+static bool name_is(const char *name, const char *fn)
+{
+	size_t n = strlen(fn);
+
+	return !strncmp(name, fn, n) && (name[n] == '(' || name[n] == '\0');
+}
+
+/* Which probed collective function a call's stack ends in (its leaf). */
+static enum coll_kind coll_kind(const struct profile *p, uint32_t stack)
+{
+	const struct pf_stack *st = profile__get_stack(p, stack);
+	const char *name;
+
+	if (!st || st->frame >= profile__nr_frames(p))
+		return COLL_NONE;
+	name = profile__str(p, profile__get_frame(p, st->frame)->name);
+	if (name_is(name, RENDER_COLL_ENQUEUE))
+		return COLL_ENQUEUE;
+	if (name_is(name, RENDER_COLL_RUN))
+		return COLL_RUN;
+	return COLL_NONE;
+}
+
+/* Whether a set-up frame is on the stack: 1, 0, or a negative errno. */
+static int stack_setup(const struct profile *p, uint32_t stack, uint32_t **path, size_t *cap)
+{
+	int64_t depth = profile__stack_frames(p, stack, path, cap);
+
+	if (depth < 0)
+		return (int)depth;
+	for (int64_t d = 0; d < depth; d++)
+		if (setup_frame(p, profile__get_frame(p, (*path)[d])))
+			return 1;
+	return 0;
+}
+
+static int coll_add(struct coll_calls *c, uint64_t time, uint64_t dur, bool setup)
+{
+	if (grow_array((void **)&c->v, &c->cap, c->n + 1, sizeof(*c->v)))
+		return -ENOMEM;
+	c->v[c->n++] = (struct coll_call){ .time = time, .dur = dur, .setup = setup };
+	return 0;
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct coll_call *x = a, *y = b;
+
+	return x->time < y->time ? -1 : x->time > y->time;
+}
+
+static int by_u64(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	return *x < *y ? -1 : *x > *y;
+}
+
+/*
+ * Each rank's training-time collectives (count, time in them, median) and
+ * how often it arrived last; the number of collectives all ranks joined,
+ * 0 when none was probed. gloo runs a process group's collectives in the
+ * order they are handed over, the same on every rank: the n-th hand-over
+ * (and the n-th run) of each rank is one collective. It is set-up when any
+ * rank's stack says so (one rank's Python frames may not have been read).
+ */
+static int coll_summarise(struct rank_row *rows, size_t nr, size_t *matched)
+{
+	size_t common = SIZE_MAX;
+	bool *setup;
+
+	*matched = 0;
+	for (size_t i = 0; i < nr; i++) {
+		/* no qsort of an empty (NULL) array */
+		if (rows[i].enq.n)
+			qsort(rows[i].enq.v, rows[i].enq.n, sizeof(*rows[i].enq.v), by_time);
+		if (rows[i].run.n)
+			qsort(rows[i].run.v, rows[i].run.n, sizeof(*rows[i].run.v), by_time);
+		if (rows[i].enq.n < common)
+			common = rows[i].enq.n;
+	}
+	if (common == SIZE_MAX)
+		return 0;
+	setup = calloc(common + 1, sizeof(*setup));
+	if (!setup)
+		return -ENOMEM;
+	for (size_t k = 0; k < common; k++)
+		for (size_t i = 0; i < nr; i++)
+			setup[k] |= rows[i].enq.v[k].setup;
+	for (size_t i = 0; i < nr; i++) {
+		struct rank_row *r = &rows[i];
+		/* without hand-overs to match (none probed), every run is counted */
+		size_t n = 0, runs = common ? (r->run.n < common ? r->run.n : common) : r->run.n;
+		uint64_t *durs = malloc((r->run.n + 1) * sizeof(*durs));
+
+		r->arrive = malloc((common + 1) * sizeof(*r->arrive));
+		if (!durs || !r->arrive) {
+			free(durs);
+			free(setup);
+			return -ENOMEM;
+		}
+		for (size_t k = 0; k < runs; k++) {
+			if (common && setup[k]) {
+				r->nr_setup++;
+				continue;
+			}
+			durs[n++] = r->run.v[k].dur;
+			r->in_coll = sat_add(r->in_coll, r->run.v[k].dur);
+		}
+		qsort(durs, n, sizeof(*durs), by_u64);
+		r->nr_train = n;
+		r->median = n ? durs[n / 2] : 0;
+		free(durs);
+		for (size_t k = 0; k < common; k++)
+			if (!setup[k])
+				r->arrive[r->nr_arrive++] = r->enq.v[k].time;
+	}
+	free(setup);
+	common = rows[0].nr_arrive; /* the training-time collectives all ranks joined */
+	if (nr < 2 || !common)
+		return 0;
+	for (size_t k = 0; k < common; k++) {
+		size_t last = 0;
+
+		for (size_t i = 1; i < nr; i++)
+			if (rows[i].arrive[k] > rows[last].arrive[k])
+				last = i;
+		rows[last].nr_last++;
+	}
+	*matched = common;
+	return 0;
+}
+
+/*
+ * The collectives' lines, then the straggler judged from them: the rank
+ * that arrived last at most of the collectives, while the others spent
+ * clearly longer in them (twice, and 10 ms). 1 when said, 0 when there
+ * is nothing probed to judge from, or a negative errno.
+ */
+static int coll_print(const struct profile *p, const struct rank_row *rows, size_t nr,
+		      size_t matched, FILE *out)
+{
+	size_t top = 0, any = 0, spread_at = 0;
+	uint64_t spread = 0, span, t0 = profile__cmeta(p)->start_time;
+	double others = 0;
+
+	for (size_t i = 0; i < nr; i++)
+		any += rows[i].run.n + rows[i].enq.n;
+	if (!any)
+		return 0;
+	if (fprintf(out, "Collectives (probed): per rank, the training-time collectives it joined, "
+			 "the time its gloo worker spent in them (waiting for the other ranks "
+			 "included), and how often it was the last to hand one over\n") < 0)
+		return render_write_error();
+	for (size_t i = 0; i < nr; i++) {
+		const struct rank_row *r = &rows[i];
+
+		if (fprintf(out,
+			    "rank %u: %zu collectives in training (%zu in set-up), %.3f s in "
+			    "them, median %.1f ms; arrived last at %zu of %zu\n",
+			    r->rank, r->nr_train, r->nr_setup, secs(r->in_coll),
+			    (double)r->median / 1e6, r->nr_last, matched) < 0)
+			return render_write_error();
+		if (r->nr_last > rows[top].nr_last)
+			top = i;
+	}
+	for (size_t k = 0; k < matched; k++) {
+		uint64_t lo = UINT64_MAX, hi = 0;
+
+		for (size_t i = 0; i < nr; i++) {
+			uint64_t t = rows[i].arrive[k];
+
+			lo = t < lo ? t : lo;
+			hi = t > hi ? t : hi;
+		}
+		if (hi - lo > spread) {
+			spread = hi - lo;
+			spread_at = k;
+		}
+	}
+	if (matched && spread) {
+		size_t last = 0;
+
+		for (size_t i = 1; i < nr; i++)
+			if (rows[i].arrive[spread_at] > rows[last].arrive[spread_at])
+				last = i;
+		if (fprintf(out,
+			    "latest hand-over: collective %zu (%.3f s into the recording): rank "
+			    "%u came %.1f ms after the first\n",
+			    spread_at + 1,
+			    secs(rows[last].arrive[spread_at] > t0
+					 ? rows[last].arrive[spread_at] - t0
+					 : 0),
+			    rows[last].rank, (double)spread / 1e6) < 0)
+			return render_write_error();
+	}
+	if (nr < 2 || !matched)
+		return 0; /* the sampled rule judges */
+	for (size_t i = 0; i < nr; i++)
+		if (i != top)
+			others += secs(rows[i].in_coll) / (double)(nr - 1);
+	/*
+	 * A rank late by noise (a scheduler's whim, the launcher sharing its
+	 * CPU) is no straggler: the others' extra time in the collectives
+	 * must be twice its own, 10 ms, and 5% of the training's span.
+	 */
+	span = 0;
+	for (size_t i = 0; i < nr; i++) {
+		uint64_t d = rows[i].arrive[matched - 1] - rows[i].arrive[0];
+
+		span = d > span ? d : span;
+	}
+	if (2 * rows[top].nr_last > matched && others >= 2 * secs(rows[top].in_coll) &&
+	    others - secs(rows[top].in_coll) >= 0.01 &&
+	    others - secs(rows[top].in_coll) >= 0.05 * secs(span)) {
+		if (fprintf(out,
+			    "straggler: rank %u: it arrived last at %zu of %zu collectives; the "
+			    "other ranks spent %.3f s in them on average, it %.3f s: they wait for "
+			    "it\n",
+			    rows[top].rank, rows[top].nr_last, matched, others,
+			    secs(rows[top].in_coll)) < 0)
+			return render_write_error();
+	} else if (fprintf(out,
+			   "straggler: none: the ranks spent alike in the collectives (rank %u "
+			   "arrived last at %zu of %zu, spent %.3f s in them; the others %.3f s "
+			   "on average)\n",
+			   rows[top].rank, rows[top].nr_last, matched, secs(rows[top].in_coll),
+			   others) < 0) {
+		return render_write_error();
+	}
+	return 1;
+}
+
 static int by_rank(const void *a, const void *b)
 {
 	const struct rank_row *x = a, *y = b;
 
 	return x->rank < y->rank ? -1 : x->rank > y->rank;
-}
-
-static double secs(uint64_t ns)
-{
-	return (double)ns / 1e9;
 }
 
 /* "c10d::Reducer::finalize_backward() < backward (_tensor.py:488)": where, and its Python caller. */
@@ -190,7 +470,7 @@ static int describe(const struct profile *p, uint32_t stack, uint32_t **path, si
 static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr, FILE *out)
 {
 	uint32_t *path = NULL;
-	size_t cap = 0, slow = 0;
+	size_t cap = 0, slow = 0, matched = 0;
 	double others = 0;
 	int err = 0;
 
@@ -229,6 +509,13 @@ static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr,
 	free(path);
 	if (err)
 		return err;
+	err = coll_summarise(rows, nr, &matched);
+	if (!err)
+		err = coll_print(p, rows, nr, matched, out);
+	if (err < 0)
+		return err;
+	if (err > 0)
+		return fflush(out) == EOF || ferror(out) ? render_write_error() : 0;
 	for (size_t i = 0; i < nr; i++)
 		if (i != slow)
 			others += secs(rows[i].comm) / (double)(nr - 1);
@@ -271,7 +558,8 @@ int render_ranks(const struct profile *p, FILE *out)
 		int64_t d;
 		bool setup;
 
-		if ((s->kind != SAMPLE_ONCPU && s->kind != SAMPLE_OFFCPU) ||
+		if ((s->kind != SAMPLE_ONCPU && s->kind != SAMPLE_OFFCPU &&
+		     s->kind != SAMPLE_CALL) ||
 		    s->thread >= profile__nr_threads(p) || s->stack >= profile__nr_stacks(p))
 			continue;
 		t = profile__get_thread(p, s->thread);
@@ -302,6 +590,19 @@ int render_ranks(const struct profile *p, FILE *out)
 		}
 		if (s->kind == SAMPLE_ONCPU) {
 			r->oncpu = sat_add(r->oncpu, s->weight);
+			continue;
+		}
+		if (s->kind == SAMPLE_CALL) {
+			enum coll_kind k = s->stack ? coll_kind(p, s->stack) : COLL_NONE;
+			int su = 0;
+
+			if (k == COLL_ENQUEUE)
+				su = stack_setup(p, s->stack, &path, &pcap);
+			if (su < 0)
+				err = su;
+			else if (k != COLL_NONE)
+				err = coll_add(k == COLL_RUN ? &r->run : &r->enq, s->time,
+					       s->weight, su > 0);
 			continue;
 		}
 		r->blocked = sat_add(r->blocked, s->weight);
@@ -340,8 +641,12 @@ int render_ranks(const struct profile *p, FILE *out)
 		qsort(rows, nr, sizeof(*rows), by_rank);
 		err = print_rows(p, rows, nr, out);
 	}
-	for (size_t i = 0; i < nr; i++)
+	for (size_t i = 0; i < nr; i++) {
 		u64map_free(&rows[i].waits);
+		free(rows[i].enq.v);
+		free(rows[i].run.v);
+		free(rows[i].arrive);
+	}
 	u64map_free(&index);
 	u64map_free(&seen);
 	u64map_free(&depths);

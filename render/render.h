@@ -231,6 +231,13 @@ int render_memory(const struct profile *p, FILE *out);
  * the straggler. -ENOENT when no sample is of a process with a rank.
  */
 int render_ranks(const struct profile *p, FILE *out);
+/*
+ * The functions record --probe-collectives probes, as the symbolizer names
+ * them: where a training thread hands a gloo collective over, and where
+ * gloo's worker runs it (until every rank has joined).
+ */
+#define RENDER_COLL_ENQUEUE "c10d::ProcessGroupGloo::enqueue"
+#define RENDER_COLL_RUN "c10d::ProcessGroupGloo::AsyncWork::execute"
 /* Whether a frame is of a communication library (c10d, gloo, NCCL, MPI, torch.distributed). */
 bool render__comm_frame(const struct profile *p, const struct pf_frame *fr);
 

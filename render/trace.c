@@ -510,7 +510,7 @@ static int thread_spans(struct trace *t, const struct tsample *v, size_t first, 
 	err = close_spans(t, 0);
 	if (!err && t->mode == SPANS_KEEP)
 		err = flush_summary(t);
-	if (!err && t->mode != SPANS_COUNT)
+	if (!err && t->mode != SPANS_COUNT && t->nr_done)
 		qsort(t->done, t->nr_done, sizeof(*t->done), span_cmp);
 	return err;
 }

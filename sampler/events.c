@@ -366,10 +366,24 @@ void event_attr_sideband(struct perf_event_attr *attr)
 	attr->task = 1;
 }
 
+/* Every event of ours, ring owner or not, has its id noted here once. */
 int event_note_id(struct sampler *s, int fd, enum rec_event ev, uint32_t tid)
 {
 	uint64_t id;
 
+	/*
+	 * The BPF program that copies Python frames at each sample (pybpf/),
+	 * on the events with stacks. One the kernel refuses leaves the event
+	 * as it is: said in stats.bpf_err, and frames are read as before.
+	 */
+	if (s->opts.bpf && (ev == EV_ONCPU || ev == EV_SWITCH)) {
+		if (ioctl(fd, PERF_EVENT_IOC_SET_BPF, s->opts.bpf_fd) < 0) {
+			if (!s->stats.bpf_err)
+				s->stats.bpf_err = -errno;
+		} else {
+			s->stats.bpf_attached++;
+		}
+	}
 	if (ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
 		return -errno;
 	return u64map_put(&s->ids, id, (uint64_t)ev | (uint64_t)tid << 8);

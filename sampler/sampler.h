@@ -240,6 +240,12 @@ struct sampler_opts {
 	void *on_map_ctx;
 	/* page faults with stacks (launch mode): a sample every fault_period faults; 0: none */
 	uint64_t fault_period;
+	/*
+	 * A BPF program (pybpf/'s) to run at each on-CPU and context-switch
+	 * sample (PERF_EVENT_IOC_SET_BPF on those events): bpf_fd is its fd.
+	 */
+	bool bpf;
+	int bpf_fd;
 };
 
 struct sampler_probe {
@@ -264,6 +270,8 @@ struct sampler_stats {
 	uint64_t threads_followed; /* attach mode: threads with events open */
 	uint64_t threads_missed; /* attach mode: threads that could not be followed (fd limit) */
 	uint64_t start_time; /* attach mode: CLOCK_MONOTONIC ns before the first event opened */
+	uint64_t bpf_attached; /* events opts.bpf_fd was attached to */
+	int bpf_err; /* the first refusal to attach it (negative errno), 0 if none */
 };
 
 struct sampler;

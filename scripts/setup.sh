@@ -11,6 +11,7 @@ packages=(
   libelf-dev libdw-dev libunwind-dev zlib1g-dev # dlflame
   libiberty-dev                                 # dlflame: C++ demangling
   libzstd-dev                                   # dlflame: perf.data of perf record -z
+  clang libbpf-dev                              # dlflame: --python-frames=bpf (pybpf/'s program)
   libdnnl-dev                                   # examples/mlp, the oneDNN trainer
   libcriterion-dev libxml2-utils linux-perf     # tests: unit framework, XML check, the peer
   g++ binutils                                  # tests: C++ fixtures, objcopy/strip/readelf

@@ -19,7 +19,7 @@ rank() { # HOST RANK IFACE ADDRESS: waits for its veth end, then records its ran
 	unshare --net --uts /bin/sh -c "
 		while [ ! -e '$out/go' ]; do sleep 0.05; done
 		hostname $1 && ip link set lo up && ip addr add $4/24 dev $3 && ip link set $3 up &&
-		exec env $job RANK=$2 LOCAL_RANK=0 GLOO_SOCKET_IFNAME=$3 $dlflame record --forward-exit \
+		exec env $job RANK=$2 LOCAL_RANK=0 GLOO_SOCKET_IFNAME=$3 $dlflame record --forward-exit --probe-collectives \
 			-o '$out/$1.data' -- /usr/bin/python3 '$examples/ddp_train.py' $steps \
 			--slow-rank $slow" >"$out/$1.log" 2>&1 &
 }

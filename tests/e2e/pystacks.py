@@ -2,6 +2,8 @@
 """Judges folded stacks with Python frames, for the Python e2e tests.
 
     pystacks.py split FOLDED JSON      the split.py fixture (JSON: its own line)
+    pystacks.py split-exact FOLDED JSON   the same, frames taken at the sample (BPF):
+                                       main on 99.5% of the stacks below <module>
     pystacks.py threads FOLDED JSON    threads.py, FOLDED made with --per-thread
     pystacks.py cnn FOLDED             examples/cnn_train.py
     pystacks.py has FOLDED FRAME...    each FRAME is in some stack
@@ -42,12 +44,12 @@ def fail(msg):
     sys.exit(1)
 
 
-def split(folded, measured):
+def split(folded, measured, exact=False):
     shares = json.loads(measured)["shares"]
     chains = [["<module>", "main", "spin_a"], ["<module>", "main", "sort_b", "key_b"],
               ["<module>", "main", "spin_c"]]
     stacks = read_folded(folded)
-    with_py = whole = 0
+    with_py = whole = below = below_whole = 0
     count = {k: 0 for k in shares}
     bad = []
     for frames, n in stacks:
@@ -60,6 +62,11 @@ def split(folded, measured):
             bad.append((";".join(frames), n))
         if not holes and py[:2] == ["<module>", "main"]:
             whole += n
+        # below <module>: every stack but those of the module's own code (its imports)
+        if holes or py != ["<module>"]:
+            below += n
+            if not holes and py[:2] == ["<module>", "main"]:
+                below_whole += n
         for k in count:
             if k in py:
                 count[k] += n
@@ -75,10 +82,16 @@ def split(folded, measured):
         fail(f"only {with_py} samples with Python frames")
     if whole < 0.95 * with_py:
         fail(f"only {100.0 * whole / with_py:.1f}% of samples show the whole Python chain")
+    points = 3.0 if exact else 5.0
     for k in shares:
-        if abs(100.0 * count[k] / total - 100.0 * shares[k]) > 5.0:
-            fail(f"{k}: profiled share {100.0 * count[k] / total:.1f}% is more than 5 points "
-                 f"from the measured {100.0 * shares[k]:.1f}%")
+        if abs(100.0 * count[k] / total - 100.0 * shares[k]) > points:
+            fail(f"{k}: profiled share {100.0 * count[k] / total:.1f}% is more than {points:.0f} "
+                 f"points from the measured {100.0 * shares[k]:.1f}%")
+    print(f"stacks below <module> {below}, with <module>;main and no placeholder "
+          f"{below_whole} ({100.0 * below_whole / max(below, 1):.2f}%)")
+    if exact and below_whole < 0.995 * below:
+        fail(f"<module>;main in only {100.0 * below_whole / below:.2f}% of the stacks below "
+             f"<module> (frames taken at the sample: 99.5% at least)")
 
 
 def threads(folded, measured):
@@ -174,6 +187,8 @@ def main():
     cmd = sys.argv[1]
     if cmd == "split":
         split(sys.argv[2], open(sys.argv[3]).read())
+    elif cmd == "split-exact":
+        split(sys.argv[2], open(sys.argv[3]).read(), exact=True)
     elif cmd == "threads":
         threads(sys.argv[2], open(sys.argv[3]).read())
     elif cmd == "cnn":

@@ -88,16 +88,17 @@ static void judge(const char *what, const char *a, const char *b)
  * *out. meson's MALLOC_PERTURB_ (every malloc and free fills memory) would
  * make the trainer a different program: it is turned off for the target.
  */
-static char *record(const char *const *cmd, char **out)
+static char *record_with(const char *opt, const char *const *cmd, char **out)
 {
 	char *env[] = { "MALLOC_PERTURB_=0", NULL };
 	char *data = path_in(dir, "py.data");
-	const char *argv[32] = {
-		need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--"
-	};
-	size_t n = 6;
+	const char *argv[32] = { need_env("DLFLAME"), "record", "--forward-exit", "-o", data };
+	size_t n = 5;
 	struct run_result r;
 
+	if (opt)
+		argv[n++] = opt;
+	argv[n++] = "--";
 	for (; *cmd && n < 31; cmd++)
 		argv[n++] = *cmd;
 	argv[n] = NULL;
@@ -106,8 +107,17 @@ static char *record(const char *const *cmd, char **out)
 	cr_log_info("%s", r.err);
 	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
 	cr_assert_not_null(strstr(r.err, "Python frames in "), "no Python figure: %s", r.err);
+	/* frames taken at the sample: said so, for the one process, and never a fallback */
+	if (opt && !strcmp(opt, "--python-frames=bpf"))
+		cr_assert_not_null(strstr(r.err, "copied at the sample by BPF (1 of 1 Python"),
+				   "BPF frames not used: %s", r.err);
 	run_free(&r);
 	return data;
+}
+
+static char *record(const char *const *cmd, char **out)
+{
+	return record_with(NULL, cmd, out);
 }
 
 static void split_case(const char *python)
@@ -135,6 +145,33 @@ ParameterizedTest(struct python *py, python, split)
 {
 	cr_log_info("%s (3.%u)", py->path, py->minor);
 	split_case(interpreter(py->path));
+}
+
+/*
+ * The same fixture with --python-frames=bpf (pybpf/: the frames copied
+ * at each sample by a BPF program): main on 99.5% of the stacks below
+ * <module>, shares within 3 points. scripts/setup.sh installs clang and
+ * libbpf-dev and the suite runs as root: a fallback to the read fails.
+ */
+ParameterizedTestParameters(python, split_bpf)
+{
+	return all_pythons();
+}
+
+ParameterizedTest(struct python *py, python, split_bpf)
+{
+	char *script = fixture("split.py"), *out;
+	const char *cmd[] = { interpreter(py->path), script, "4", NULL };
+	char *data = record_with("--python-frames=bpf", cmd, &out),
+	     *f = folded(data, "split.folded", NULL, NULL);
+
+	cr_log_info("%s (3.%u)", py->path, py->minor);
+	judge("split-exact", f, out);
+	assert_ends_agree(data, NULL, false);
+	free(script);
+	free(out);
+	free(data);
+	free(f);
 }
 
 /* Stacks of a folded file that hold an interpreter frame (named Py*, or python3.X+0x...). */

@@ -241,26 +241,94 @@ out:
 	free(pb);
 }
 
-Test(ranks, one_host_straggler)
+/*
+ * With the collectives probed: each rank's line counts the training-time
+ * all-reduces (one per step; DDP's constructor's broadcasts are set-up),
+ * and the straggler (if any) arrived last at most of them.
+ */
+static void check_collectives(const char *data, int straggler)
 {
-	char *data = path_in(dir, "ddp.data"), script[4096], host[64] = "";
-	unsigned pids[2];
+	struct run_result r = report(data, (const char *[]){ "--ranks", NULL });
+	unsigned long train[2] = { 0 }, setup[2] = { 0 }, last[2] = { 0 }, matched = 0;
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	for (int k = 0; k < 2; k++) {
+		char head[32];
+		const char *l;
+
+		snprintf(head, sizeof(head), "\nrank %d: ", k);
+		l = strstr(r.out, head);
+		cr_assert_not_null(l, "%s", r.out);
+		cr_assert_eq(sscanf(l + strlen(head),
+				    "%lu collectives in training (%lu in set-up), %*f s in them, "
+				    "median %*f ms; arrived last at %lu of %lu",
+				    &train[k], &setup[k], &last[k], &matched),
+			     4, "%s", r.out);
+		/*
+		 * at least one all-reduce a step (one per bucket of gradients:
+		 * how many buckets is DDP's choice, by version)
+		 */
+		cr_assert_geq(train[k], atol(STEPS), "%s", r.out);
+		/* DDP's constructor: the parameters' shapes checked and broadcast */
+		cr_assert_geq(setup[k], 1, "%s", r.out);
+	}
+	cr_assert_eq(train[0], train[1], "%s", r.out);
+	cr_assert_eq(matched, train[0], "%s", r.out);
+	if (straggler >= 0) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "straggler: rank %d: it arrived last at", straggler);
+		cr_assert_not_null(strstr(r.out, line), "%s", r.out);
+		cr_assert_gt(last[straggler], matched * 3 / 4, "%s", r.out);
+	} else {
+		cr_assert_not_null(strstr(r.out, "straggler: none:"), "%s", r.out);
+	}
+	cr_assert_eq(count_str(r.out, "straggler:"), 1, "%s", r.out);
+	run_free(&r);
+}
+
+static void record_ddp(const char *data, bool slow)
+{
+	char script[4096];
 	struct run_result r;
 
-	need_torch();
 	snprintf(script, sizeof(script), "%s/ddp_train.py", need_env("EXAMPLES"));
 	r = run(dir, NULL, NULL,
-		(const char *[]){ need_env("DLFLAME"), "record", "--forward-exit", "-o", data, "--",
-				  "/usr/bin/python3", script, STEPS, "--slow-rank", "1", NULL });
+		(const char *[]){ need_env("DLFLAME"), "record", "--forward-exit",
+				  "--probe-collectives", "-o", data, "--", "/usr/bin/python3",
+				  script, STEPS, slow ? "--slow-rank" : NULL, "1", NULL });
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_leq(count_str(r.err, "hint:"), 1, "one hint line at most: %s", r.err);
+	/* every probed call returned */
+	cr_assert_not_null(strstr(r.err, " 0 never returned"), "%s", r.err);
 	run_free(&r);
+}
+
+Test(ranks, one_host_straggler)
+{
+	char *data = path_in(dir, "ddp.data"), host[64] = "";
+	unsigned pids[2];
+
+	need_torch();
+	record_ddp(data, true);
 	gethostname(host, sizeof(host) - 1);
 	check_straggler(data, host, host, pids);
+	check_collectives(data, 1);
 	check_allreduce_wait(data);
 	check_per_rank(data, true);
 	check_trace(data, "\"python3 rank 0\"", "\"python3 rank 1\"");
 	check_pprof(data, pids);
+	free(data);
+}
+
+/* The same job without a straggler: the ranks arrive alike, none is named. */
+Test(ranks, one_host_no_straggler)
+{
+	char *data = path_in(dir, "ddp.data");
+
+	need_torch();
+	record_ddp(data, false);
+	check_collectives(data, -1);
 	free(data);
 }
 
@@ -285,6 +353,8 @@ Test(ranks, two_hosts_merged)
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	run_free(&r);
 	check_straggler(ab, "hostA", "hostB", pids);
+	/* on one clock: each host's times moved by its wall clock (this machine's, twice) */
+	check_collectives(ab, 1);
 	check_allreduce_wait(ab);
 	check_per_rank(ab, false);
 	check_trace(ab, "\"python3 rank 0 @hostA\"", "\"python3 rank 1 @hostB\"");

@@ -1098,10 +1098,10 @@ static uint32_t rank_stack(const char *const *native, const char *const *py, con
 		if (i == 1)
 			for (size_t k = 0; py[k]; k++) {
 				int64_t name = profile__string(p, py[k], strlen(py[k]));
-				int64_t mod = profile__string(p, "", 0);
 				int64_t file = profile__string(p, pyfile, strlen(pyfile));
+				/* as the collector stores them: the file is the module too */
 				struct pf_frame pf = { .name = (uint32_t)name,
-						       .module = (uint32_t)mod,
+						       .module = (uint32_t)file,
 						       .file = (uint32_t)file,
 						       .line = 10 + (uint32_t)k,
 						       .kind = FRAME_PYTHON };
@@ -1185,6 +1185,163 @@ Test(ranks, start_up_waits_never_decide_the_straggler, .init = setup, .fini = te
 	cr_assert_null(strstr(buf, "TCPStore::"),
 		       "a set-up wait named where a rank waited most: %s", buf);
 	free(buf);
+}
+
+/*
+ * report --ranks with the collectives probed (record --probe-collectives):
+ * the n-th training-time hand-over of each rank is the same collective;
+ * the rank whose hand-over came last at most of them, while the others
+ * spent longer in them, is the straggler. DDP's constructor's broadcast is
+ * set-up, whichever rank came late to it. Judged the same on a profile
+ * relabelled for output (Python frames named "qualname (file.py)").
+ */
+static size_t count_lines_with(const char *text, const char *what)
+{
+	size_t n = 0;
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *end = strchr(l, '\n'), *at = strstr(l, what);
+
+		n += at && (!end || at < end);
+	}
+	return n;
+}
+
+static char *ranks_text(bool relabel)
+{
+	struct profile *q = relabel ? profile__relabel(p, false) : NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	cr_assert_not_null(f);
+	cr_assert(!relabel || q);
+	cr_assert_eq(render_ranks(q ? q : p, f), 0);
+	fclose(f);
+	profile__free(q);
+	cr_log_info("%s", buf);
+	return buf;
+}
+
+static void coll_stacks(uint32_t *setup, uint32_t *train, uint32_t *run)
+{
+	const char *bcast[] = { "_start", "_PyEval_EvalFrameDefault",
+				"c10d::ProcessGroupGloo::broadcast(std::vector<at::Tensor>&)",
+				"c10d::ProcessGroupGloo::enqueue(c10::intrusive_ptr<AsyncWork>)",
+				NULL };
+	const char *bcast_py[] = { "<module>", "DistributedDataParallel.__init__",
+				   "_sync_module_states", NULL };
+	const char *reduce[] = { "_start", "_PyEval_EvalFrameDefault",
+				 "c10d::ProcessGroupGloo::allreduce(std::vector<at::Tensor>&)",
+				 "c10d::ProcessGroupGloo::enqueue(c10::intrusive_ptr<AsyncWork>)",
+				 NULL };
+	const char *reduce_py[] = { "<module>", "train_step", "backward", NULL };
+	const char *worker[] = {
+		"start_thread", "c10d::ProcessGroupGloo::runLoop(int)",
+		"c10d::ProcessGroupGloo::AsyncWork::execute(c10::intrusive_ptr<AsyncWork>)", NULL
+	};
+	const char *none[] = { NULL };
+
+	*setup = rank_stack(bcast, bcast_py,
+			    "/usr/lib/python3/dist-packages/torch/nn/parallel/distributed.py");
+	*train = rank_stack(reduce, reduce_py,
+			    "/usr/lib/python3/dist-packages/torch/autograd/__init__.py");
+	*run = rank_stack(worker, none, "");
+}
+
+#define MS 1000000ULL
+
+Test(ranks, probed_collectives_name_the_last_to_arrive, .init = setup, .fini = teardown)
+{
+	uint32_t s_setup, s_train, s_run;
+	uint64_t t = 10000 * MS;
+	char *text;
+
+	coll_stacks(&s_setup, &s_train, &s_run);
+	rank_process(100, 0);
+	rank_process(200, 1);
+	/* set-up: rank 1 came 5 s late to DDP's broadcast; rank 0's worker waited for it */
+	rank_sample(100, s_setup, SAMPLE_CALL, 0, 1000 * MS);
+	rank_sample(100, s_run, SAMPLE_CALL, 5000, 1000 * MS);
+	/* ... and rank 1's Python frames were not read there: rank 0's stack tells */
+	rank_sample(200, s_train, SAMPLE_CALL, 0, 6000 * MS);
+	rank_sample(200, s_run, SAMPLE_CALL, 1, 6000 * MS);
+	/* training: rank 1 hands over 20 ms after rank 0, but for one step where it is first */
+	for (int k = 0; k < 10; k++, t += 100 * MS) {
+		uint64_t late = k == 4 ? 0 : 20 * MS, early = k == 4 ? 1 * MS : 0;
+
+		rank_sample(100, s_train, SAMPLE_CALL, 0, t + early);
+		rank_sample(100, s_run, SAMPLE_CALL, 21, t + early);
+		rank_sample(200, s_train, SAMPLE_CALL, 0, t + late);
+		rank_sample(200, s_run, SAMPLE_CALL, 1, t + late);
+	}
+	for (int relabel = 0; relabel < 2; relabel++) {
+		text = ranks_text(relabel);
+		cr_assert_not_null(strstr(text,
+					  "rank 0: 10 collectives in training (1 in set-up), "
+					  "0.210 s in them, median 21.0 ms; arrived last at 1 "
+					  "of 10"),
+				   "%s", text);
+		cr_assert_not_null(strstr(text, "rank 1: 10 collectives in training (1 in set-up), "
+						"0.010 s in them, median 1.0 ms; arrived last at 9 "
+						"of 10"),
+				   "%s", text);
+		cr_assert_not_null(strstr(text, "straggler: rank 1: it arrived last at 9 of 10"),
+				   "%s", text);
+		cr_assert_eq(count_lines_with(text, "straggler:"), 1, "%s", text);
+		free(text);
+	}
+}
+
+/* Ranks that arrive in turn and spend alike in the collectives: no straggler. */
+Test(ranks, probed_collectives_alike_name_none, .init = setup, .fini = teardown)
+{
+	uint32_t s_setup, s_train, s_run;
+	uint64_t t = 10000 * MS;
+	char *text;
+
+	coll_stacks(&s_setup, &s_train, &s_run);
+	rank_process(100, 0);
+	rank_process(200, 1);
+	for (int k = 0; k < 10; k++, t += 100 * MS) {
+		rank_sample(100, s_train, SAMPLE_CALL, 0, t + (k % 2 ? MS : 0));
+		rank_sample(100, s_run, SAMPLE_CALL, 2, t + (k % 2 ? MS : 0));
+		rank_sample(200, s_train, SAMPLE_CALL, 0, t + (k % 2 ? 0 : MS));
+		rank_sample(200, s_run, SAMPLE_CALL, 2, t + (k % 2 ? 0 : MS));
+	}
+	text = ranks_text(false);
+	cr_assert_not_null(strstr(text, "straggler: none: the ranks spent alike"), "%s", text);
+	cr_assert_eq(count_lines_with(text, "straggler:"), 1, "%s", text);
+	free(text);
+}
+
+/*
+ * A rank always last by half a millisecond over a long run (the launcher
+ * shares its CPU): its lateness is noise beside the training's span, no
+ * straggler.
+ */
+Test(ranks, probed_collectives_late_by_noise_name_none, .init = setup, .fini = teardown)
+{
+	uint32_t s_setup, s_train, s_run;
+	uint64_t t = 10000 * MS;
+	char *text;
+
+	coll_stacks(&s_setup, &s_train, &s_run);
+	rank_process(100, 0);
+	rank_process(200, 1);
+	for (int k = 0; k < 100; k++, t += 1000 * MS) {
+		rank_sample(100, s_train, SAMPLE_CALL, 0, t);
+		rank_sample(100, s_run, SAMPLE_CALL, 1, t);
+		rank_sample(200, s_train, SAMPLE_CALL, 0, t + MS / 2);
+		rank_sample(200, s_run, SAMPLE_CALL, 0, t + MS / 2);
+	}
+	text = ranks_text(false);
+	cr_assert_not_null(strstr(text,
+				  "rank 1: 100 collectives in training (0 in set-up), "
+				  "0.000 s in them, median 0.0 ms; arrived last at 100 of 100"),
+			   "%s", text);
+	cr_assert_not_null(strstr(text, "straggler: none: the ranks spent alike"), "%s", text);
+	free(text);
 }
 
 /* --per-rank (and --per-thread) name each thread's comm after its rank: a row per rank and operator. */

@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Loading pyframes.bpf.o (embedded at build time) with libbpf, telling it
+ * which processes to read, and reading its ring buffer.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "pybpf/pybpf.h"
+#include "pybpf/pyframes.bpf.h" /* generated: the object's bytes */
+
+struct pybpf {
+	struct bpf_object *obj;
+	struct ring_buffer *ring;
+	int prog_fd, procs_fd, counters_fd;
+	struct pybpf_stats st;
+	pybpf_cb cb;
+	void *ctx;
+	int stop; /* what the callback returned, non-zero: stop */
+	int handed;
+	struct pybpf_sample sample;
+};
+
+/* libbpf's words are kept, never printed: the last one says why a load failed. */
+static char last_error[512];
+
+static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	char line[sizeof(last_error)];
+	size_t n;
+
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	n = strlen(line);
+	while (n && (line[n - 1] == '\n' || line[n - 1] == ' '))
+		line[--n] = '\0';
+	if (n)
+		memcpy(last_error, line, n + 1);
+	return 0;
+}
+
+const char *pybpf__last_error(void)
+{
+	return last_error;
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct pybpf *b = ctx;
+	const struct pybpf_head *h = data;
+	const struct pybpf_frame *f;
+	struct pybpf_sample *s = &b->sample;
+
+	if (b->stop)
+		return b->stop;
+	if (size < sizeof(*h) || h->n > PYBPF_MAX_FRAMES ||
+	    size != sizeof(*h) + h->n * sizeof(*f) || h->status > PYBPF_NO_NS) {
+		b->st.bad++;
+		return 0;
+	}
+	f = (const struct pybpf_frame *)(h + 1);
+	s->time = h->time;
+	s->ip = h->ip;
+	s->tstate = h->tstate;
+	s->cframe = h->cframe;
+	s->pid = (pid_t)h->pid;
+	s->tid = (pid_t)h->tid;
+	s->status = (enum pybpf_status)h->status;
+	s->n = h->n;
+	for (uint32_t i = 0; i < h->n; i++)
+		s->frames[i] = (struct py_frame){
+			.addr = f[i].addr,
+			.code = f[i].code,
+			.instr = f[i].instr,
+			.entry = f[i].flags & PYBPF_F_ENTRY,
+			.stub = f[i].flags & PYBPF_F_STUB,
+		};
+	b->st.received++;
+	b->st.by_status[s->status]++;
+	b->handed++;
+	b->stop = b->cb(b->ctx, s);
+	return b->stop;
+}
+
+int pybpf__open(struct pybpf **out, size_t ring_bytes)
+{
+	struct pybpf *b;
+	struct bpf_program *prog;
+	struct bpf_map *map;
+	int err;
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "pyframes");
+
+	if (!out || (ring_bytes && (ring_bytes < 4096 || (ring_bytes & (ring_bytes - 1)))))
+		return -EINVAL;
+	libbpf_set_print(quiet);
+	last_error[0] = '\0';
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	b->obj = bpf_object__open_mem(pyframes_bpf_o, pyframes_bpf_o_len, &opts);
+	if (!b->obj) {
+		err = -errno;
+		goto fail;
+	}
+	map = bpf_object__find_map_by_name(b->obj, "records");
+	prog = bpf_object__find_program_by_name(b->obj, "pyframes");
+	if (!map || !prog) {
+		err = -ENOENT;
+		goto fail;
+	}
+	if (ring_bytes && (err = bpf_map__set_max_entries(map, (uint32_t)ring_bytes)))
+		goto fail;
+	err = bpf_object__load(b->obj);
+	if (err)
+		goto fail;
+	b->prog_fd = bpf_program__fd(prog);
+	b->procs_fd = bpf_object__find_map_fd_by_name(b->obj, "procs");
+	b->counters_fd = bpf_object__find_map_fd_by_name(b->obj, "counters");
+	if (b->prog_fd < 0 || b->procs_fd < 0 || b->counters_fd < 0) {
+		err = -ENOENT;
+		goto fail;
+	}
+	b->ring = ring_buffer__new(bpf_map__fd(map), on_record, b, NULL);
+	if (!b->ring) {
+		err = -errno;
+		goto fail;
+	}
+	*out = b;
+	return 0;
+fail:
+	pybpf__free(b);
+	return err < 0 ? err : -EINVAL;
+}
+
+void pybpf__free(struct pybpf *b)
+{
+	if (!b)
+		return;
+	ring_buffer__free(b->ring);
+	bpf_object__close(b->obj);
+	free(b);
+}
+
+int pybpf__prog_fd(const struct pybpf *b)
+{
+	return b ? b->prog_fd : -EINVAL;
+}
+
+int pybpf__poll_fd(const struct pybpf *b)
+{
+	return b ? ring_buffer__epoll_fd(b->ring) : -EINVAL;
+}
+
+static uint32_t field(uint32_t v)
+{
+	return v == PY_WALK_NO_FIELD ? PYBPF_NO_FIELD : v;
+}
+
+int pybpf__add(struct pybpf *b, pid_t pid, const struct py_walk *w)
+{
+	struct pybpf_conf c = { 0 };
+	char path[64];
+	struct stat st;
+	uint32_t key = (uint32_t)pid;
+
+	if (!b || !w || pid <= 0)
+		return -EINVAL;
+	if (!w->frame_bytes || w->frame_bytes > PYBPF_FRAME_BUF)
+		return -EINVAL;
+	/* every field of a frame must lie in the bytes read of it */
+	if (w->fr_code > w->frame_bytes - 8 || w->fr_previous > w->frame_bytes - 8 ||
+	    w->fr_instr > w->frame_bytes - 8 ||
+	    (w->fr_owner != PY_WALK_NO_FIELD && w->fr_owner >= w->frame_bytes) ||
+	    (w->fr_is_entry != PY_WALK_NO_FIELD && w->fr_is_entry >= w->frame_bytes))
+		return -EINVAL;
+	c.runtime = w->runtime;
+	c.none = w->none;
+	c.tag_mask = w->tag_mask;
+	/* the thread states hold the thread ids its own PID namespace gives */
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	if (stat(path, &st))
+		return errno == ENOENT ? -ESRCH : -errno;
+	c.ns_dev = st.st_dev;
+	c.ns_ino = st.st_ino;
+	c.rt_interp_head = w->rt_interp_head;
+	c.is_next = w->is_next;
+	c.is_threads_head = w->is_threads_head;
+	c.ts_next = w->ts_next;
+	c.ts_native_tid = w->ts_native_tid;
+	c.ts_cframe = field(w->ts_cframe);
+	c.cf_current = field(w->cf_current);
+	c.ts_current_frame = field(w->ts_current_frame);
+	if (c.ts_cframe == PYBPF_NO_FIELD && c.ts_current_frame == PYBPF_NO_FIELD)
+		return -EINVAL;
+	c.fr_code = w->fr_code;
+	c.fr_previous = w->fr_previous;
+	c.fr_instr = w->fr_instr;
+	c.fr_is_entry = field(w->fr_is_entry);
+	c.fr_owner = field(w->fr_owner);
+	c.frame_bytes = w->frame_bytes;
+	c.stub_owner = field(w->stub_owner);
+	c.stub_runs_none = w->stub_runs_none;
+	c.owner_max = w->owner_max;
+	if (bpf_map_update_elem(b->procs_fd, &key, &c, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int pybpf__remove(struct pybpf *b, pid_t pid)
+{
+	uint32_t key = (uint32_t)pid;
+
+	if (!b)
+		return -EINVAL;
+	if (bpf_map_delete_elem(b->procs_fd, &key))
+		return -errno;
+	return 0;
+}
+
+int pybpf__poll(struct pybpf *b, int timeout_ms, pybpf_cb cb, void *ctx)
+{
+	int err;
+
+	if (!b || !cb)
+		return -EINVAL;
+	b->cb = cb;
+	b->ctx = ctx;
+	b->stop = 0;
+	b->handed = 0;
+	err = ring_buffer__poll(b->ring, timeout_ms);
+	if (b->stop)
+		return b->stop;
+	if (err < 0 && err != -EINTR)
+		return err;
+	return b->handed;
+}
+
+int pybpf__stats(struct pybpf *b, struct pybpf_stats *out)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *v;
+
+	if (!b || !out)
+		return -EINVAL;
+	if (ncpu <= 0)
+		return ncpu < 0 ? ncpu : -EINVAL;
+	v = calloc((size_t)ncpu, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	*out = b->st;
+	for (uint32_t k = 0; k < PYBPF_C_COUNT; k++) {
+		uint64_t sum = 0;
+
+		if (bpf_map_lookup_elem(b->counters_fd, &k, v)) {
+			int err = -errno;
+
+			free(v);
+			return err;
+		}
+		for (int c = 0; c < ncpu; c++)
+			sum += v[c];
+		if (k == PYBPF_C_SAMPLES)
+			out->samples = sum;
+		else if (k == PYBPF_C_RECORDS)
+			out->records = sum;
+		else if (k == PYBPF_C_DROPPED)
+			out->dropped = sum;
+		else if (k == PYBPF_C_TSTATE_WALKS)
+			out->tstate_walks = sum;
+	}
+	free(v);
+	return 0;
+}

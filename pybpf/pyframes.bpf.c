@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: MIT OR GPL-2.0 */
+/*
+ * Runs at each sample of dlflame's sampling events (PERF_EVENT_IOC_SET_BPF)
+ * in the sampled thread's context: copies its CPython frame chain (frame
+ * address, code object, last instruction, whether it marks an eval call's
+ * start) into a ring buffer, with the thread, the time and the sampled ip
+ * to join the record to the sample. Only processes the loader configured
+ * are read; every offset comes from their configuration (python/'s layout
+ * of that process), none is written here. Reads of the process's memory
+ * that would fault are not done (bpf_probe_read_user fails): the record
+ * then says where its walk stopped. Returns 1: the sample is still written.
+ */
+#include <linux/bpf.h>
+#include <linux/bpf_perf_event.h>
+#include <bpf/bpf_helpers.h>
+
+#include "pybpf/wire.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct pybpf_conf);
+} procs SEC(".maps");
+
+/* (pid << 32 | tid) -> its PyThreadState, checked on each use */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u64);
+} tstates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* the loader may set another size */
+} records SEC(".maps");
+
+struct scratch {
+	struct pybpf_head h;
+	struct pybpf_frame f[PYBPF_MAX_FRAMES];
+	__u8 fb[PYBPF_FRAME_BUF + 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scratch);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PYBPF_C_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static void count(__u32 which)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &which);
+
+	if (c)
+		(*c)++;
+}
+
+static int rd(void *dst, __u32 size, __u64 addr)
+{
+	return bpf_probe_read_user(dst, size, (const void *)addr);
+}
+
+/* A word of the frame buffer at a configured offset; 0 when it lies outside. */
+static __u64 fb_u64(const struct scratch *s, __u32 off)
+{
+	if (off > PYBPF_FRAME_BUF - 8)
+		return 0;
+	return *(const __u64 *)(s->fb + off);
+}
+
+static __u8 fb_u8(const struct scratch *s, __u32 off)
+{
+	if (off > PYBPF_FRAME_BUF - 1)
+		return 0;
+	return s->fb[off];
+}
+
+struct find_ctx {
+	const struct pybpf_conf *c;
+	__u64 th, found, ntid;
+	int err;
+};
+
+/* One thread state of the list: is it the sampled thread's? */
+static long find_step(__u32 i, struct find_ctx *x)
+{
+	__u64 v = 0, next = 0;
+
+	if (!x->th)
+		return 1;
+	if (rd(&v, sizeof(v), x->th + x->c->ts_native_tid) ||
+	    rd(&next, sizeof(next), x->th + x->c->ts_next)) {
+		x->err = PYBPF_FAULT;
+		return 1;
+	}
+	if (v == x->ntid) {
+		x->found = x->th;
+		return 1;
+	}
+	x->th = next == x->th ? 0 : next;
+	return 0;
+}
+
+/* The thread state whose native thread id is ntid: every interpreter's list, bounded. */
+static __u64 find_tstate(const struct pybpf_conf *c, __u64 ntid, int *err)
+{
+	struct find_ctx x = { .c = c, .ntid = ntid };
+	__u64 interp = 0, next = 0;
+
+	count(PYBPF_C_TSTATE_WALKS);
+	if (rd(&interp, sizeof(interp), c->runtime + c->rt_interp_head))
+		goto fault;
+	for (int i = 0; i < PYBPF_MAX_INTERPS && interp; i++) {
+		if (rd(&x.th, sizeof(x.th), interp + c->is_threads_head))
+			goto fault;
+		bpf_loop(PYBPF_MAX_THREADS, find_step, &x, 0);
+		if (x.found || x.err) {
+			*err = x.err;
+			return x.found;
+		}
+		if (rd(&next, sizeof(next), interp + c->is_next))
+			goto fault;
+		interp = next == interp ? 0 : next;
+	}
+	*err = PYBPF_NO_TSTATE;
+	return 0;
+fault:
+	*err = PYBPF_FAULT;
+	return 0;
+}
+
+struct walk_ctx {
+	const struct pybpf_conf *c;
+	struct scratch *s;
+	__u64 frame;
+	__u32 n;
+	__u32 status;
+};
+
+/* One frame: read it, keep it (unless it is one that is never shown), step out. */
+static long walk_step(__u32 i, struct walk_ctx *w)
+{
+	const struct pybpf_conf *c = w->c;
+	struct scratch *s = w->s;
+	struct pybpf_frame *f;
+	__u32 size = c->frame_bytes, n = w->n;
+	__u64 code;
+	__u8 owner;
+	int stub;
+
+	if (!w->frame)
+		return 1;
+	if (n >= PYBPF_MAX_FRAMES) {
+		w->status = PYBPF_CUT;
+		return 1;
+	}
+	if (size > PYBPF_FRAME_BUF || size == 0 || rd(s->fb, size, w->frame)) {
+		w->status = PYBPF_FAULT;
+		return 1;
+	}
+	owner = c->fr_owner == PYBPF_NO_FIELD ? 0 : fb_u8(s, c->fr_owner);
+	if (owner > c->owner_max) {
+		w->status = PYBPF_BAD_FRAME;
+		return 1;
+	}
+	code = fb_u64(s, c->fr_code) & ~c->tag_mask;
+	stub = c->stub_owner != PYBPF_NO_FIELD && owner == c->stub_owner &&
+	       (!c->stub_runs_none || code == c->none);
+	f = &s->f[n];
+	f->addr = w->frame;
+	f->code = code;
+	f->instr = fb_u64(s, c->fr_instr);
+	f->flags =
+		(stub ? PYBPF_F_STUB : 0) |
+		(c->fr_is_entry != PYBPF_NO_FIELD && fb_u8(s, c->fr_is_entry) ? PYBPF_F_ENTRY : 0);
+	f->pad = 0;
+	w->frame = fb_u64(s, c->fr_previous);
+	if (w->frame == f->addr) {
+		w->status = PYBPF_BAD_FRAME;
+		return 1;
+	}
+	/*
+	 * Not kept: another frame the interpreter owns (no code to show), and
+	 * 3.14's frame whose executable is still NULL (being set up).
+	 */
+	if (!stub &&
+	    ((c->stub_owner != PYBPF_NO_FIELD && owner >= c->stub_owner) || (c->tag_mask && !code)))
+		return 0;
+	w->n = n + 1;
+	return 0;
+}
+
+SEC("perf_event")
+int pyframes(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid(), ntid, th = 0, key, *cached, v = 0, frame = 0,
+	      cframe = 0;
+	__u32 pid = id >> 32, zero = 0, size;
+	const struct pybpf_conf *c = bpf_map_lookup_elem(&procs, &pid);
+	struct walk_ctx w = { 0 };
+	struct scratch *s;
+	int err = 0;
+
+	if (!c)
+		return 1;
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 1;
+	count(PYBPF_C_SAMPLES);
+	s->h.time = bpf_ktime_get_ns();
+	s->h.ip = ctx->regs.rip;
+	s->h.pid = pid;
+	s->h.tid = (__u32)id;
+	s->h.n = 0;
+	s->h.tstate = 0;
+	s->h.cframe = 0;
+	s->h.status = PYBPF_OK;
+	ntid = (__u32)id;
+	if (c->ns_ino) {
+		struct bpf_pidns_info ns = { 0 };
+
+		if (bpf_get_ns_current_pid_tgid(c->ns_dev, c->ns_ino, &ns, sizeof(ns))) {
+			s->h.status = PYBPF_NO_NS;
+			goto out;
+		}
+		ntid = ns.pid;
+	}
+	key = id;
+	cached = bpf_map_lookup_elem(&tstates, &key);
+	if (cached && !rd(&v, sizeof(v), *cached + c->ts_native_tid) && v == ntid)
+		th = *cached;
+	if (!th) {
+		th = find_tstate(c, ntid, &err);
+		if (!th) {
+			s->h.status = err;
+			goto out;
+		}
+		bpf_map_update_elem(&tstates, &key, &th, BPF_ANY);
+	}
+	s->h.tstate = th;
+	if (c->ts_cframe != PYBPF_NO_FIELD) {
+		if (rd(&cframe, sizeof(cframe), th + c->ts_cframe) ||
+		    rd(&frame, sizeof(frame), cframe + c->cf_current)) {
+			s->h.status = PYBPF_FAULT;
+			goto out;
+		}
+		s->h.cframe = cframe;
+	} else if (rd(&frame, sizeof(frame), th + c->ts_current_frame)) {
+		s->h.status = PYBPF_FAULT;
+		goto out;
+	}
+	w.c = c;
+	w.s = s;
+	w.frame = frame;
+	bpf_loop(PYBPF_MAX_FRAMES + 1, walk_step, &w, 0);
+	s->h.n = w.n;
+	s->h.status = w.status;
+out:
+	size = s->h.n;
+	if (size > PYBPF_MAX_FRAMES)
+		size = PYBPF_MAX_FRAMES;
+	size = sizeof(struct pybpf_head) + size * sizeof(struct pybpf_frame);
+	if (bpf_ringbuf_output(&records, s, size, 0))
+		count(PYBPF_C_DROPPED);
+	else
+		count(PYBPF_C_RECORDS);
+	return 1;
+}
