@@ -58,6 +58,7 @@ struct py_proc {
 struct py_pending {
 	uint64_t time;
 	uint64_t ip; /* pybpf/'s records: the sampled ip, to join its sample */
+	uint64_t usp; /* ... and the user SP at a sample of user code (0: kernel code) */
 	uint32_t tid;
 	struct py_snapshot snap; /* frames[snap.n] allocated */
 };
@@ -246,6 +247,7 @@ static int store_bpf(void *ctx, const struct pybpf_sample *b)
 	}
 	pp->time = b->time;
 	pp->ip = b->ip;
+	pp->usp = b->usp;
 	pp->tid = (uint32_t)b->tid;
 	pp->snap.tstate = b->tstate;
 	pp->snap.cframe = b->cframe;
@@ -310,6 +312,15 @@ static struct py_pending *take_bpf(struct py_stacks *py, const struct rec_sample
 		if (pp->time > s->time + PY_BPF_JOIN_NS)
 			break;
 		if (pp->ip != s->ip || absdiff(pp->time, s->time) > PY_BPF_JOIN_NS)
+			continue;
+		/*
+		 * In user code the SP must agree too: samples of one thread in
+		 * one instruction (the eval loop's) within the window are told
+		 * apart by their stack depth, so a missing record never lends
+		 * its neighbour's frames to a sample.
+		 */
+		if (pp->usp && (!(s->uregs.mask >> PERF_REG_X86_SP & 1) ||
+				s->uregs.regs[PERF_REG_X86_SP] != pp->usp))
 			continue;
 		memmove(q->items + k, q->items + k + 1, (q->n - k - 1) * sizeof(*q->items));
 		q->n--;

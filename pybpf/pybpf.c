@@ -69,6 +69,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	f = (const struct pybpf_frame *)(h + 1);
 	s->time = h->time;
 	s->ip = h->ip;
+	s->usp = h->usp;
 	s->tstate = h->tstate;
 	s->cframe = h->cframe;
 	s->pid = (pid_t)h->pid;

@@ -64,6 +64,7 @@ int pybpf__remove(struct pybpf *b, pid_t pid);
 struct pybpf_sample {
 	uint64_t time; /* CLOCK_MONOTONIC ns, taken in the program right after the sample's */
 	uint64_t ip; /* the sampled instruction */
+	uint64_t usp; /* the user stack pointer, when the sample interrupted user code; else 0 */
 	uint64_t tstate; /* the thread's PyThreadState (0: none found) */
 	uint64_t cframe; /* 3.11/3.12: tstate->cframe at the sample, else 0 */
 	pid_t pid, tid;

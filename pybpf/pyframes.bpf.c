@@ -220,6 +220,8 @@ int pyframes(struct bpf_perf_event_data *ctx)
 	count(PYBPF_C_SAMPLES);
 	s->h.time = bpf_ktime_get_ns();
 	s->h.ip = ctx->regs.rip;
+	/* user mode (the low half): the registers are the thread's own */
+	s->h.usp = ctx->regs.rip < 0x800000000000ull ? ctx->regs.rsp : 0;
 	s->h.pid = pid;
 	s->h.tid = (__u32)id;
 	s->h.n = 0;

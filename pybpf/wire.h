@@ -60,6 +60,12 @@ struct pybpf_head {
 	__u64 ip; /* the interrupted instruction: the sample's ip */
 	__u64 tstate; /* the thread's PyThreadState, 0 if none was found */
 	__u64 cframe; /* 3.11/3.12: tstate->cframe at the sample (a C stack address), else 0 */
+	/*
+	 * The user stack pointer at the sample when it interrupted user code
+	 * (the sample's own user registers hold the same), else 0: with ip it
+	 * tells apart samples of one thread in one instruction (the eval loop)
+	 */
+	__u64 usp;
 	__u32 pid, tid; /* the host's ids */
 	__u32 n;
 	__u32 status; /* enum pybpf_status */

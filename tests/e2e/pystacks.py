@@ -15,7 +15,10 @@ import re
 import sys
 
 PY = re.compile(r"^(.+) \(([^()]+\.py)(?::\d+)?\)$")
-PLACEHOLDERS = ("[python frames changed before read]", "[python frames not read]")
+PLACEHOLDERS = ("[python frames changed before read]", "[python frames not read]",
+                "[python code freed before named]")
+# one frame whose code object could not be named (freed, or its process gone)
+UNNAMED = "[python code freed before named]"
 
 
 def read_folded(path):
@@ -30,13 +33,30 @@ def read_folded(path):
     return stacks
 
 
-def py_frames(frames, file=None):
+def py_frames(frames, file=None, unnamed=False):
+    """The Python frames (of file); with unnamed, None for each unnamed one."""
     out = []
     for fr in frames:
         m = PY.match(fr)
         if m and (file is None or m.group(2) == file):
             out.append(m.group(1))
+        elif unnamed and fr == UNNAMED:
+            out.append(None)
     return out
+
+
+def fits(py, chain):
+    """py is a prefix of chain; an unnamed frame (None) may be any one frame of it, or a
+    frame of another file (none of chain's)."""
+    at = {0}  # how far into chain py's frames so far can reach
+    for p in py:
+        if p is None:
+            at = at | {k + 1 for k in at if k < len(chain)}
+        else:
+            at = {k + 1 for k in at if k < len(chain) and chain[k] == p}
+        if not at:
+            return False
+    return True
 
 
 def fail(msg):
@@ -58,7 +78,8 @@ def split(folded, measured, exact=False):
         if not py and not holes:
             continue
         with_py += n
-        if not any(py == c[:len(py)] for c in chains):
+        # a name the program cannot have there; an unnamed frame holds any one place
+        if not any(fits(py_frames(frames, "split.py", True), c) for c in chains):
             bad.append((";".join(frames), n))
         if not holes and py[:2] == ["<module>", "main"]:
             whole += n
