@@ -129,6 +129,26 @@ int pybpf__open(struct pybpf **out, size_t ring_bytes)
 		err = -ENOENT;
 		goto fail;
 	}
+	/* the recorder's PID namespace: the program gives ids as seen from there */
+	{
+		struct pybpf_self me = { 0 };
+		struct stat self_st;
+		uint32_t zero = 0;
+		int self_fd = bpf_object__find_map_fd_by_name(b->obj, "self");
+
+		if (self_fd < 0) {
+			err = -ENOENT;
+			goto fail;
+		}
+		if (!stat("/proc/self/ns/pid", &self_st)) {
+			me.ns_dev = self_st.st_dev;
+			me.ns_ino = self_st.st_ino;
+		}
+		if (bpf_map_update_elem(self_fd, &zero, &me, BPF_ANY)) {
+			err = -errno;
+			goto fail;
+		}
+	}
 	b->ring = ring_buffer__new(bpf_map__fd(map), on_record, b, NULL);
 	if (!b->ring) {
 		err = -errno;

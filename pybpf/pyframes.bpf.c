@@ -51,6 +51,14 @@ struct {
 	__type(value, struct scratch);
 } scratch SEC(".maps");
 
+/* the recorder's PID namespace (struct pybpf_self), set by the loader */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pybpf_self);
+} self SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, PYBPF_C_COUNT);
@@ -206,12 +214,23 @@ int pyframes(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), ntid, th = 0, key, *cached, v = 0, frame = 0,
 	      cframe = 0;
-	__u32 pid = id >> 32, zero = 0, size;
-	const struct pybpf_conf *c = bpf_map_lookup_elem(&procs, &pid);
+	__u32 pid, zero = 0, size;
+	const struct pybpf_self *me = bpf_map_lookup_elem(&self, &zero);
+	const struct pybpf_conf *c;
 	struct walk_ctx w = { 0 };
 	struct scratch *s;
 	int err = 0;
 
+	/* the ids the recorder sees (and its samples carry), in its own namespace */
+	if (me && me->ns_ino) {
+		struct bpf_pidns_info own = { 0 };
+
+		if (bpf_get_ns_current_pid_tgid(me->ns_dev, me->ns_ino, &own, sizeof(own)))
+			return 1; /* a thread outside the recorder's namespace */
+		id = (__u64)own.tgid << 32 | own.pid;
+	}
+	pid = id >> 32;
+	c = bpf_map_lookup_elem(&procs, &pid);
 	if (!c)
 		return 1;
 	s = bpf_map_lookup_elem(&scratch, &zero);

@@ -35,6 +35,16 @@ struct pybpf_conf {
 	__u32 pad;
 };
 
+/*
+ * The recorder's own PID namespace (its /proc/self/ns/pid): the pids it
+ * configures and the perf samples it joins are seen from there, which is
+ * not the initial namespace when dlflame itself runs in a PID namespace
+ * (a container, a CI root). All zero: the initial namespace.
+ */
+struct pybpf_self {
+	__u64 ns_dev, ns_ino;
+};
+
 #define PYBPF_F_ENTRY 1 /* 3.11: is_entry, the outermost frame of one C eval call */
 #define PYBPF_F_STUB 2 /* 3.12 on: an eval call's entry frame (owned by the C stack) */
 
