@@ -81,6 +81,7 @@ static int on_record(void *ctx, void *data, size_t size)
 			.addr = f[i].addr,
 			.code = f[i].code,
 			.instr = f[i].instr,
+			.qualname = f[i].qualname,
 			.entry = f[i].flags & PYBPF_F_ENTRY,
 			.stub = f[i].flags & PYBPF_F_STUB,
 		};
@@ -230,6 +231,7 @@ int pybpf__add(struct pybpf *b, pid_t pid, const struct py_walk *w)
 	c.stub_owner = field(w->stub_owner);
 	c.stub_runs_none = w->stub_runs_none;
 	c.owner_max = w->owner_max;
+	c.co_qualname = w->co_qualname;
 	if (bpf_map_update_elem(b->procs_fd, &key, &c, BPF_ANY))
 		return -errno;
 	return 0;

@@ -193,6 +193,9 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 		(stub ? PYBPF_F_STUB : 0) |
 		(c->fr_is_entry != PYBPF_NO_FIELD && fb_u8(s, c->fr_is_entry) ? PYBPF_F_ENTRY : 0);
 	f->pad = 0;
+	f->qualname = 0;
+	if (!stub && code && rd(&f->qualname, sizeof(f->qualname), code + c->co_qualname))
+		f->qualname = 0;
 	w->frame = fb_u64(s, c->fr_previous);
 	if (w->frame == f->addr) {
 		w->status = PYBPF_BAD_FRAME;

@@ -467,6 +467,7 @@ int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out)
 		/* as snapshot_once: 3.13 on (a thread state with interp), it runs None */
 		.stub_runs_none = L->ts_interp != PY_NO_FIELD,
 		.owner_max = L->stub_owner == PY_NO_FIELD ? 3 : OWNER_MAX,
+		.co_qualname = L->co_qualname,
 	};
 	return 0;
 }
@@ -1278,6 +1279,8 @@ static size_t code_hdr_len(const struct proc *p)
 		need = p->L.co_firstlineno + 4;
 	if (need < p->L.ob_type + 16)
 		need = p->L.ob_type + 16;
+	if (need < p->L.co_qualname + 8)
+		need = p->L.co_qualname + 8;
 	return need;
 }
 
@@ -1399,6 +1402,9 @@ int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 		ref = code_hdr_len(p) <= sizeof(hdr) && !rd(r, pid, f->code, hdr, code_hdr_len(p))
 			      ? code_entry_for(r, p, f->code, hdr)
 			      : -EFAULT;
+		/* another code object at the address: the one sampled was freed */
+		if (ref > 0 && f->qualname && u64_at(hdr, p->L.co_qualname) != f->qualname)
+			ref = -ESTALE;
 		if (ref > 0)
 			f->code_ref = (uint32_t)ref;
 		else

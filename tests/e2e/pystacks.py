@@ -83,8 +83,11 @@ def split(folded, measured, exact=False):
             bad.append((";".join(frames), n))
         if not holes and py[:2] == ["<module>", "main"]:
             whole += n
-        # below <module>: every stack but those of the module's own code (its imports)
-        if holes or py != ["<module>"]:
+        # below <module>: every stack but those of the module's own code and of the
+        # interpreter's start-up (their imports, whose module bodies may be freed before
+        # they are named: those are no hole here)
+        lost = sum(fr in PLACEHOLDERS and fr != UNNAMED for fr in frames)
+        if lost or py not in ([], ["<module>"]):
             below += n
             if not holes and py[:2] == ["<module>", "main"]:
                 below_whole += n
