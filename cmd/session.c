@@ -16,6 +16,8 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -582,10 +584,12 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	*child_done = false;
 	check_bpf(ss);
 	/*
-	 * No priority above the target's: the sampler's threads copy the
-	 * records out of the rings, and this one runs above it only while the
-	 * copies are about to fill their budget (sampler__poll).
+	 * The kernel drops records when a ring fills: this thread frees them
+	 * only once it has handled them, so it must not wait long for a CPU
+	 * behind the target's threads. As root, a higher share (nice -10); it
+	 * sleeps whenever the rings are empty. (The target was started before.)
 	 */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
 	if (status_open()) {
 		status_line(ss, start);
 		status_at = monotonic_ns() + STATUS_EVERY_NS;
@@ -618,9 +622,10 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		/*
 		 * The sampler's own threads empty the rings (and read Python
 		 * frames); this thread polls. A library mapped now may need its
-		 * probe (watch_maps): its mapping is read within 10 ms then.
+		 * probe (watch_maps): its mapping is read within 10 ms either way.
 		 */
-		err = sampler__poll(ss->s, ss->watch_maps ? 10 : 100, collector__record, ss->col);
+		err = sampler__poll(ss->s, ss->python || ss->watch_maps ? 10 : 100,
+				    collector__record, ss->col);
 		if (err)
 			break;
 		if (end_at && monotonic_ns() >= end_at)

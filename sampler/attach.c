@@ -54,6 +54,11 @@ static size_t raise_nofile(void)
  * dlflame's own thread: it never writes a record and never hangs up, while
  * the per-thread events writing into the ring come and go with their threads.
  */
+static int attach_owner(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+	return event_open(attr, 0, cpu);
+}
+
 static bool gone_or_full(int err)
 {
 	return err == -ESRCH || err == -EMFILE || err == -ENFILE;
@@ -263,19 +268,7 @@ const struct sampler_thread *sampler__threads(const struct sampler *s, size_t *n
 	return s->threads;
 }
 
-void attach_undo(struct sampler *s)
-{
-	rings_close(s);
-	u64map_free(&s->tids);
-	u64map_free(&s->ids);
-	free(s->threads);
-	s->threads = NULL;
-	s->nr_threads = s->threads_cap = 0;
-	s->attached = false;
-	s->stats.threads_followed = s->stats.threads_missed = s->stats.start_time = 0;
-}
-
-int attach_open(struct sampler *s, const pid_t *pids, size_t n, bool threads_only)
+int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads_only)
 {
 	struct perf_event_attr owner, on, sw;
 	bool found_new = true;
@@ -309,7 +302,7 @@ int attach_open(struct sampler *s, const pid_t *pids, size_t n, bool threads_onl
 	owner.exclude_hv = 1;
 	owner.use_clockid = 1;
 	owner.clockid = CLOCK_MONOTONIC;
-	err = rings_open(s, &owner, 0, -1);
+	err = rings_open(s, &owner, 0, attach_owner, -1);
 	if (err)
 		goto fail;
 
@@ -344,10 +337,21 @@ int attach_open(struct sampler *s, const pid_t *pids, size_t n, bool threads_onl
 	read_threads(s);
 	if (!threads_only)
 		probes_open(s, pids, n);
+	/* the rings are emptied from now on, not from the first poll */
+	err = early_start(s);
+	if (err)
+		goto fail;
 	return 0;
 
 fail:
-	attach_undo(s);
+	rings_close(s);
+	u64map_free(&s->tids);
+	u64map_free(&s->ids);
+	free(s->threads);
+	s->threads = NULL;
+	s->nr_threads = s->threads_cap = 0;
+	s->attached = false;
+	s->stats.threads_followed = s->stats.threads_missed = s->stats.start_time = 0;
 	return err;
 }
 

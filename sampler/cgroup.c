@@ -30,6 +30,17 @@ int sampler__cgroup_check(int fd)
 	return st.f_type == CGROUP2_SUPER_MAGIC ? 0 : -ENOTDIR;
 }
 
+static int cgroup_owner(struct sampler *s, struct perf_event_attr *attr, pid_t cgfd, int cpu)
+{
+	if (s->opts.offcpu_only) {
+		s->stats.event = "context-switches";
+		return event_open_or_user_only(s, attr, cgfd, cpu);
+	}
+	if (s->stats.event)
+		return event_open_or_user_only(s, attr, cgfd, cpu);
+	return event_probe(s, attr, cgfd, cpu);
+}
+
 /* attr on every CPU for the cgroup, writing into that CPU's ring. */
 static int open_on_cpus(struct sampler *s, struct perf_event_attr *attr, int cgfd,
 			enum rec_event ev)
@@ -45,7 +56,7 @@ static int open_on_cpus(struct sampler *s, struct perf_event_attr *attr, int cgf
 	return err;
 }
 
-int cgroup_open(struct sampler *s, int cgfd)
+int sampler__cgroup(struct sampler *s, int cgfd)
 {
 	struct perf_event_attr attr;
 	int err;
@@ -65,7 +76,7 @@ int cgroup_open(struct sampler *s, int cgfd)
 		event_attr_oncpu(s, &attr);
 	event_attr_sideband(&attr);
 	s->stats.start_time = monotonic_ns();
-	err = rings_open(s, &attr, cgfd, s->opts.offcpu_only ? EV_SWITCH : EV_ONCPU);
+	err = rings_open(s, &attr, cgfd, cgroup_owner, s->opts.offcpu_only ? EV_SWITCH : EV_ONCPU);
 	if (!err && s->opts.offcpu && !s->opts.offcpu_only) {
 		event_attr_switch(s, &attr);
 		err = open_on_cpus(s, &attr, cgfd, EV_SWITCH);
@@ -74,13 +85,11 @@ int cgroup_open(struct sampler *s, int cgfd)
 		event_attr_fault(s, &attr);
 		err = open_on_cpus(s, &attr, cgfd, EV_FAULT);
 	}
-	if (err)
-		cgroup_undo(s);
+	if (!err)
+		err = early_start(s);
+	if (err) {
+		rings_close(s);
+		s->cgroup = false;
+	}
 	return err;
-}
-
-void cgroup_undo(struct sampler *s)
-{
-	rings_close(s);
-	s->cgroup = false;
 }

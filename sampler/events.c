@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The perf events: their attributes, choosing the on-CPU event (cycles or
- * cpu-clock, kernel frames if allowed), opening them and the events that
- * own the per-CPU rings (mapped by ring.c), the probes, and saying in
- * words why opening failed.
+ * cpu-clock, kernel frames if allowed), opening them, and saying in words
+ * why opening failed.
  */
 #include <errno.h>
 #include <limits.h>
@@ -131,8 +130,8 @@ static void base_attr(const struct sampler *s, struct perf_event_attr *attr)
 	attr->exclude_hv = 1;
 	attr->use_clockid = 1;
 	attr->clockid = CLOCK_MONOTONIC;
-	/* the early reader reads each sample as soon as it is written: wake it then (early.c) */
-	if (s->early)
+	/* each sample wakes the early thread at once (rings_open keeps this: no watermark) */
+	if (early_wakeups(s))
 		attr->wakeup_events = 1;
 	if (s->opts.callgraph == CALLGRAPH_DWARF) {
 		attr->sample_regs_user = s->layout.sample_regs_user;
@@ -415,186 +414,6 @@ void events_close(struct sampler *s)
 }
 
 /* ---- messages ----------------------------------------------------------- */
-
-/* ---- the rings' owners --------------------------------------------------- */
-
-#define MIN_PAGES 8
-
-/* The online CPUs, from the kernel's list ("0-3,6"), else 0..n-1. */
-static int online_cpus(int **cpus, size_t *nr)
-{
-	char line[4096], *p, *end;
-	size_t cap = 0, n = 0;
-	int *v = NULL;
-	FILE *f;
-
-	f = fopen("/sys/devices/system/cpu/online", "re");
-	if (f) {
-		if (!fgets(line, sizeof(line), f))
-			line[0] = '\0';
-		fclose(f);
-		for (p = line; *p >= '0' && *p <= '9';) {
-			unsigned long a, b;
-
-			a = strtoul(p, &end, 10);
-			b = a;
-			if (*end == '-')
-				b = strtoul(end + 1, &end, 10);
-			if (b < a || b > 65535)
-				break;
-			for (unsigned long c = a; c <= b; c++) {
-				if (grow_array((void **)&v, &cap, n + 1, sizeof(*v))) {
-					free(v);
-					return -ENOMEM;
-				}
-				v[n++] = (int)c;
-			}
-			p = *end == ',' ? end + 1 : end;
-		}
-	}
-	if (!n) {
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-		if (ncpu < 1)
-			ncpu = 1;
-		free(v);
-		v = calloc(ncpu, sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		for (long c = 0; c < ncpu; c++)
-			v[n++] = (int)c;
-	}
-	*cpus = v;
-	*nr = n;
-	return 0;
-}
-
-/* Map every ring, pages each; the spills count against s's budget. */
-static int map_rings(struct sampler *s, uint32_t pages)
-{
-	int err;
-
-	s->ring_bytes = 0;
-	for (size_t i = 0; i < s->nr_rings; i++) {
-		err = ring_map(&s->rings[i], pages, &s->budget);
-		if (err)
-			return err;
-		s->ring_bytes += s->rings[i].data_size;
-	}
-	return 0;
-}
-
-/* The smallest ring that still holds a few of the largest records. */
-static uint32_t min_pages(const struct sampler *s)
-{
-	size_t pgsz = (size_t)sysconf(_SC_PAGESIZE), want = 4 * ((size_t)s->opts.stack_size + 4096);
-	uint32_t pages = MIN_PAGES;
-
-	while ((size_t)pages * pgsz < want)
-		pages *= 2;
-	return pages;
-}
-
-/*
- * The event that owns the ring of one CPU: in attach mode a dummy event of
- * the recorder's own (each thread's events write into it), else the first
- * event itself, chosen on the first CPU (event_probe).
- */
-static int open_owner(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu)
-{
-	if (s->attached)
-		return event_open(attr, 0, cpu);
-	if (s->opts.offcpu_only) {
-		s->stats.event = "context-switches";
-		return event_open_or_user_only(s, attr, pid, cpu);
-	}
-	if (s->stats.event)
-		return event_open_or_user_only(s, attr, pid, cpu);
-	return event_probe(s, attr, pid, cpu);
-}
-
-/* Locked memory for the rings of all CPUs together, at most (see rings_open). */
-#define RINGS_BUDGET (256ull << 20)
-
-/*
- * Open the event that owns the ring of each CPU (open_owner) and map the rings.
- * Locked memory is limited per user for the unprivileged: on EPERM or
- * ENOMEM from mmap, try smaller rings. The events are reopened each time,
- * because the wakeup watermark is fixed at open and must stay below the
- * ring size or poll would only wake when the ring is full.
- */
-int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int ev)
-{
-	size_t pgsz = (size_t)sysconf(_SC_PAGESIZE), nr;
-	uint32_t pages = s->opts.mmap_pages, least = min_pages(s);
-	int err, fd;
-
-	err = online_cpus(&s->cpus, &nr);
-	if (err)
-		return err;
-	s->rings = calloc(nr, sizeof(*s->rings));
-	s->pfds = calloc(nr, sizeof(*s->pfds));
-	if (!s->rings || !s->pfds)
-		return -ENOMEM;
-	for (size_t i = 0; i < nr; i++)
-		s->rings[i].fd = -1;
-	s->nr_rings = nr;
-	/* many CPUs share a budget: rings of RINGS_BUDGET in all, but never under least */
-	while (pages > least && (uint64_t)pages * pgsz * nr > RINGS_BUDGET)
-		pages /= 2;
-	if (pages < least)
-		pages = least;
-
-	/* with an early reader, every sample wakes it (base_attr), else a quarter-full ring */
-	attr->watermark = !s->early;
-	for (;;) {
-		if (!s->early)
-			attr->wakeup_watermark = (uint32_t)((size_t)pages * pgsz / 4);
-		for (size_t i = 0; i < s->nr_rings; i++) {
-			fd = open_owner(s, attr, pid, s->cpus[i]);
-			if (fd < 0)
-				return event_errno(fd);
-			s->rings[i].fd = fd;
-		}
-		err = map_rings(s, pages);
-		if (!err)
-			break;
-		for (size_t i = 0; i < s->nr_rings; i++)
-			ring_unmap(&s->rings[i]);
-		for (size_t i = 0; i < s->nr_rings; i++)
-			close_fd(&s->rings[i].fd);
-		if ((err != -EPERM && err != -ENOMEM) || pages <= least)
-			break;
-		pages /= 2;
-	}
-	if (err == -EPERM)
-		err = -ENOMEM; /* EPERM means perf_event_paranoid to the caller */
-	if (err)
-		return err;
-	s->opts.mmap_pages = pages;
-	s->mono_clock = true;
-	for (size_t i = 0; i < s->nr_rings && !err && ev >= 0; i++)
-		err = event_note_id(s, s->rings[i].fd, (enum rec_event)ev, 0);
-	return err;
-}
-
-void rings_close(struct sampler *s)
-{
-	/* the events writing into the rings first, then the rings */
-	events_close(s);
-	for (size_t i = 0; i < s->nr_rings; i++) {
-		ring_unmap(&s->rings[i]);
-		close_fd(&s->rings[i].fd);
-	}
-	free(s->rings);
-	free(s->pfds);
-	free(s->cpus);
-	s->rings = NULL;
-	s->pfds = NULL;
-	s->cpus = NULL;
-	s->nr_rings = 0;
-	s->ring_bytes = 0;
-}
 
 static const char *read_sysctl(const char *path, char *val, size_t size)
 {

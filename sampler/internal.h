@@ -1,27 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the files of the sampler share; not part of its API (sampler.h).
- * Each file has one job:
  *
- *   sampler.c  the coordinator: options, lifetime, starting the readers once
- *              a mode's events are open, and the rounds that frame what the
- *              readers copied, order it by time and hand it out
- *   launch.c   launch mode: the target forked stopped before exec, its events
- *   attach.c   attach mode: running processes and threads, and the threads found
- *   cgroup.c   cgroup mode: every process of a cgroup v2 directory
- *   early.c    the reader threads: rings -> spills, each sample to the early
- *              callback, and how far the coordinator may frame
- *   events.c   perf event attributes, probing, opening; the rings' owners
- *              (rings_open, rings_close); probes; error messages
- *   ring.c     one kernel ring: mapping it, reading and copying out its records
+ *   sampler.c  the coordinator: options, lifetime, draining rounds in time order
+ *   launch.c   launching the target stopped before exec, and its events
+ *   attach.c   attaching to running processes and threads, and the threads found
+ *   early.c    the drain thread (rings -> spills) and the early thread
+ *   ring.c     the per-CPU mmap rings: opening, mapping, framing records in place
+ *   events.c   perf event attributes, probing, opening; error messages
  *   spill.c    the FIFOs records are copied into out of the rings
  *   order.c    the time-ordering queue (also the perf.data reader's)
  *   decode.c   decoding records
  *
- * Calls go down that list, never up, and no callback goes up either:
- * sampler.c calls the others; launch.c, attach.c and cgroup.c call
- * events.c; early.c calls ring.c, spill.c and decode.c; events.c calls
- * ring.c; ring.c calls spill.c and decode.c.
+ * Calls go down that list, never up: sampler.c calls the others; launch.c
+ * and attach.c call ring.c and events.c; early.c calls ring.c (ring_next),
+ * spill.c and decode.c; ring.c calls events.c, spill.c and order.c.
  */
 #ifndef DLFLAME_SAMPLER_INTERNAL_H
 #define DLFLAME_SAMPLER_INTERNAL_H
@@ -123,18 +116,10 @@ struct sampler {
 	struct u64map tids; /* attach mode: tids we opened events on (or gave up on) */
 	rec_early_cb early; /* sampler__set_early */
 	void *early_ctx;
-	/*
-	 * early.c: the reader thread (drain_thread; early_running: it runs the
-	 * early callback) and the standby thread, which guards against losses.
-	 */
-	pthread_t drain_thread, standby_thread;
-	bool drain_running, early_running, standby_running;
+	/* early.c: the drain thread, and the early thread when there is an early callback */
+	pthread_t drain_thread, early_thread;
+	bool drain_running, early_running;
 	int early_stop; /* eventfd that stops both */
-	int kick_fd; /* eventfd: the spills fill, the recording's thread should frame them */
-	bool kicked; /* kick_fd written, not yet read (atomic) */
-	uint64_t standby_passes; /* times the standby thread drained a ring (atomic) */
-	bool main_boosted; /* the recording's thread runs above the target (sampler__poll's) */
-	int main_nice; /* its nice value before */
 	pthread_mutex_t copy_lock; /* one drain pass at a time */
 	/*
 	 * Every record the kernel wrote before copied_at is in the spills
@@ -200,59 +185,56 @@ int event_add(struct sampler *s, int fd, int ring_fd, enum rec_event ev, uint32_
 /* Close every event of s->events[] (they write into the rings: before the rings). */
 void events_close(struct sampler *s);
 
-/* ---- events.c: the rings' owners ------------------------------------------ */
-
-/*
- * Open the event that owns the ring of each online CPU (attr; in attach
- * mode a dummy event of the recorder's) and map the rings; ev >= 0: what
- * the owners' samples are.
- */
-int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int ev);
-/* Close every event, then unmap and close the rings. */
-void rings_close(struct sampler *s);
-
 /* ---- ring.c -------------------------------------------------------------- */
 
-/* Map ring r over r->fd, pages pages of data; its spill counts against budget. */
-int ring_map(struct ring *r, uint32_t pages, struct spill_budget *budget);
-void ring_unmap(struct ring *r);
-/*
- * Copy r's new records into its spill (final: past the spill budget), stack
- * copies cut to what the kernel could copy, and give the kernel the space.
- * False when the budget left records behind. *fill: raised to how full r
- * was, in eighths; *bad counts a broken header (the rest is skipped).
- */
-bool ring_copy_out(struct ring *r, const struct rec_layout *layout, uint8_t *scratch, bool final,
-		   unsigned *fill, uint64_t *bad);
+/* Opens the event that owns the ring of one CPU (launch mode and attach mode differ). */
+typedef int (*open_owner_fn)(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu);
+int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, open_owner_fn open_owner,
+	       int ev);
+/* Close every event, then unmap and close the rings. */
+void rings_close(struct sampler *s);
+/* A PERF_RECORD_LOST, counted in the stats in all and by event. */
+void count_lost(struct sampler *s, const struct rec_lost *l);
+int ring_ingest(struct sampler *s, size_t ri);
+void rings_release(struct sampler *s, size_t from);
+bool rings_filling(const struct sampler *s);
+
+/* Where the recording's thread may frame ring r's spill up to (what the early thread saw). */
+uint64_t ring_readable(const struct sampler *s, const struct ring *r);
+/* Every record written before this time (CLOCK_MONOTONIC) can be framed. */
+uint64_t rings_copied_at(const struct sampler *s);
 
 /* ---- early.c ------------------------------------------------------------- */
 
 /* The threads that empty the rings into spill, and see each sample early. */
 int early_start(struct sampler *s);
+/*
+ * Whether each sample wakes the early thread (every sampling event has
+ * wakeup_events 1) rather than it looking at the rings on a timer: with an
+ * early callback. See early.c.
+ */
+static inline bool early_wakeups(const struct sampler *s)
+{
+	return s->early;
+}
 void early_stop(struct sampler *s);
-/* Whether the reader asked the recording's thread to frame what the spills hold (and forget it). */
-bool early_kicked(struct sampler *s);
 /*
  * One pass of the drain thread over every ring, on whichever thread: the
  * caller's once it is stopped (final: past the spill budget). False when
- * the budget left records in a ring. *fill: how full the fullest ring was,
- * in eighths.
+ * the budget left records in a ring.
  */
-bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, unsigned *fill);
-/* Where the coordinator may frame ring r's spill up to (what the early callback saw). */
-uint64_t early_readable(const struct sampler *s, const struct ring *r);
-/* Every record written before this time (CLOCK_MONOTONIC) can be framed. */
-uint64_t early_copied_at(const struct sampler *s);
-/* ---- launch.c, attach.c, cgroup.c --------------------------------------- */
+bool drain_pass(struct sampler *s, uint8_t *scratch, bool final);
+/* The bytes of a queued record, in its ring's spill or copied. */
+static inline const uint8_t *ring_rec_data(const struct sampler *s, const struct order_rec *p)
+{
+	if (p->off != ORDER_IN_PLACE)
+		return order_copied(&s->q, p);
+	return spill_at(s->rings[p->src].spill, p->pos);
+}
+
+/* ---- launch.c ------------------------------------------------------------ */
 
 /* The child never ran the user's command: make sure it never will. */
 void launch_kill(struct sampler *s);
-/* Let the launched child run the user's command (sampler__start's second half). */
-int launch_go(struct sampler *s);
-/* sampler__attach and sampler__cgroup but for the readers; _undo closes what they opened. */
-int attach_open(struct sampler *s, const pid_t *pids, size_t n, bool threads_only);
-void attach_undo(struct sampler *s);
-int cgroup_open(struct sampler *s, int cgfd);
-void cgroup_undo(struct sampler *s);
 
 #endif

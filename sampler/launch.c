@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Launch mode: the target is forked stopped before exec, its events are
- * opened on it (inherited, enabled at exec), and launch_go (sampler__start,
- * once the readers run) lets it run the user's command.
+ * opened on it (inherited, enabled at exec), and sampler__start lets it
+ * run the user's command.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -109,6 +109,17 @@ child_run(int go_fd, int err_fd, char *const argv[], char *const envp[])
 	_exit(127);
 }
 
+static int launch_owner(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int cpu)
+{
+	if (s->opts.offcpu_only) {
+		s->stats.event = "context-switches";
+		return event_open_or_user_only(s, attr, pid, cpu);
+	}
+	if (s->stats.event)
+		return event_open(attr, pid, cpu);
+	return event_probe(s, attr, pid, cpu);
+}
+
 /* attr on the child on every CPU, inherited, from exec, writing into that CPU's ring. */
 static int open_on_cpus(struct sampler *s, struct perf_event_attr *attr, pid_t pid,
 			enum rec_event ev)
@@ -147,7 +158,7 @@ static int open_events(struct sampler *s, pid_t pid)
 	attr.inherit = 1;
 	attr.disabled = 1;
 	attr.enable_on_exec = 1;
-	err = rings_open(s, &attr, pid, s->opts.offcpu_only ? EV_SWITCH : EV_ONCPU);
+	err = rings_open(s, &attr, pid, launch_owner, s->opts.offcpu_only ? EV_SWITCH : EV_ONCPU);
 	if (!err && s->opts.offcpu && !s->opts.offcpu_only) {
 		event_attr_switch(s, &attr);
 		err = open_on_cpus(s, &attr, pid, EV_SWITCH);
@@ -218,11 +229,21 @@ out_close:
 	return err;
 }
 
-int launch_go(struct sampler *s)
+int sampler__start(struct sampler *s)
 {
 	ssize_t n;
 	int e = 0;
 
+	if (!s || !s->launched)
+		return -EINVAL;
+	if (s->started)
+		return -EALREADY;
+	/* the rings are emptied from the target's first instruction: a burst at its start fills them */
+	e = s->drain_running ? 0 : early_start(s);
+	if (e) {
+		launch_kill(s);
+		return e;
+	}
 	do
 		n = send(s->go_fd, "g", 1, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);

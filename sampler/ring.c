@@ -1,22 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One kernel ring: mapping it over the fd of the event that owns it,
- * reading its records (ring_next) and copying them out into the ring's
- * spill (ring_copy_out, early.c's drain passes), which gives the kernel its
- * space back at once. Which events own the rings is events.c's; what is
- * done with the copies, early.c's and sampler.c's.
+ * The per-CPU mmap rings: opening the event that owns each and mapping it,
+ * reading records (ring_next: for early.c's drain passes, which copy them
+ * into each ring's spill), framing them where they lie in the spill, and
+ * giving their space back once they are delivered.
  *
  * The kernel writes records at data_head, 8-byte aligned and never larger
- * than 64 KiB (header.size is a u16); ring_copy_out consumes from
+ * than 64 KiB (header.size is a u16); a drain pass consumes from
  * data_tail. A record may straddle the end of the data area: then
  * ring_next reassembles it in `scratch`.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "sampler/internal.h"
+
+#define MIN_PAGES 8
 
 /* Copy n bytes starting at ring offset off, wrapping at size. */
 static void ring_copy(const uint8_t *base, size_t size, size_t off, void *dst, size_t n)
@@ -63,78 +65,294 @@ int ring_next(const uint8_t *base, size_t size, uint64_t head, uint64_t *tail, u
 	return 1;
 }
 
-int ring_map(struct ring *r, uint32_t pages, struct spill_budget *budget)
+/* The online CPUs, from the kernel's list ("0-3,6"), else 0..n-1. */
+static int online_cpus(int **cpus, size_t *nr)
 {
-	size_t pgsz = (size_t)sysconf(_SC_PAGESIZE), off, size;
-	struct perf_event_mmap_page *pg;
+	char line[4096], *p, *end;
+	size_t cap = 0, n = 0;
+	int *v = NULL;
+	FILE *f;
 
-	r->map_size = (1 + (size_t)pages) * pgsz;
-	r->map = mmap(NULL, r->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-	if (r->map == MAP_FAILED) {
-		r->map = NULL;
-		return -errno;
+	f = fopen("/sys/devices/system/cpu/online", "re");
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = '\0';
+		fclose(f);
+		for (p = line; *p >= '0' && *p <= '9';) {
+			unsigned long a, b;
+
+			a = strtoul(p, &end, 10);
+			b = a;
+			if (*end == '-')
+				b = strtoul(end + 1, &end, 10);
+			if (b < a || b > 65535)
+				break;
+			for (unsigned long c = a; c <= b; c++) {
+				if (grow_array((void **)&v, &cap, n + 1, sizeof(*v))) {
+					free(v);
+					return -ENOMEM;
+				}
+				v[n++] = (int)c;
+			}
+			p = *end == ',' ? end + 1 : end;
+		}
 	}
-	pg = r->map;
-	off = pg->data_offset ? pg->data_offset : pgsz;
-	size = pg->data_size ? pg->data_size : (size_t)pages * pgsz;
-	if (off > r->map_size || size > r->map_size - off || (size & (size - 1)))
-		return -EINVAL;
-	r->data = (const uint8_t *)r->map + off;
-	r->data_size = size;
-	r->spill = calloc(1, sizeof(*r->spill));
-	if (!r->spill)
-		return -ENOMEM;
-	r->spill->budget = budget;
+	if (!n) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+		if (ncpu < 1)
+			ncpu = 1;
+		free(v);
+		v = calloc(ncpu, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (long c = 0; c < ncpu; c++)
+			v[n++] = (int)c;
+	}
+	*cpus = v;
+	*nr = n;
 	return 0;
 }
 
-void ring_unmap(struct ring *r)
+static int map_rings(struct sampler *s, uint32_t pages)
 {
-	if (r->map)
-		munmap(r->map, r->map_size);
-	r->map = NULL;
-	if (r->spill)
-		spill_free(r->spill);
-	free(r->spill);
-	r->spill = NULL;
+	size_t pgsz = (size_t)sysconf(_SC_PAGESIZE);
+
+	s->ring_bytes = 0;
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		struct ring *r = &s->rings[i];
+		struct perf_event_mmap_page *pg;
+		size_t off, size;
+
+		r->map_size = (1 + (size_t)pages) * pgsz;
+		r->map = mmap(NULL, r->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+		if (r->map == MAP_FAILED) {
+			r->map = NULL;
+			return -errno;
+		}
+		pg = r->map;
+		off = pg->data_offset ? pg->data_offset : pgsz;
+		size = pg->data_size ? pg->data_size : (size_t)pages * pgsz;
+		if (off > r->map_size || size > r->map_size - off || (size & (size - 1)))
+			return -EINVAL;
+		r->data = (const uint8_t *)r->map + off;
+		r->data_size = size;
+		s->ring_bytes += size;
+		r->spill = calloc(1, sizeof(*r->spill));
+		if (!r->spill)
+			return -ENOMEM;
+		r->spill->budget = &s->budget;
+	}
+	return 0;
 }
 
-bool ring_copy_out(struct ring *r, const struct rec_layout *layout, uint8_t *scratch, bool final,
-		   unsigned *fill, uint64_t *bad)
+static void unmap_rings(struct sampler *s)
 {
-	struct perf_event_mmap_page *pg = r->map;
-	uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
-	unsigned eighths = (unsigned)((head - tail) * 8 / r->data_size);
-	bool all = true;
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		if (s->rings[i].map)
+			munmap(s->rings[i].map, s->rings[i].map_size);
+		s->rings[i].map = NULL;
+		if (s->rings[i].spill)
+			spill_free(s->rings[i].spill);
+		free(s->rings[i].spill);
+		s->rings[i].spill = NULL;
+	}
+}
 
-	if (eighths > *fill)
-		*fill = eighths;
+/* The smallest ring that still holds a few of the largest records. */
+static uint32_t min_pages(const struct sampler *s)
+{
+	size_t pgsz = (size_t)sysconf(_SC_PAGESIZE), want = 4 * ((size_t)s->opts.stack_size + 4096);
+	uint32_t pages = MIN_PAGES;
+
+	while ((size_t)pages * pgsz < want)
+		pages *= 2;
+	return pages;
+}
+
+void count_lost(struct sampler *s, const struct rec_lost *l)
+{
+	uint64_t v;
+
+	s->stats.lost += l->lost;
+	if (u64map_get(&s->ids, l->id, &v) && (v & 0xff) < 2)
+		s->stats.lost_by_event[v & 0xff] += l->lost;
+	else
+		s->stats.lost_other += l->lost;
+}
+
+/* Locked memory for the rings of all CPUs together, at most (see rings_open). */
+#define RINGS_BUDGET (256ull << 20)
+
+/*
+ * Open the event that owns the ring of each CPU and map the rings.
+ * Locked memory is limited per user for the unprivileged: on EPERM or
+ * ENOMEM from mmap, try smaller rings. The events are reopened each time,
+ * because the wakeup watermark is fixed at open and must stay below the
+ * ring size or poll would only wake when the ring is full.
+ */
+int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, open_owner_fn open_owner,
+	       int ev)
+{
+	size_t pgsz = (size_t)sysconf(_SC_PAGESIZE), nr;
+	uint32_t pages = s->opts.mmap_pages, least = min_pages(s);
+	int err, fd;
+
+	err = online_cpus(&s->cpus, &nr);
+	if (err)
+		return err;
+	s->rings = calloc(nr, sizeof(*s->rings));
+	s->pfds = calloc(nr, sizeof(*s->pfds));
+	if (!s->rings || !s->pfds)
+		return -ENOMEM;
+	for (size_t i = 0; i < nr; i++)
+		s->rings[i].fd = -1;
+	s->nr_rings = nr;
+	/* many CPUs share a budget: rings of RINGS_BUDGET in all, but never under least */
+	while (pages > least && (uint64_t)pages * pgsz * nr > RINGS_BUDGET)
+		pages /= 2;
+	if (pages < least)
+		pages = least;
+
+	/*
+	 * An owner that wakes its readers at each sample (early_wakeups) keeps
+	 * that; the kernel then also wakes them when half the ring is written.
+	 */
+	if (!attr->wakeup_events)
+		attr->watermark = 1;
 	for (;;) {
-		uint64_t next = tail;
-		const void *data;
-		uint8_t *dst;
-		size_t len;
-		int ret = ring_next(r->data, r->data_size, head, &next, scratch, SCRATCH_SIZE,
-				    &data, &len);
+		if (attr->watermark)
+			attr->wakeup_watermark = (uint32_t)((size_t)pages * pgsz / 4);
+		for (size_t i = 0; i < s->nr_rings; i++) {
+			fd = open_owner(s, attr, pid, s->cpus[i]);
+			if (fd < 0)
+				return event_errno(fd);
+			s->rings[i].fd = fd;
+		}
+		err = map_rings(s, pages);
+		if (!err)
+			break;
+		unmap_rings(s);
+		for (size_t i = 0; i < s->nr_rings; i++)
+			close_fd(&s->rings[i].fd);
+		if ((err != -EPERM && err != -ENOMEM) || pages <= least)
+			break;
+		pages /= 2;
+	}
+	if (err == -EPERM)
+		err = -ENOMEM; /* EPERM means perf_event_paranoid to the caller */
+	if (err)
+		return err;
+	s->opts.mmap_pages = pages;
+	s->mono_clock = true;
+	for (size_t i = 0; i < s->nr_rings && !err && ev >= 0; i++)
+		err = event_note_id(s, s->rings[i].fd, (enum rec_event)ev, 0);
+	return err;
+}
 
+void rings_close(struct sampler *s)
+{
+	/* the events writing into the rings first, then the rings */
+	events_close(s);
+	unmap_rings(s);
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		if (s->rings[i].fd >= 0)
+			close(s->rings[i].fd);
+	}
+	free(s->rings);
+	free(s->pfds);
+	free(s->cpus);
+	s->rings = NULL;
+	s->pfds = NULL;
+	s->cpus = NULL;
+	s->nr_rings = 0;
+	s->ring_bytes = 0;
+}
+
+/* ---- framing records ------------------------------------------------------ */
+
+uint64_t ring_readable(const struct sampler *s, const struct ring *r)
+{
+	return s->early_running ? __atomic_load_n(&r->early_pos, __ATOMIC_ACQUIRE)
+				: spill_head(r->spill);
+}
+
+uint64_t rings_copied_at(const struct sampler *s)
+{
+	return __atomic_load_n(s->early_running ? &s->early_seen : &s->copied_at, __ATOMIC_ACQUIRE);
+}
+
+/* Frame every record of ring ri copied into its spill (and seen early); they stay there. */
+int ring_ingest(struct sampler *s, size_t ri)
+{
+	struct ring *r = &s->rings[ri];
+	uint64_t head = ring_readable(s, r), pos = r->read_pos, next, at;
+	const void *data;
+	struct rec dec;
+	size_t len;
+	int err = 0, ret;
+
+	for (;;) {
+		next = pos;
+		ret = spill_next(r->spill, head, &next, &at, &data, &len);
 		if (ret == 0)
 			break;
 		if (ret < 0) {
-			/* a broken header: the rest of this ring cannot be framed */
-			(*bad)++;
-			tail = head;
+			/* cannot be (a drain pass wrote it): the rest cannot be framed */
+			s->stats.bad_records++;
+			pos = head;
 			break;
 		}
-		dst = spill_room(r->spill, len, final);
-		if (!dst) {
-			all = false;
-			break;
+		if (rec_decode(&s->layout, data, len, &dec) < 0) {
+			s->stats.bad_records++;
+		} else {
+			uint64_t time = dec.time ? dec.time : r->last_time;
+
+			r->last_time = time;
+			err = order_push(&s->q, time, at, (uint32_t)len, (uint32_t)ri, 0);
+			if (err)
+				break;
+			s->stats.records++;
+			if (dec.type == REC_SAMPLE)
+				s->stats.samples++;
+			else if (dec.type == REC_LOST)
+				count_lost(s, &dec.lost);
+			else if (dec.type == REC_MMAP2 && s->opts.on_map)
+				s->opts.on_map(s->opts.on_map_ctx, &dec); /* may add a probe */
 		}
-		spill_wrote(r->spill, rec_trim(layout, data, len, dst));
-		tail = next;
+		pos = next;
 	}
-	/* the kernel may write there again */
-	__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
-	spill_publish(r->spill);
-	return all;
+	r->read_pos = pos;
+	return err;
+}
+
+/*
+ * Give the spills back the space of every record before the oldest one of
+ * the queue's recs[from..] still in them (records are framed in spill
+ * order, so that is all of them but the waiting ones and what follows).
+ */
+void rings_release(struct sampler *s, size_t from)
+{
+	for (size_t i = 0; i < s->nr_rings; i++)
+		s->rings[i].release = s->rings[i].read_pos;
+	for (size_t k = from; s->q.in_place && k < s->q.nr; k++) {
+		const struct order_rec *p = &s->q.recs[k];
+
+		if (p->off == ORDER_IN_PLACE && p->pos < s->rings[p->src].release)
+			s->rings[p->src].release = p->pos;
+	}
+	for (size_t i = 0; i < s->nr_rings; i++)
+		spill_release(s->rings[i].spill, s->rings[i].release);
+}
+
+/* Whether some ring has framed records waiting of more than half its kernel ring's size. */
+bool rings_filling(const struct sampler *s)
+{
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		const struct ring *r = &s->rings[i];
+
+		if (r->read_pos - r->spill->tail > r->data_size / 2)
+			return true;
+	}
+	return false;
 }

@@ -1,16 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sampler's coordinator: options and lifetime, starting the readers
- * (early.c) once a mode has opened its events (launch.c, attach.c,
- * cgroup.c), and the rounds that frame the records the readers copied out
- * of the rings, order them by time (order.c) and hand them out.
+ * The sampler's coordinator: options and lifetime, and the draining rounds
+ * that take the records out of the rings (ring.c), order them by time
+ * (order.c) and hand them out. Launching, attaching and the events
+ * themselves are in launch.c, attach.c and events.c.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 
 #include "sampler/internal.h"
 
@@ -55,7 +53,6 @@ static size_t spill_budget(void)
 
 struct sampler *sampler__new(const struct sampler_opts *opts)
 {
-	pthread_mutexattr_t ma;
 	struct sampler *s;
 
 	if (opts && opts->mmap_pages & (opts->mmap_pages - 1)) {
@@ -90,22 +87,13 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->go_fd = -1;
 	s->err_fd = -1;
 	s->early_stop = -1;
-	s->kick_fd = -1;
 	s->scratch = malloc(SCRATCH_SIZE);
 	if (!s->scratch) {
 		free(s);
 		errno = ENOMEM;
 		return NULL;
 	}
-	/*
-	 * Priority inheritance: the reader runs at the target's priority and may
-	 * be preempted holding it; the standby thread, real-time, waiting for
-	 * it lends the reader its priority until the pass is done.
-	 */
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_setprotocol(&ma, PTHREAD_PRIO_INHERIT);
-	pthread_mutex_init(&s->copy_lock, &ma);
-	pthread_mutexattr_destroy(&ma);
+	pthread_mutex_init(&s->copy_lock, NULL);
 	return s;
 }
 
@@ -133,150 +121,9 @@ void sampler__free(struct sampler *s)
 	free(s);
 }
 
-/* ---- starting: a mode's events are open, the readers start ------------- */
-
-int sampler__start(struct sampler *s)
-{
-	int err;
-
-	if (!s || !s->launched)
-		return -EINVAL;
-	if (s->started)
-		return -EALREADY;
-	/* the rings are emptied from the target's first instruction: a burst at its start fills them */
-	err = early_start(s);
-	if (err) {
-		launch_kill(s);
-		return err;
-	}
-	return launch_go(s);
-}
-
-int sampler__attach(struct sampler *s, const pid_t *pids, size_t n, bool threads_only)
-{
-	int err = attach_open(s, pids, n, threads_only);
-
-	/* the rings are emptied from now on, not from the first poll */
-	if (!err) {
-		err = early_start(s);
-		if (err)
-			attach_undo(s);
-	}
-	return err;
-}
-
-int sampler__cgroup(struct sampler *s, int cgfd)
-{
-	int err = cgroup_open(s, cgfd);
-
-	if (!err) {
-		err = early_start(s);
-		if (err)
-			cgroup_undo(s);
-	}
-	return err;
-}
-
 const struct sampler_stats *sampler__stats(const struct sampler *s)
 {
 	return s ? &s->stats : NULL;
-}
-
-/* ---- framing records ------------------------------------------------------ */
-
-/* The bytes of a queued record, in its ring's spill or copied. */
-static const uint8_t *queued_data(const struct sampler *s, const struct order_rec *p)
-{
-	if (p->off != ORDER_IN_PLACE)
-		return order_copied(&s->q, p);
-	return spill_at(s->rings[p->src].spill, p->pos);
-}
-
-/* A PERF_RECORD_LOST, counted in the stats in all and by event. */
-static void count_lost(struct sampler *s, const struct rec_lost *l)
-{
-	uint64_t v;
-
-	s->stats.lost += l->lost;
-	if (u64map_get(&s->ids, l->id, &v) && (v & 0xff) < 2)
-		s->stats.lost_by_event[v & 0xff] += l->lost;
-	else
-		s->stats.lost_other += l->lost;
-}
-
-/* Frame every record of ring ri copied into its spill (and seen early); they stay there. */
-static int ring_ingest(struct sampler *s, size_t ri)
-{
-	struct ring *r = &s->rings[ri];
-	uint64_t head = early_readable(s, r), pos = r->read_pos, next, at;
-	const void *data;
-	struct rec dec;
-	size_t len;
-	int err = 0, ret;
-
-	for (;;) {
-		next = pos;
-		ret = spill_next(r->spill, head, &next, &at, &data, &len);
-		if (ret == 0)
-			break;
-		if (ret < 0) {
-			/* cannot be (a drain pass wrote it): the rest cannot be framed */
-			s->stats.bad_records++;
-			pos = head;
-			break;
-		}
-		if (rec_decode(&s->layout, data, len, &dec) < 0) {
-			s->stats.bad_records++;
-		} else {
-			uint64_t time = dec.time ? dec.time : r->last_time;
-
-			r->last_time = time;
-			err = order_push(&s->q, time, at, (uint32_t)len, (uint32_t)ri, 0);
-			if (err)
-				break;
-			s->stats.records++;
-			if (dec.type == REC_SAMPLE)
-				s->stats.samples++;
-			else if (dec.type == REC_LOST)
-				count_lost(s, &dec.lost);
-			else if (dec.type == REC_MMAP2 && s->opts.on_map)
-				s->opts.on_map(s->opts.on_map_ctx, &dec); /* may add a probe */
-		}
-		pos = next;
-	}
-	r->read_pos = pos;
-	return err;
-}
-
-/*
- * Give the spills back the space of every record before the oldest one of
- * the queue's recs[from..] still in them (records are framed in spill
- * order, so that is all of them but the waiting ones and what follows).
- */
-static void rings_release(struct sampler *s, size_t from)
-{
-	for (size_t i = 0; i < s->nr_rings; i++)
-		s->rings[i].release = s->rings[i].read_pos;
-	for (size_t k = from; s->q.in_place && k < s->q.nr; k++) {
-		const struct order_rec *p = &s->q.recs[k];
-
-		if (p->off == ORDER_IN_PLACE && p->pos < s->rings[p->src].release)
-			s->rings[p->src].release = p->pos;
-	}
-	for (size_t i = 0; i < s->nr_rings; i++)
-		spill_release(s->rings[i].spill, s->rings[i].release);
-}
-
-/* Whether some ring has framed records waiting of more than half its kernel ring's size. */
-static bool rings_filling(const struct sampler *s)
-{
-	for (size_t i = 0; i < s->nr_rings; i++) {
-		const struct ring *r = &s->rings[i];
-
-		if (r->read_pos - r->spill->tail > r->data_size / 2)
-			return true;
-	}
-	return false;
 }
 
 /* ---- draining ----------------------------------------------------------- */
@@ -352,7 +199,7 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	 * wrote after the last whole drain pass began may still be in a ring.
 	 */
 	if (holdback && s->mono_clock) {
-		uint64_t seen = early_copied_at(s);
+		uint64_t seen = rings_copied_at(s);
 
 		now = monotonic_ns();
 		if (s->drain_running && seen < now)
@@ -373,7 +220,7 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 		struct order_rec p = s->q.recs[i];
 
 		/* Already validated when it was queued; decoded again so pointers are current. */
-		if (rec_decode(&s->layout, queued_data(s, &p), p.len, &dec) < 0)
+		if (rec_decode(&s->layout, ring_rec_data(s, &p), p.len, &dec) < 0)
 			continue;
 		if (deliverable(s, &dec))
 			err = cb(ctx, &dec);
@@ -397,25 +244,13 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	return err;
 }
 
-/*
- * The recording's thread frees the spills: while they hold more than half
- * their budget (records about to be lost once it is reached), it runs above
- * the target where that is allowed (as root), until they are under an eighth.
- */
-static void main_priority(struct sampler *s)
+/* Whether the rings' spills hold records this thread has not framed yet. */
+static bool spills_pending(const struct sampler *s)
 {
-	size_t used = __atomic_load_n(&s->budget.used, __ATOMIC_RELAXED);
-	id_t tid = (id_t)syscall(SYS_gettid);
-
-	if (!s->main_boosted && used * 2 > s->budget.max) {
-		errno = 0;
-		s->main_nice = getpriority(PRIO_PROCESS, tid);
-		if (!errno && !setpriority(PRIO_PROCESS, tid, -10))
-			s->main_boosted = true;
-	} else if (s->main_boosted && used * 8 < s->budget.max) {
-		setpriority(PRIO_PROCESS, tid, s->main_nice);
-		s->main_boosted = false;
-	}
+	for (size_t i = 0; i < s->nr_rings; i++)
+		if (ring_readable(s, &s->rings[i]) != s->rings[i].read_pos)
+			return true;
+	return false;
 }
 
 int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
@@ -447,16 +282,26 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 	}
 	if (s->drain_running) {
 		/*
-		 * The reader thread empties the rings as records come; this thread
-		 * only needs to deliver them in time order, timeout_ms at a time,
-		 * sooner when the reader says the spills fill (kick_fd).
+		 * The drain thread empties the rings as records come; this thread
+		 * only needs to deliver them in time order. It waits up to
+		 * timeout_ms, in slices: what waits in the spills takes memory,
+		 * so it comes back within a slice of new records.
 		 */
-		struct pollfd k = { .fd = s->kick_fd, .events = POLLIN };
+		uint64_t until =
+			monotonic_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
 
-		if (timeout_ms > 0 && poll(&k, 1, timeout_ms) < 0 && errno != EINTR)
-			return -errno;
-		early_kicked(s);
-		main_priority(s);
+		while (!spills_pending(s)) {
+			uint64_t t = monotonic_ns(),
+				 left = t < until ? (until - t) / 1000000 + 1 : 0;
+
+			if (!left)
+				break;
+			if (poll(NULL, 0, left < EARLY_SLOW_MS ? (int)left : EARLY_SLOW_MS) < 0) {
+				if (errno != EINTR)
+					return -errno;
+				break;
+			}
+		}
 	} else if (live || timeout_ms >= 0) {
 		n = poll(s->pfds, s->nr_rings, timeout_ms);
 		if (n < 0)
@@ -482,6 +327,6 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx)
 		return -EINVAL;
 	early_stop(s); /* what is left is delivered now: no more early reads */
 	if (s->nr_rings)
-		drain_pass(s, s->scratch, true, &(unsigned){ 0 });
+		drain_pass(s, s->scratch, true);
 	return round_run(s, false, cb, ctx);
 }
