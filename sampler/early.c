@@ -136,15 +136,8 @@ static void *drain_main(void *arg)
 	for (;;) {
 		struct timespec wait = { .tv_nsec = left ? EARLY_FAST_US * 1000L
 							 : EARLY_SLOW_MS * 1000000L };
-		/*
-		 * The rings wake the early thread at each sample: woken too, this
-		 * thread would preempt a target thread at each one, and a 16 MiB
-		 * ring takes 1.6 GB/s to fill in EARLY_SLOW_MS.
-		 */
-		bool timer_only = early_wakeups(s);
 
-		if (ppoll(timer_only ? &pfds[n] : pfds, timer_only ? 1 : n + 1, &wait, NULL) < 0 &&
-		    errno != EINTR)
+		if (ppoll(pfds, n + 1, &wait, NULL) < 0 && errno != EINTR)
 			break;
 		if (pfds[n].revents)
 			break;
@@ -188,56 +181,31 @@ static bool early_pass(struct sampler *s, bool fast)
 	return fast;
 }
 
-/*
- * While the callback wants samples at once, the early thread sleeps until
- * the kernel writes one (early_wakeups: each sample wakes the rings'
- * readers). It used to look at the rings every EARLY_FAST_US instead:
- * 10,000 wakeups a second of a real-time thread, each of which could
- * preempt a target thread, whose context-switch sample (with its stack
- * copy) gave the next look something to read. On Debian 13's two-rank
- * PyTorch 2.6 job that made 14 of every 15 samples (docs/DESIGN.md, the
- * sampler). Woken by a sample, it preempts at most one thread for it; that
- * thread's switch sample is written as this thread gets the CPU, so the
- * same pass reads it, and the wakeup it sends finds this thread awake
- * (ppoll then returns at once, with nothing new, without a switch).
- */
 static void *early_main(void *arg)
 {
 	struct sampler *s = arg;
-	size_t n = s->nr_rings;
-	struct pollfd *pfds = calloc(n + 1, sizeof(*pfds));
+	struct pollfd stop = { .fd = s->early_stop, .events = POLLIN };
 	uint8_t *scratch = malloc(SCRATCH_SIZE);
 	bool fast = false;
 
-	if (!pfds || !scratch)
-		goto out;
-	for (size_t i = 0; i < n; i++)
-		pfds[i] = (struct pollfd){ .fd = s->rings[i].fd, .events = POLLIN };
-	pfds[n] = (struct pollfd){ .fd = s->early_stop, .events = POLLIN };
+	if (!scratch)
+		return NULL;
 	/*
 	 * Ahead of the recording's own thread: a read that waits for it finds
 	 * a Python stack that has moved on.
 	 */
 	reader_priority(1);
 	for (;;) {
-		bool rings = fast && early_wakeups(s);
-		struct timespec wait = { .tv_nsec = fast && !rings ? EARLY_FAST_US * 1000L
-								   : EARLY_SLOW_MS * 1000000L };
+		struct timespec wait = { .tv_nsec = fast ? EARLY_FAST_US * 1000L
+							 : EARLY_SLOW_MS * 1000000L };
 
-		if (ppoll(rings ? pfds : &pfds[n], rings ? n + 1 : 1, &wait, NULL) < 0 &&
-		    errno != EINTR)
+		if (ppoll(&stop, 1, &wait, NULL) < 0 && errno != EINTR)
 			break;
-		if (pfds[n].revents)
+		if (stop.revents)
 			break;
-		/* a gone target's ring says POLLHUP for ever: read it, then stop asking */
-		for (size_t i = 0; rings && i < n; i++)
-			if (pfds[i].revents & (POLLHUP | POLLERR | POLLNVAL))
-				pfds[i].fd = -1;
 		locked_pass(s, scratch);
 		fast = early_pass(s, fast);
 	}
-out:
-	free(pfds);
 	free(scratch);
 	return NULL;
 }

@@ -130,9 +130,6 @@ static void base_attr(const struct sampler *s, struct perf_event_attr *attr)
 	attr->exclude_hv = 1;
 	attr->use_clockid = 1;
 	attr->clockid = CLOCK_MONOTONIC;
-	/* each sample wakes the early thread at once (rings_open keeps this: no watermark) */
-	if (early_wakeups(s))
-		attr->wakeup_events = 1;
 	if (s->opts.callgraph == CALLGRAPH_DWARF) {
 		attr->sample_regs_user = s->layout.sample_regs_user;
 		attr->sample_stack_user = s->opts.stack_size;

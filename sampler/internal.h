@@ -208,15 +208,6 @@ uint64_t rings_copied_at(const struct sampler *s);
 
 /* The threads that empty the rings into spill, and see each sample early. */
 int early_start(struct sampler *s);
-/*
- * Whether each sample wakes the early thread (every sampling event has
- * wakeup_events 1) rather than it looking at the rings on a timer: with an
- * early callback. See early.c.
- */
-static inline bool early_wakeups(const struct sampler *s)
-{
-	return s->early;
-}
 void early_stop(struct sampler *s);
 /*
  * One pass of the drain thread over every ring, on whichever thread: the

@@ -214,15 +214,9 @@ int rings_open(struct sampler *s, struct perf_event_attr *attr, pid_t pid, open_
 	if (pages < least)
 		pages = least;
 
-	/*
-	 * An owner that wakes its readers at each sample (early_wakeups) keeps
-	 * that; the kernel then also wakes them when half the ring is written.
-	 */
-	if (!attr->wakeup_events)
-		attr->watermark = 1;
+	attr->watermark = 1;
 	for (;;) {
-		if (attr->watermark)
-			attr->wakeup_watermark = (uint32_t)((size_t)pages * pgsz / 4);
+		attr->wakeup_watermark = (uint32_t)((size_t)pages * pgsz / 4);
 		for (size_t i = 0; i < s->nr_rings; i++) {
 			fd = open_owner(s, attr, pid, s->cpus[i]);
 			if (fd < 0)

@@ -367,15 +367,12 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx);
  * from a thread of the sampler's own, started by the first sampler__poll
  * and stopped by sampler__drain or sampler__free: cb must not race with
  * the record callback. In attach mode a record may come twice here (see
- * deliverable()). Set it before the events are opened (sampler__launch,
- * __attach, __cgroup): then every sample wakes the thread. cb returns
- * whether it wants the next samples at once: then each sample is read as
- * it is written, else the rings are looked at every EARLY_SLOW_MS
- * milliseconds. (The rings are emptied by another thread of the sampler's,
- * which no callback holds up; EARLY_FAST_US is how soon it looks again at
- * a ring the spill budget left behind.) Samples carry their event: a
- * probe's entry (returns are not shown) may be any process's,
- * system-wide, not only the recorded ones'.
+ * deliverable()). Set it before the first poll. cb returns whether it wants
+ * the next samples at once: then the rings are looked at every
+ * EARLY_FAST_US microseconds, else every EARLY_SLOW_MS milliseconds. (The
+ * rings are emptied by another thread of the sampler's, which no callback
+ * holds up.) Samples carry their event: a probe's entry (returns are not
+ * shown) may be any process's, system-wide, not only the recorded ones'.
  */
 #define EARLY_FAST_US 100
 #define EARLY_SLOW_MS 10
