@@ -389,6 +389,21 @@ static int coll_print(const struct profile *p, const struct rank_row *rows, size
 	}
 	if (nr < 2 || !matched)
 		return 0; /* the sampled rule judges */
+	/*
+	 * The last to hand over should be the one that spent least in the
+	 * collectives. When not (seen on PyTorch 2.6's one-host job: the
+	 * waiting rank's hand-overs came last), the hand-over times do not
+	 * tell arrivals there: the sampled rule judges, and says so.
+	 */
+	for (size_t i = 0; i < nr; i++)
+		if (i != top && rows[i].in_coll < rows[top].in_coll) {
+			if (fprintf(out,
+				    "collectives: the last to hand over (rank %u) is not the one "
+				    "that waited least in them: judged from sampled waits\n",
+				    rows[top].rank) < 0)
+				return render_write_error();
+			return 0;
+		}
 	for (size_t i = 0; i < nr; i++)
 		if (i != top)
 			others += secs(rows[i].in_coll) / (double)(nr - 1);

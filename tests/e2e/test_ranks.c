@@ -278,8 +278,14 @@ static void check_collectives(const char *data, int straggler)
 		char line[64];
 
 		snprintf(line, sizeof(line), "straggler: rank %d: it arrived last at", straggler);
-		cr_assert_not_null(strstr(r.out, line), "%s", r.out);
-		cr_assert_gt(last[straggler], matched * 3 / 4, "%s", r.out);
+		/* or, where hand-over times contradict the waits (torch 2.6), said and sampled */
+		if (!strstr(r.out, "is not the one that waited least")) {
+			cr_assert_not_null(strstr(r.out, line), "%s", r.out);
+			cr_assert_gt(last[straggler], matched * 3 / 4, "%s", r.out);
+		} else {
+			snprintf(line, sizeof(line), "straggler: rank %d:", straggler);
+			cr_assert_not_null(strstr(r.out, line), "%s", r.out);
+		}
 	} else {
 		cr_assert_not_null(strstr(r.out, "straggler: none:"), "%s", r.out);
 	}
