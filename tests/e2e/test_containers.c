@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "profile/profile.h"
+#include "buildids.h"
 #include "run.h"
 
 static char *dir;
@@ -158,50 +159,6 @@ static void judge(const char *what, const char *a, const char *b)
 	cr_log_info("%s", r.out);
 	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
 	run_free(&r);
-}
-
-/* The GNU build-id of a file, lower-case hex (free it). */
-static char *build_id(const char *path)
-{
-	const char *argv[] = { "/usr/bin/readelf", "-n", path, NULL };
-	struct run_result r = run(dir, NULL, NULL, argv);
-	char *at, *id;
-
-	cr_assert_eq(r.status, 0, "readelf -n %s: %s", path, r.err);
-	at = strstr(r.out, "Build ID: ");
-	cr_assert_not_null(at, "%s has no build-id", path);
-	at += 10;
-	id = strndup(at, strspn(at, "0123456789abcdef"));
-	run_free(&r);
-	return id;
-}
-
-/*
- * How many frames of modules named module (exact basename) the profile
- * holds, and that each carries build-id want: no frame of that name came
- * from another file (the host's under the same path).
- */
-static size_t frames_of(const char *data, const char *module, const char *want)
-{
-	struct profile *p = NULL;
-	struct profile_read_error e = { 0 };
-	size_t n = 0;
-
-	cr_assert_eq(profile__read(data, &p, &e), 0, "%s", e.what ? e.what : "read failed");
-	for (size_t i = 0; i < profile__nr_frames(p); i++) {
-		const struct pf_frame *f = profile__get_frame(p, (uint32_t)i);
-		const char *bid;
-
-		if (strcmp(profile__str(p, f->module), module))
-			continue;
-		bid = f->build_id ? profile__str(p, f->build_id) : "";
-		cr_assert_str_eq(bid, want,
-				 "a frame of %s (%s) has build-id %s, not the container's", module,
-				 profile__str(p, f->name), bid);
-		n++;
-	}
-	profile__free(p);
-	return n;
 }
 
 /* A file of the container's root as the host sees it (free it). */
@@ -414,7 +371,7 @@ static void python_in_container(bool launch)
 	}
 	/* the interpreter's frames come from the container's file, never the host's */
 	pyfile = in_root(root, minimal, py);
-	want = build_id(pyfile);
+	want = build_id(dir, pyfile);
 	base = strrchr(py, '/') + 1;
 	cr_assert_gt(frames_of(data, base, want), 0, "no frame of %s", base);
 	free(root);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "profile/profile.h"
+#include "buildids.h"
 #include "run.h"
 
 static char *dir;
@@ -286,50 +287,6 @@ static void assert_labelled(const char *data, const char *folded_pt, pid_t pid, 
 	free(txt);
 }
 
-/* The GNU build-id of a file, lower-case hex (free it). */
-static char *build_id(const char *path)
-{
-	const char *argv[] = { "/usr/bin/readelf", "-n", path, NULL };
-	struct run_result r = run(dir, NULL, NULL, argv);
-	char *at, *id;
-
-	cr_assert_eq(r.status, 0, "readelf -n %s: %s", path, r.err);
-	at = strstr(r.out, "Build ID: ");
-	cr_assert_not_null(at, "%s has no build-id", path);
-	at += 10;
-	id = strndup(at, strspn(at, "0123456789abcdef"));
-	run_free(&r);
-	return id;
-}
-
-/*
- * How many frames of modules named module (exact basename) the profile
- * holds; each must carry build-id want (none came from another file of
- * that name, the host's).
- */
-static size_t frames_of(const char *data, const char *module, const char *want)
-{
-	struct profile *p = NULL;
-	struct profile_read_error e = { 0 };
-	size_t n = 0;
-
-	cr_assert_eq(profile__read(data, &p, &e), 0, "%s", e.what ? e.what : "read failed");
-	for (size_t i = 0; i < profile__nr_frames(p); i++) {
-		const struct pf_frame *f = profile__get_frame(p, (uint32_t)i);
-		const char *bid;
-
-		if (strcmp(profile__str(p, f->module), module))
-			continue;
-		bid = f->build_id ? profile__str(p, f->build_id) : "";
-		cr_assert_str_eq(bid, want,
-				 "a frame of %s (%s) has build-id %s, not the container's", module,
-				 profile__str(p, f->name), bid);
-		n++;
-	}
-	profile__free(p);
-	return n;
-}
-
 /*
  * The interpreter the container runs for python3: its basename in *base
  * (free both) and, returned, the file that holds it as the host sees it.
@@ -360,7 +317,7 @@ static char *container_python(const char *root, char **base, char *bind, size_t 
 	cr_assert_not_null(real);
 	*base = strdup(strrchr(real, '/') + 1);
 	copy = path_in(dir, "python");
-	id = build_id(real);
+	id = build_id(dir, real);
 	{
 		char *bytes;
 		size_t len, idlen = strlen(id) / 2, hits = 0, at = 0;
@@ -444,7 +401,7 @@ Test(podman, python_attach)
 		free(txt);
 	}
 	assert_labelled(data, pt, p, id);
-	want = build_id(pyfile);
+	want = build_id(dir, pyfile);
 	cr_assert_gt(frames_of(data, pybase, want), 0, "no frame of %s", pybase);
 	free(want);
 	free(pyfile);
