@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * report --ops and record --probe-ops on the real trainer: Debian's
- * python3-torch CNN (examples/cnn_train.py), run once under torch.profiler
- * (examples/cnn_torchprof.py: the same model, data and steps) and once
- * under dlflame. torch.profiler is the oracle: its key_averages() self CPU
- * time and # of Calls per operator. Two runs of a busy machine differ: the
- * shares are held to a few points, the calls exactly.
+ * python3-torch CNN (examples/cnn_train.py) under torch.profiler
+ * (examples/cnn_torchprof.py: the same model, data and steps), recorded by
+ * dlflame in the same run. torch.profiler is the oracle: its key_averages()
+ * self CPU time and # of Calls per operator. One run, not two: two runs of
+ * the same trainer differ by more than the tolerance (torch.profiler's own
+ * aten::addmm share was 18.2, 23.6, 21.2 and 20.2% in four runs on Debian
+ * 13), so the shares are held to a few points of the same execution's, the
+ * calls exactly.
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -176,14 +179,14 @@ static void need_torch(void)
 }
 
 /*
- * The same trainer under torch.profiler and under dlflame record
+ * The trainer under torch.profiler, recorded at once by dlflame record
  * --probe-ops: the five operators with the most self time are the same,
  * each one's share of all operators' self time within 5 points of
  * torch.profiler's, and the probed operators' calls equal its # of Calls.
  */
 Test(ops, cnn_beside_torch_profiler)
 {
-	char *script, *ref_script, *data = path_in(dir, "ops.data");
+	char *ref_script, *data = path_in(dir, "ops.data");
 	struct ops *tp = calloc(1, sizeof(*tp)), *dl = calloc(1, sizeof(*dl));
 	static const char *const counted[] = {
 		"aten::conv2d",
@@ -200,19 +203,15 @@ Test(ops, cnn_beside_torch_profiler)
 	struct run_result r;
 
 	need_torch();
-	script = path_in(need_env("EXAMPLES"), "cnn_train.py");
 	ref_script = path_in(need_env("EXAMPLES"), "cnn_torchprof.py");
-	r = run(dir, NULL, NULL,
-		(const char *[]){ "/usr/bin/python3", ref_script, STEPS, "--threads", "1", NULL });
-	cr_assert_eq(r.status, 0, "%s", r.err);
-	torch_ops(r.out, tp);
-	run_free(&r);
+	/* the trainer's stdout (torch.profiler's table) passes through record's */
 	r = run(dir, NULL, NULL,
 		(const char *[]){ need_env("DLFLAME"), "record", "--probe-ops", "--no-faults", "-o",
-				  data, "--", "/usr/bin/python3", script, STEPS, "--threads", "1",
-				  NULL });
+				  data, "--", "/usr/bin/python3", ref_script, STEPS, "--threads",
+				  "1", NULL });
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_log_info("%s", r.err);
+	torch_ops(r.out, tp);
 	run_free(&r);
 	r = run(dir, NULL, NULL,
 		(const char *[]){ need_env("DLFLAME"), "report", "-i", data, "--ops", "-n", "0",
@@ -267,7 +266,6 @@ Test(ops, cnn_beside_torch_profiler)
 	}
 	run_free(&r);
 	check_trace_pprof(data);
-	free(script);
 	free(ref_script);
 	free(data);
 	free(tp);
