@@ -417,6 +417,17 @@ static bool find_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w
 	if (f->n == 1 && off >= pre->len) {
 		const struct epi_slot *e = epilogue_at(ctx, ip);
 
+		/*
+		 * Its code could not be read (the process has exited: unwinding
+		 * runs behind the samples): an epilogue, whose pops moved rsp
+		 * past some pushes, cannot be ruled out, and the search below
+		 * would start above the return address and take an outer
+		 * caller's (the JIT fixture, in a fresh Debian 13 root:
+		 * _start;__libc_start_main;...;kernel, main and call_preamble
+		 * skipped). What is found is a guess, never complete.
+		 */
+		if (!e)
+			ctx->jit_guessed = true;
 		if (e && e->n >= 0) {
 			uint8_t regs[PREAMBLE_MAX_PUSHES];
 
@@ -775,7 +786,13 @@ enum jit_caller jitcaller__find(struct uw_ctx *ctx, struct walker *cur, struct w
 		if (find_caller(ctx, cur, next, f, jr, how)) {
 			s->stats.jit_callers_recovered++;
 			drop_stale(f, jit_at, jr);
-			if (jr) {
+			/*
+			 * Only a caller found with the kernel's own code read is
+			 * learned: the fast paths (known_caller) trust what was
+			 * learned, so a guess noted here would make later
+			 * stacks wrong and complete.
+			 */
+			if (jr && !ctx->jit_guessed) {
 				uint64_t off = f->sps[jit_at] - 8 - f->sps[jit_at - 1];
 
 				jit_ret_note(jr, f->ips[jit_at], off < ctx->size ? off : 0);

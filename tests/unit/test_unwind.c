@@ -1048,6 +1048,54 @@ Test(unwind, jit_without_its_preamble_is_marked_guessed)
 	sample_free(smp);
 }
 
+/*
+ * A sample in the kernel's epilogue, unwound after the code is gone (the
+ * trainer has exited: unwinding runs behind the samples). Its preamble was
+ * read while the code was there, but whether the sampled ip pops registers
+ * cannot be read: the pops already done moved rsp past some pushes, and a
+ * search from above the preamble's pushes skips the real return address
+ * and takes an outer one (seen in a fresh Debian 13 root: 15 samples of the
+ * JIT fixture as _start;__libc_start_main;...;kernel, counted complete).
+ * Never complete; and what was guessed is not learned: the same kernel's
+ * body samples unwound next are still right.
+ */
+Test(unwind, jit_epilogue_unread_is_never_complete)
+{
+	struct sample *smp = sample_new(), *at;
+	struct gen_kernel k;
+	struct unwound u, v;
+	uint64_t ips[64], sps[64], slot, pop;
+	enum unwind_end end;
+	int n;
+
+	gen_build(&k, dnnl26_gemm, sizeof(dnnl26_gemm), 0x200);
+	jit_outer(k.fn, smp);
+	gen_whole(smp, &u);
+	n = symbolizer__unwind_sps(sym, (uint32_t)getpid(), smp->regs, regs_mask, smp->stack,
+				   smp->size, ips, sps, 64, &end);
+	cr_assert_geq(n, 3);
+	slot = sps[1] - 8;
+	/* the code gone; the perf map line (and the preamble read from it) stay */
+	cr_assert_eq(munmap(k.mem, 4096), 0);
+	/* after all pops but one: rsp 8 below the return address */
+	pop = (uint64_t)(uintptr_t)k.post;
+	for (int i = k.pre.npush - 1; i > 0; i--)
+		pop += k.pre.push[i] >= 8 ? 2 : 1;
+	at = resampled(smp, pop, slot - 8);
+	unwind_sample(at, at->stack, at->size, &v);
+	log_chain(&v);
+	cr_assert_neq(v.end, UNWIND_END_ROOT, "a guess counted complete: %s under %s", v.names[0],
+		      v.n > 1 ? v.names[1] : "nothing");
+	sample_free(at);
+	/* the body sample again: its caller as before, complete */
+	unwind_sample(smp, smp->stack, smp->size, &v);
+	log_chain(&v);
+	cr_assert_str_eq(v.names[1], "call_jit");
+	assert_reaches_root(&v);
+	gen_free(&k);
+	sample_free(smp);
+}
+
 /* ---- call instructions ---- */
 
 struct insn_case {
