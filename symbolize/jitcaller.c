@@ -426,8 +426,19 @@ static bool find_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w
 		 * _start;__libc_start_main;...;kernel, main and call_preamble
 		 * skipped). What is found is a guess, never complete.
 		 */
-		if (!e)
+		if (!e) {
 			ctx->jit_guessed = true;
+			/*
+			 * The slots an epilogue could have left the return
+			 * address in, nearest first (j registers still to pop:
+			 * the first j pushed); in the body these hold pushed
+			 * registers, not return addresses, and fail.
+			 */
+			for (unsigned j = 0; j < pre->npush; j++)
+				if (try_caller(ctx, cur, w, f, pre->push, j, sp + 8 * (uint64_t)j,
+					       how))
+					return true;
+		}
 		if (e && e->n >= 0) {
 			uint8_t regs[PREAMBLE_MAX_PUSHES];
 

@@ -1086,6 +1086,9 @@ Test(unwind, jit_epilogue_unread_is_never_complete)
 	log_chain(&v);
 	cr_assert_neq(v.end, UNWIND_END_ROOT, "a guess counted complete: %s under %s", v.names[0],
 		      v.n > 1 ? v.names[1] : "nothing");
+	/* the slots an epilogue leaves the return address in are tried first: the right one */
+	cr_assert_eq(v.end, UNWIND_END_JIT_GUESSED);
+	cr_assert_str_eq(v.names[1], "call_jit");
 	sample_free(at);
 	/* the body sample again: its caller as before, complete */
 	unwind_sample(smp, smp->stack, smp->size, &v);
