@@ -88,6 +88,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
           awk -v r="$r" '{print r "\t" $0}' "$tmp/cost" >> "$tmp/cost.$t.$m"
           # the records it lost and the share of samples with Python frames
           echo "$(sed -n 's/.*, \([0-9]*\) lost,.*/\1/p' "$tmp/err" | tail -1)" \
+            "$(sed -n 's/.* \([0-9.]*\)% of stacks complete.*/stacks \1% complete,/p' "$tmp/err" | tail -1)" \
             "$(sed -n 's/.*Python frames in \([0-9.]*\)% of.*/\1%/p' "$tmp/err" | tail -1)" \
             "$(sed -n 's/.*read \([0-9.]*\) ms after the sample on average.*/(read after \1 ms)/p' "$tmp/err" | tail -1)" >> "$tmp/lost.$t.$m" ;;
         perf-fp) v=$($PERF record -q -g -F 999 -o "$tmp/p.data" -- $cmd 2>/dev/null | rate) ;;
@@ -154,7 +155,7 @@ for t in $TRAINERS; do
         for (i = 2; i <= m; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
         return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
       }' "$tmp/cost.$t.$m" | sort -k1,1
-    echo "  $m's lost records, share of eval calls with Python frames (read how long after the sample), per round:" \
+    echo "  $m's lost records, share of stacks complete, of eval calls with Python frames (read how long after the sample), per round:" \
       "$(tr '\n' ',' < "$tmp/lost.$t.$m" | sed 's/,$//; s/,/, /g')"
   done
 done
