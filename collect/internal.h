@@ -94,6 +94,12 @@ struct py_stacks {
 	 * until their samples are delivered.
 	 */
 	struct pybpf *bpf;
+	/*
+	 * A probe's sample came for a process whose frames the program
+	 * copies: the program is on the sampling events only, so a probe's
+	 * Python callers are still read after the entry, as soon as may be.
+	 */
+	bool probe_reads;
 	struct u64map queues; /* tid -> index in queue_arr */
 	struct py_queue *queue_arr;
 	size_t nr_queues, queues_cap;

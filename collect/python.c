@@ -339,10 +339,12 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 
 	if (!p || probe(py, p) != PY_YES || !s->stack_size)
 		return;
-	if (p->bpf && s->time >= p->bpf_since) {
+	if (p->bpf && ours && s->time >= p->bpf_since) {
 		drain_bpf(py); /* nothing to read: the program copied the frames */
 		return;
 	}
+	if (p->bpf && !ours)
+		py->probe_reads = true;
 	now = monotonic_ns();
 	if (now > s->time) {
 		py->st->delay_sum_ns += now - s->time;
@@ -393,13 +395,14 @@ static struct py_pending *take(struct py_stacks *py, const struct rec_sample *s)
 	struct py_pending *pp;
 	struct py_proc *p = proc_of(py, s->pid, false);
 
-	if (p && p->bpf && s->time >= p->bpf_since) {
+	/* a probe's entry has no record of the program: its frames were read */
+	if (p && p->bpf && !EV_IS_PROBE(s->event) && s->time >= p->bpf_since) {
 		pp = take_bpf(py, s);
 		if (!pp)
 			py->st->bpf_missing++;
 		return pp;
 	}
-	if (p && p->bpf)
+	if (p && p->bpf && !EV_IS_PROBE(s->event))
 		py->st->bpf_before++;
 	if (!u64map_get(&py->pending, key, &v))
 		return NULL;
@@ -547,7 +550,7 @@ bool py_early(struct py_stacks *py, const struct rec_sample *s, bool ours)
 	pthread_mutex_lock(&py->lock);
 	early_locked(py, s, ours);
 	/* the rings looked at quickly only while some process's frames are read after the sample */
-	any = py->st->processes > py->st->bpf_processes;
+	any = py->st->processes > py->st->bpf_processes || py->probe_reads;
 	pthread_mutex_unlock(&py->lock);
 	return any;
 }

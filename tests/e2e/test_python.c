@@ -504,13 +504,14 @@ static unsigned long calls_of(const char *table, const char *what)
  * holds the Python function that called it, so `report --calls --by caller`
  * counts the calls per Python caller, exactly (napper 40, dozer 20).
  */
-Test(python, probe_entries_have_python_frames)
+static void probe_callers(const char *frames)
 {
 	char *data = path_in(dir, "probe.data"), *script = fixture("napper.py");
 	const char *argv[] = { need_env("DLFLAME"),
 			       "record",
 			       "--probe",
 			       "libc.so.6:clock_nanosleep",
+			       frames,
 			       "-o",
 			       data,
 			       "--",
@@ -533,6 +534,21 @@ Test(python, probe_entries_have_python_frames)
 	run_free(&r);
 	free(script);
 	free(data);
+}
+
+Test(python, probe_entries_have_python_frames)
+{
+	probe_callers("--python-frames=read");
+}
+
+/*
+ * The same with the frames copied at the sample by BPF: the program is on
+ * the sampling events, not on the probes, whose callers are still read
+ * (before, every call's caller was "[python frames not read]").
+ */
+Test(python, probe_entries_have_python_frames_with_bpf)
+{
+	probe_callers("--python-frames=bpf");
 }
 
 /*
