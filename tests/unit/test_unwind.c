@@ -910,12 +910,34 @@ static uint64_t word_at(const struct sample *smp, uint64_t addr)
 	return v;
 }
 
+/* Where the kernel's return address is in smp: the slot below its caller's SP. */
+static uint64_t ret_slot(const struct sample *smp)
+{
+	uint64_t ips[64], sps[64];
+	enum unwind_end end;
+	int n = symbolizer__unwind_sps(sym, (uint32_t)getpid(), smp->regs, regs_mask, smp->stack,
+				       smp->size, ips, sps, 64, &end);
+
+	cr_assert_geq(n, 3);
+	return sps[1] - 8;
+}
+
+/* The postamble's last pop: every register popped but the one pushed first. */
+static uint64_t last_pop_ip(const struct gen_kernel *k)
+{
+	uint64_t ip = (uint64_t)(uintptr_t)k->post;
+
+	for (int i = k->pre.npush - 1; i > 0; i--)
+		ip += k->pre.push[i] >= 8 ? 2 : 1;
+	return ip;
+}
+
 static void gen_case(const uint8_t *code, size_t len)
 {
 	struct sample *smp = sample_new(), *at;
 	struct gen_kernel k;
 	struct unwound u, v;
-	uint64_t slot, start, last_pop;
+	uint64_t slot, start;
 	int rbp_slot = -1;
 
 	gen_build(&k, code, len, 0x200);
@@ -925,15 +947,7 @@ static void gen_case(const uint8_t *code, size_t len)
 	cr_assert_eq(symbolizer__stats(sym)->jit_callers_recovered, 1);
 
 	/* at the kernel's first instruction: the return address is at SP, the caller's rbp in rbp */
-	{
-		uint64_t ips[64], sps[64];
-		enum unwind_end end;
-		int n = symbolizer__unwind_sps(sym, (uint32_t)getpid(), smp->regs, regs_mask,
-					       smp->stack, smp->size, ips, sps, 64, &end);
-
-		cr_assert_geq(n, 3);
-		slot = sps[1] - 8; /* where the kernel's return address is */
-	}
+	slot = ret_slot(smp);
 	for (int i = 0; i < k.pre.npush; i++)
 		if (k.pre.push[i] == RBP)
 			rbp_slot = i;
@@ -949,10 +963,7 @@ static void gen_case(const uint8_t *code, size_t len)
 	sample_free(at);
 
 	/* at the last pop of the postamble: one register left on the stack */
-	last_pop = (uint64_t)(uintptr_t)k.post;
-	for (int i = k.pre.npush - 1; i > 0; i--)
-		last_pop += k.pre.push[i] >= 8 ? 2 : 1;
-	at = resampled(smp, last_pop, slot - 8);
+	at = resampled(smp, last_pop_ip(&k), slot - 8);
 	if (k.pre.push[0] != RBP)
 		at->regs[PERF_REG_X86_BP] = word_at(smp, slot - 8 * (uint64_t)(rbp_slot + 1));
 	unwind_sample(at, at->stack, at->size, &v);
@@ -1064,24 +1075,16 @@ Test(unwind, jit_epilogue_unread_is_never_complete)
 	struct sample *smp = sample_new(), *at;
 	struct gen_kernel k;
 	struct unwound u, v;
-	uint64_t ips[64], sps[64], slot, pop;
-	enum unwind_end end;
-	int n;
+	uint64_t slot;
 
 	gen_build(&k, dnnl26_gemm, sizeof(dnnl26_gemm), 0x200);
 	jit_outer(k.fn, smp);
 	gen_whole(smp, &u);
-	n = symbolizer__unwind_sps(sym, (uint32_t)getpid(), smp->regs, regs_mask, smp->stack,
-				   smp->size, ips, sps, 64, &end);
-	cr_assert_geq(n, 3);
-	slot = sps[1] - 8;
+	slot = ret_slot(smp);
 	/* the code gone; the perf map line (and the preamble read from it) stay */
 	cr_assert_eq(munmap(k.mem, 4096), 0);
 	/* after all pops but one: rsp 8 below the return address */
-	pop = (uint64_t)(uintptr_t)k.post;
-	for (int i = k.pre.npush - 1; i > 0; i--)
-		pop += k.pre.push[i] >= 8 ? 2 : 1;
-	at = resampled(smp, pop, slot - 8);
+	at = resampled(smp, last_pop_ip(&k), slot - 8);
 	unwind_sample(at, at->stack, at->size, &v);
 	log_chain(&v);
 	cr_assert_neq(v.end, UNWIND_END_ROOT, "a guess counted complete: %s under %s", v.names[0],
