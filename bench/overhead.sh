@@ -86,7 +86,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
           v=$(python3 "$TC" "$tmp/cost" -- $dl record $opt -o "$tmp/d.data" -- $cmd 2>"$tmp/err" | rate)
           # one line per round: name user sys vcs nvcs threads, wall_s last
           awk -v r="$r" '{print r "\t" $0}' "$tmp/cost" >> "$tmp/cost.$t.$m"
-          # the records it lost and the share of samples with Python frames
+          # the records it lost, the share of stacks complete and of eval calls with Python frames
           echo "$(sed -n 's/.*, \([0-9]*\) lost,.*/\1/p' "$tmp/err" | tail -1)" \
             "$(sed -n 's/.* \([0-9.]*\)% of stacks complete.*/stacks \1% complete,/p' "$tmp/err" | tail -1)" \
             "$(sed -n 's/.*Python frames in \([0-9.]*\)% of.*/\1%/p' "$tmp/err" | tail -1)" \

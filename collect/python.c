@@ -394,15 +394,16 @@ static struct py_pending *take(struct py_stacks *py, const struct rec_sample *s)
 	uint64_t key = pending_key(s->tid, s->time), v;
 	struct py_pending *pp;
 	struct py_proc *p = proc_of(py, s->pid, false);
-
 	/* a probe's entry has no record of the program: its frames were read */
-	if (p && p->bpf && !EV_IS_PROBE(s->event) && s->time >= p->bpf_since) {
+	bool bpf = p && p->bpf && !EV_IS_PROBE(s->event);
+
+	if (bpf && s->time >= p->bpf_since) {
 		pp = take_bpf(py, s);
 		if (!pp)
 			py->st->bpf_missing++;
 		return pp;
 	}
-	if (p && p->bpf && !EV_IS_PROBE(s->event))
+	if (bpf)
 		py->st->bpf_before++;
 	if (!u64map_get(&py->pending, key, &v))
 		return NULL;

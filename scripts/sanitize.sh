@@ -34,9 +34,9 @@ for s in "$@"; do suites+=(--suite "$s"); done
 # e2e/python judges how fresh Python frames are (their shares, the outer
 # function on 99.5% of stacks, every probed call's Python caller): a build
 # 2-3x slower reads later and misses those marks (99.42%, 93% of calls
-# seen), a speed property again; the reader's and the BPF records' code runs here in the
-# python and pybpf unit tests, and the Python recordings of cli and
-# containers.
+# seen), a speed property again; the reader's and the BPF records' code
+# runs here in the python and pybpf unit tests, and the Python recordings
+# of cli and containers.
 mapfile -t names < <(meson test -C build-asan --list "${suites[@]}" 2>/dev/null |
   sed -n 's/^[^:]*:[^/]* \/ //p' | sort -u |
   grep -vx -e memory -e lost -e ops -e browser-cnn -e speedscope-browser -e docs -e podman \
