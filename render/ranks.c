@@ -116,6 +116,12 @@ static bool setup_frame(const struct profile *p, const struct pf_frame *fr)
 		"PMPI_Init",
 		"MPI_Finalize",
 		"PMPI_Finalize",
+		/*
+		 * DDP's constructor checks the parameters' shapes across the
+		 * ranks: the one native frame of its first collective, there
+		 * when its Python frames were not read
+		 */
+		"c10d::verify_params_across_processes",
 	};
 	static const char *const python[] = {
 		"init_process_group",

@@ -1344,6 +1344,46 @@ Test(ranks, probed_collectives_late_by_noise_name_none, .init = setup, .fini = t
 	free(text);
 }
 
+/*
+ * DDP's constructor's first collective (the parameters' shapes checked)
+ * with no Python frames read on either rank: its native frame says set-up.
+ */
+Test(ranks, probed_setup_told_by_native_frames, .init = setup, .fini = teardown)
+{
+	const char *verify[] = { "_start", "_PyEval_EvalFrameDefault",
+				 "c10d::verify_params_across_processes(c10::intrusive_ptr<c10d::"
+				 "ProcessGroup> const&, std::vector<at::Tensor> const&)",
+				 "c10d::ProcessGroupGloo::allgather(std::vector<at::Tensor>&)",
+				 "c10d::ProcessGroupGloo::enqueue(c10::intrusive_ptr<AsyncWork>)",
+				 NULL };
+	const char *none[] = { NULL };
+	uint32_t s_setup, s_train, s_run, s_verify = rank_stack(verify, none, "");
+	uint64_t t = 10000 * MS;
+	char *text;
+
+	coll_stacks(&s_setup, &s_train, &s_run);
+	rank_process(100, 0);
+	rank_process(200, 1);
+	rank_sample(100, s_verify, SAMPLE_CALL, 0, 1000 * MS);
+	rank_sample(100, s_run, SAMPLE_CALL, 3000, 1000 * MS);
+	rank_sample(200, s_verify, SAMPLE_CALL, 0, 4000 * MS);
+	rank_sample(200, s_run, SAMPLE_CALL, 1, 4000 * MS);
+	for (int k = 0; k < 10; k++, t += 100 * MS) {
+		rank_sample(100, s_train, SAMPLE_CALL, 0, t);
+		rank_sample(100, s_run, SAMPLE_CALL, 2, t);
+		rank_sample(200, s_train, SAMPLE_CALL, 0, t);
+		rank_sample(200, s_run, SAMPLE_CALL, 2, t);
+	}
+	text = ranks_text(false);
+	for (int r = 0; r < 2; r++) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "rank %d: 10 collectives in training (1 in set-up)", r);
+		cr_assert_not_null(strstr(text, line), "%s", text);
+	}
+	free(text);
+}
+
 /* --per-rank (and --per-thread) name each thread's comm after its rank: a row per rank and operator. */
 Test(ops, per_rank_rows)
 {
