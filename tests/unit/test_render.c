@@ -1350,7 +1350,8 @@ Test(ranks, probed_collectives_late_by_noise_name_none, .init = setup, .fini = t
  */
 Test(ranks, probed_setup_told_by_native_frames, .init = setup, .fini = teardown)
 {
-	const char *verify[] = { "_start", "_PyEval_EvalFrameDefault",
+	const char *verify[] = { "_start",
+				 "_PyEval_EvalFrameDefault",
 				 "c10d::verify_params_across_processes(c10::intrusive_ptr<c10d::"
 				 "ProcessGroup> const&, std::vector<at::Tensor> const&)",
 				 "c10d::ProcessGroupGloo::allgather(std::vector<at::Tensor>&)",
@@ -1378,7 +1379,8 @@ Test(ranks, probed_setup_told_by_native_frames, .init = setup, .fini = teardown)
 	for (int r = 0; r < 2; r++) {
 		char line[64];
 
-		snprintf(line, sizeof(line), "rank %d: 10 collectives in training (1 in set-up)", r);
+		snprintf(line, sizeof(line), "rank %d: 10 collectives in training (1 in set-up)",
+			 r);
 		cr_assert_not_null(strstr(text, line), "%s", text);
 	}
 	free(text);
