@@ -37,6 +37,7 @@ struct record_opts {
 	const char *probe_specs[SAMPLER_MAX_PROBES];
 	size_t nr_probe_specs;
 	uint32_t probe_stack; /* --probe-stack; 0: the sampler's default */
+	uint32_t buffer_mb; /* --buffer; 0: the sampler's default */
 	bool probe_ops; /* --probe-ops */
 	bool probe_coll; /* --probe-collectives */
 	const char *probe_ops_list; /* its LIST, or NULL: the default set */
@@ -87,6 +88,10 @@ static void record_usage(FILE *f)
 		"                           started while recording; until -d or Ctrl-C\n"
 		"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or the\n"
 		"                           targets exit)\n"
+		"      --buffer MIB         how far the recording may fall behind the kernel\n"
+		"                           (default 1024, or an eighth of the memory): past\n"
+		"                           three quarters samples are kept without their\n"
+		"                           stacks, past all of it records are lost\n"
 		"  -o, --output FILE        profile to write (default dlflame.data)\n"
 		"      --forward-exit       exit with COMMAND's exit status (128+N if killed by signal N)\n"
 		"  -h, --help               show this help\n\n"
@@ -127,6 +132,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		OPT_PROBE_OPS,
 		OPT_PROBE_COLL,
 		OPT_CGROUP,
+		OPT_BUFFER,
 	};
 	static const struct option longopts[] = {
 		{ "freq", required_argument, NULL, 'F' },
@@ -146,6 +152,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "forward-exit", no_argument, NULL, OPT_FORWARD_EXIT },
+		{ "buffer", required_argument, NULL, OPT_BUFFER },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -196,6 +203,16 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 					"to 65528, got '%s'",
 					optarg);
 			o->probe_stack = (uint32_t)bytes;
+			break;
+		}
+		case OPT_BUFFER: {
+			uint64_t mb;
+
+			if (parse_u64(optarg, 10, SAMPLER_MIN_BUFFER_MB, 1u << 20, &mb))
+				return usage_error(
+					"record", "--buffer takes MiB from %d to 1048576, got '%s'",
+					SAMPLER_MIN_BUFFER_MB, optarg);
+			o->buffer_mb = (uint32_t)mb;
 			break;
 		}
 		case 'g':
@@ -434,6 +451,7 @@ int cmd_record(int argc, char **argv)
 	so.probes = probes.probes;
 	so.nr_probes = probes.n;
 	so.probe_stack_size = o.probe_stack;
+	so.buffer_mb = o.buffer_mb;
 	if (probes.nr_anywhere) {
 		/* a library loaded during the recording may define a FUNCTION given without MODULE */
 		so.on_map = probes_on_map;

@@ -807,6 +807,12 @@ void session__warnings(struct session *ss)
 			(unsigned long long)st->lost_by_event[EV_SWITCH],
 			(unsigned long long)st->lost_other,
 			cs->offcpu_samples ? " or use --call-graph fp" : "");
+	if (st->stacks_dropped)
+		warning("%llu samples were kept without their stacks: the recording fell so far "
+			"behind that its buffers were three quarters full (records are lost past "
+			"them); lower -F%s to keep every stack",
+			(unsigned long long)st->stacks_dropped,
+			cs->offcpu_samples ? " or use --call-graph fp" : "");
 	if (cs->call_entries)
 		info("%llu probed calls; %llu never returned (thread exit, longjmp, still running "
 		     "at the end), %llu probe records paired nothing; see report --calls",

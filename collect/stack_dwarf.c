@@ -41,7 +41,7 @@ static int dwarf_push_user(struct frames *fr, const struct rec_sample *s, uint32
 	enum unwind_end how = UNWIND_END_ERROR;
 	int k = 0, err;
 
-	*end = STACK_END_NO_USER;
+	*end = s->stack_dropped ? STACK_END_DROPPED : STACK_END_NO_USER;
 	if (s->stack_size) {
 		k = symbolizer__unwind_sps(fr->sym, s->pid, s->uregs.regs, s->uregs.mask, s->stack,
 					   s->stack_size, ips, sps, COLLECT_MAX_DEPTH, &how);

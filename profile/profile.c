@@ -624,6 +624,7 @@ const char *profile__stack_end_name(enum stack_end end)
 		[STACK_END_PY_UNREAD] = "Python frames not read",
 		[STACK_END_NOT_ENTRY] = "stopped short of a thread entry",
 		[STACK_END_JIT_GUESSED] = "JIT preamble not read",
+		[STACK_END_DROPPED] = "stack not kept (recorder behind)",
 	};
 
 	return (unsigned)end < STACK_END_MAX ? names[end] : "?";

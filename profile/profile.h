@@ -80,6 +80,7 @@ enum stack_end {
 	STACK_END_PY_UNREAD, /* an eval call's Python frames could not be read or shown to be its own */
 	STACK_END_NOT_ENTRY, /* CFI found no caller where no thread starts (a stale return address) */
 	STACK_END_JIT_GUESSED, /* through JIT code whose preamble could not be read: callers guessed */
+	STACK_END_DROPPED, /* the recording fell behind: the sample was kept, its stack copy not */
 	STACK_END_MAX,
 };
 

@@ -248,6 +248,7 @@ static int decode_sample(const struct rec_layout *l, uint16_t misc, struct cur *
 		return -EINVAL;
 	/* Fields after these (weight, data source, ...) are not decoded. */
 	s->user = (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
+	s->stack_dropped = (misc & REC_MISC_STACK_DROPPED) && !s->stack_size;
 	r->time = (st & PERF_SAMPLE_TIME) ? s->time : 0;
 	return 0;
 }
@@ -403,29 +404,30 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 	return 0;
 }
 
-size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst)
+size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst, bool drop)
 {
 	const uint8_t *p = data;
 	uint8_t *d = dst;
 	uint64_t size, keep, dyn;
 	size_t off, rest, n;
 	struct rec r;
-	uint16_t hsize;
+	uint16_t hsize, misc;
 
-	if (rec_decode(layout, data, len, &r) || r.type != REC_SAMPLE || !r.sample.stack_off) {
-		memcpy(dst, data, len);
-		return len;
-	}
+	if (rec_decode(layout, data, len, &r) || r.type != REC_SAMPLE || !r.sample.stack_off)
+		goto as_is;
+	/* a copy of nothing is not dropped: the kernel had nothing to copy */
+	drop = drop && r.sample.stack_size;
 	off = r.sample.stack_off;
 	memcpy(&size, p + off, sizeof(size));
-	dyn = r.sample.stack_size;
+	dyn = drop ? 0 : r.sample.stack_size;
 	keep = (dyn + 7) & ~7ull;
-	if (!size || keep == size) {
-		memcpy(dst, data, len);
-		return len;
-	}
+	if (!size || keep == size)
+		goto as_is;
 	/* decoded: off + 8 + size + 8 (the dyn_size field) lie within len */
 	rest = len - (off + 8 + size + 8);
+	n = off + sizeof(keep) + (dyn ? keep + sizeof(dyn) : 0) + rest;
+	if (!d)
+		return n;
 	memcpy(d, p, off);
 	n = off + sizeof(keep);
 	if (dyn) {
@@ -442,5 +444,14 @@ size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, v
 	n += rest;
 	hsize = (uint16_t)n;
 	memcpy(d + offsetof(struct perf_event_header, size), &hsize, sizeof(hsize));
+	if (drop) {
+		memcpy(&misc, d + offsetof(struct perf_event_header, misc), sizeof(misc));
+		misc |= REC_MISC_STACK_DROPPED;
+		memcpy(d + offsetof(struct perf_event_header, misc), &misc, sizeof(misc));
+	}
 	return n;
+as_is:
+	if (d)
+		memcpy(d, data, len);
+	return len;
 }

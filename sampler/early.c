@@ -49,6 +49,21 @@ static uint32_t probe_event(const struct sampler *s, uint64_t id)
 	return EV_ONCPU;
 }
 
+/*
+ * Whether the record of a ring may lose its stack copy: past three quarters
+ * of the spill budget, an on-CPU or context-switch sample's. A probe's is
+ * kept: it is what pairs and places a call, and a few KiB a call.
+ */
+static bool drop_stack(const struct sampler *s, const struct ring *r, const void *data, size_t len)
+{
+	struct rec dec;
+
+	if (!spill_tight(r->spill) || rec_decode(&s->layout, data, len, &dec) ||
+	    dec.type != REC_SAMPLE || !dec.sample.stack_size)
+		return false;
+	return !EV_IS_PROBE(probe_event(s, dec.id));
+}
+
 /* Copy ring r's new records into its spill; false when the spill budget stopped it. */
 static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool final)
 {
@@ -61,6 +76,7 @@ static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool f
 		const void *data;
 		uint8_t *dst;
 		size_t len;
+		bool drop;
 		int ret = ring_next(r->data, r->data_size, head, &next, scratch, SCRATCH_SIZE,
 				    &data, &len);
 
@@ -72,12 +88,21 @@ static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool f
 			tail = head;
 			break;
 		}
-		dst = spill_room(r->spill, len, final);
+		/*
+		 * The recording's thread far behind: the sample is kept, its
+		 * stack copy not, before the budget ends and the kernel loses
+		 * whole records. Its room is its own length then, not len.
+		 */
+		drop = drop_stack(s, r, data, len);
+		dst = spill_room(r->spill, drop ? rec_trim(&s->layout, data, len, NULL, true) : len,
+				 final);
 		if (!dst) {
 			all = false;
 			break;
 		}
-		spill_wrote(r->spill, rec_trim(&s->layout, data, len, dst));
+		spill_wrote(r->spill, rec_trim(&s->layout, data, len, dst, drop));
+		if (drop)
+			__atomic_add_fetch(&s->stacks_dropped, 1, __ATOMIC_RELAXED);
 		tail = next;
 	}
 	/* the kernel may write there again */

@@ -129,6 +129,7 @@ struct sampler {
 	 */
 	uint64_t copied_at, early_seen;
 	uint64_t early_bad;
+	uint64_t stacks_dropped; /* by drain passes (atomic): stats.stacks_dropped */
 	struct spill_budget budget; /* of every ring's spill */
 	struct u64map origin; /* attach mode: tid -> the tid whose events it is followed by */
 	bool woken; /* targets_gone may have taken a ring's wakeup */

@@ -77,6 +77,12 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		s->opts.stack_size = SAMPLER_DEFAULT_STACK_SIZE;
 	event_layout(s);
 	s->budget.max = spill_budget();
+	if (s->opts.buffer_mb)
+		s->budget.max = (size_t)((uint64_t)(s->opts.buffer_mb < SAMPLER_MIN_BUFFER_MB
+							    ? SAMPLER_MIN_BUFFER_MB
+							    : s->opts.buffer_mb)
+					 << 20) /
+				SPILL_CHUNK;
 	if (!s->opts.mmap_pages)
 		s->opts.mmap_pages =
 			s->opts.callgraph == CALLGRAPH_DWARF ? DEFAULT_PAGES_DWARF : DEFAULT_PAGES;
@@ -207,6 +213,7 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 		cut = now > HOLDBACK_NS ? now - HOLDBACK_NS : 0;
 	}
 	s->stats.bad_records += __atomic_exchange_n(&s->early_bad, 0, __ATOMIC_RELAXED);
+	s->stats.stacks_dropped += __atomic_exchange_n(&s->stacks_dropped, 0, __ATOMIC_RELAXED);
 	for (i = 0; i < s->nr_rings && !err; i++)
 		err = ring_ingest(s, i);
 	/* Held-back records must not fill a ring, nor the round buffer grow past the rings. */

@@ -80,6 +80,12 @@ struct rec_sample {
 		*stack; /* copy of the user stack from regs[SP] up; valid during the callback */
 	uint64_t stack_size; /* valid bytes (the kernel's dyn_size), checked against the record */
 	uint32_t stack_off; /* where the copy's size field lies in the record; 0: no copy field */
+	/*
+	 * The recording fell behind by the spill budget and the sampler kept
+	 * the sample without its stack copy (rec_trim's drop): not the
+	 * kernel's doing. Its stack can only be cut.
+	 */
+	bool stack_dropped;
 };
 
 struct rec_mmap2 {
@@ -171,10 +177,19 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
  * Copy the record data[0..len) to dst (room for len bytes), a sample's user
  * stack copy cut to the bytes the kernel could copy (dyn_size, rounded up to
  * 8; a copy of none loses its dyn_size field too): it decodes as before, in
- * fewer bytes. Any other record, or one that does not decode, is copied as
- * it is. Returns the copy's length.
+ * fewer bytes. With drop, a sample's copy goes entirely and the copy says so
+ * (REC_MISC_STACK_DROPPED: rec_sample.stack_dropped). Any other record, or
+ * one that does not decode, is copied as it is. Returns the copy's length;
+ * with dst NULL, only that.
  */
-size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst);
+size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst,
+		bool drop);
+/*
+ * header.misc of a sample whose stack copy the sampler dropped: a bit the
+ * kernel defines for no record (its cpumode is bits 0-2, its flags bits
+ * 12-15).
+ */
+#define REC_MISC_STACK_DROPPED (1u << 11)
 
 /*
  * Ring-buffer reading, separated from mmap so that it can be tested on a
@@ -229,6 +244,14 @@ struct sampler_opts {
 	/* DWARF: the stack bytes copied at each probe entry, multiple of 8; 0: 8 KiB */
 	uint32_t probe_stack_size;
 	/*
+	 * MiB of records the sampler may hold for the recording's thread when
+	 * it falls behind (SAMPLER_MIN_BUFFER_MB at least); 0: 1 GiB or an
+	 * eighth of the memory. Past three quarters, samples' stack copies are
+	 * dropped (stats.stacks_dropped); past all of it, the kernel loses
+	 * records.
+	 */
+	uint32_t buffer_mb;
+	/*
 	 * Called with each MMAP2 record of the recorded processes as soon as
 	 * it is read from its ring, before records are put in time order (so
 	 * tens of milliseconds earlier than its delivery), on the thread that
@@ -271,10 +294,18 @@ struct sampler_stats {
 	uint64_t threads_missed; /* attach mode: threads that could not be followed (fd limit) */
 	uint64_t start_time; /* attach mode: CLOCK_MONOTONIC ns before the first event opened */
 	uint64_t bpf_attached; /* events opts.bpf_fd was attached to */
+	/*
+	 * Samples kept without their stack copies: the recording's thread was
+	 * so far behind that the spills were three quarters of their budget
+	 * (records are lost only past all of it).
+	 */
+	uint64_t stacks_dropped;
 	int bpf_err; /* the first refusal to attach it (negative errno), 0 if none */
 };
 
 struct sampler;
+
+#define SAMPLER_MIN_BUFFER_MB 8
 
 /*
  * Launch mode: fork argv[0] (searched in PATH) with `envp` as its

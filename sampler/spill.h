@@ -46,6 +46,15 @@ struct spill {
 void spill_free(struct spill *f);
 
 /*
+ * Three quarters of the budget used (by every FIFO sharing it): the writer
+ * should keep what it copies small.
+ */
+static inline bool spill_tight(const struct spill *f)
+{
+	return __atomic_load_n(&f->budget->used, __ATOMIC_RELAXED) * 4 > f->budget->max * 3;
+}
+
+/*
  * Writer: where the next record of len bytes (a multiple of 8, at most
  * 64 KiB) goes, padding the current chunk first if it does not fit; NULL
  * when it would take a chunk over the budget or past SPILL_SLOTS (nothing

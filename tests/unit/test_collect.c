@@ -461,7 +461,7 @@ __attribute__((noipa)) static size_t cl_a(struct sample *smp)
 	return r + 1;
 }
 
-static uint32_t dwarf_sample(size_t copy, enum stack_end *end)
+static uint32_t dwarf_sample_dropped(size_t copy, bool dropped, enum stack_end *end)
 {
 	struct sample *smp = sample_new();
 	struct rec r = { .type = REC_SAMPLE, .time = 100 };
@@ -481,6 +481,7 @@ static uint32_t dwarf_sample(size_t copy, enum stack_end *end)
 		.uregs = { .abi = PERF_SAMPLE_REGS_ABI_64, .mask = regs_mask },
 		.stack = smp->stack,
 		.stack_size = copy < smp->size ? copy : smp->size,
+		.stack_dropped = dropped,
 	};
 	memcpy(r.sample.uregs.regs, smp->regs, sizeof(smp->regs));
 	feed(&r);
@@ -490,6 +491,11 @@ static uint32_t dwarf_sample(size_t copy, enum stack_end *end)
 	stack = profile__get_sample(prof, 0)->stack;
 	*end = profile__stack_end(prof, stack);
 	return stack;
+}
+
+static uint32_t dwarf_sample(size_t copy, enum stack_end *end)
+{
+	return dwarf_sample_dropped(copy, false, end);
 }
 
 Test(sources, dwarf_unwinds_the_copied_stack_to_the_root)
@@ -524,6 +530,18 @@ Test(sources, dwarf_without_a_copy_keeps_the_ip_and_says_so)
 	stack_str(dwarf_sample(0, &end), stack, sizeof(stack));
 	cr_assert_eq(end, STACK_END_NO_USER, "ended %d: %s", end, stack);
 	cr_assert_str_eq(stack, "[truncated];cl_b");
+}
+
+/* The sampler kept the sample and not its copy (the recording far behind): cut, and why. */
+Test(sources, dwarf_with_its_copy_dropped_keeps_the_ip_and_says_why)
+{
+	enum stack_end end;
+	char stack[2048];
+
+	stack_str(dwarf_sample_dropped(0, true, &end), stack, sizeof(stack));
+	cr_assert_eq(end, STACK_END_DROPPED, "ended %d: %s", end, stack);
+	cr_assert_str_eq(stack, "[truncated];cl_b");
+	cr_assert_str_eq(profile__stack_end_name(end), "stack not kept (recorder behind)");
 }
 
 /* ---- ranks from launchers' environments ---- */

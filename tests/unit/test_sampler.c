@@ -606,7 +606,7 @@ static void assert_trimmed(struct rb *b, size_t want_len)
 
 	memset(&t, 0xee, sizeof(t));
 	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(b), b->len, &r), 0);
-	n = rec_trim(&dwarf_layout, rb_bytes(b), b->len, t.words);
+	n = rec_trim(&dwarf_layout, rb_bytes(b), b->len, t.words, false);
 	cr_assert_eq(n, want_len, "%zu bytes, not %zu, of %zu", n, want_len, b->len);
 	cr_assert_eq(rec_decode(&dwarf_layout, t.words, n, &rt), 0, "the copy decodes");
 	cr_assert_eq(rt.sample.time, r.sample.time);
@@ -637,7 +637,7 @@ Test(decode_dwarf, trim_cuts_the_copy_to_dyn_size)
 	assert_trimmed(&b, b.len);
 	build_dwarf_sample(&b, 0, 0, 0);
 	assert_trimmed(&b, b.len);
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false), b.len);
 	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
 	/* another kind of record, and one that does not decode: copied as they are */
 	rb_start(&b, PERF_RECORD_COMM, 0);
@@ -645,10 +645,49 @@ Test(decode_dwarf, trim_cuts_the_copy_to_dyn_size)
 	rb_str(&b, "sh");
 	rb_trailer(&b, 5, 5, 1);
 	rb_end(&b);
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false), b.len);
 	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
 	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 300); /* dyn_size > size */
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false), b.len);
+	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
+}
+
+/*
+ * Dropped (the recording far behind): the sample without its copy, the
+ * rest as it was, and it says the copy was dropped; the length asked for
+ * first is the length written.
+ */
+Test(decode_dwarf, drop_keeps_the_sample_without_its_copy)
+{
+	struct rb b, t;
+	struct rec r, rt;
+	size_t n;
+
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 40);
+	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(&b), b.len, &r), 0);
+	cr_assert_not(r.sample.stack_dropped);
+	n = rec_trim(&dwarf_layout, rb_bytes(&b), b.len, NULL, true);
+	cr_assert_eq(n, b.len - 256 - 8);
+	memset(&t, 0xee, sizeof(t));
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true), n);
+	cr_assert_eq(rec_decode(&dwarf_layout, t.words, n, &rt), 0, "the copy decodes");
+	cr_assert(rt.sample.stack_dropped);
+	cr_assert_eq(rt.sample.stack_size, 0);
+	cr_assert_null(rt.sample.stack);
+	cr_assert_eq(rt.sample.time, r.sample.time);
+	cr_assert_eq(rt.sample.tid, r.sample.tid);
+	cr_assert_eq(rt.sample.user, r.sample.user);
+	cr_assert_eq(memcmp(&rt.sample.uregs, &r.sample.uregs, sizeof(r.sample.uregs)), 0);
+	/* a copy of nothing: nothing to drop, and it does not say dropped */
+	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 0);
+	n = rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true);
+	cr_assert_eq(n, b.len - 256 - 8);
+	cr_assert_eq(rec_decode(&dwarf_layout, t.words, n, &rt), 0);
+	cr_assert_not(rt.sample.stack_dropped);
+	/* no copy field: as it is */
+	build_dwarf_sample(&b, 0, 0, 0);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, NULL, true), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true), b.len);
 	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
 }
 
@@ -1643,6 +1682,7 @@ struct dwarf_seen {
 	uint64_t samples, with_regs, with_stack, ip_matches, user_chain, max_stack;
 	uint64_t oncpu, switch_samples, outs, ins, preempt_outs, outs_after_sample;
 	uint64_t self_samples;
+	uint64_t dropped, dropped_with_regs; /* samples kept without their stack copies */
 	pid_t self;
 	struct u64map last_sample; /* tid -> time of its last context-switch sample */
 	struct u64map in_time; /* tid -> time it last came back */
@@ -1673,6 +1713,11 @@ static int collect_dwarf(void *ctx, const struct rec *r)
 			d->with_regs++;
 		if (s->stack_size && s->stack)
 			d->with_stack++;
+		if (s->stack_dropped) {
+			d->dropped++;
+			d->dropped_with_regs += !s->stack_size && !s->stack &&
+						(s->uregs.mask & need) == need;
+		}
 		if (s->stack_size > d->max_stack)
 			d->max_stack = s->stack_size;
 		if (s->user && s->uregs.regs[PERF_REG_X86_IP] == s->ip)
@@ -1747,6 +1792,52 @@ Test(dwarf, samples_carry_user_regs_and_stack, .timeout = 60)
 	cr_assert_eq(d.user_chain, 0, "the kernel walked user frames (exclude_callchain_user)");
 	cr_assert_eq(sampler__stats(s)->bad_records, 0);
 	cr_assert_eq(sampler__stats(s)->lost, 0);
+	u64map_free(&d.last_sample);
+	u64map_free(&d.in_time);
+	sampler__free(s);
+}
+
+/*
+ * The recording's thread far behind (here: it reads nothing for 3 s): past
+ * three quarters of the buffer, samples are kept without their stack
+ * copies, and none is lost. The shell's environment (48 KiB) lies above
+ * its stack pointer: every sample's copy is a full 32 KiB, 8 MiB in a
+ * quarter of a second at 999 Hz.
+ */
+Test(dwarf, far_behind_keeps_samples_without_stacks, .timeout = 60)
+{
+	char *argv[] = { "/bin/sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done",
+			 NULL };
+	static char big[48 * 1024];
+	char *envp[] = { big, NULL };
+	struct sampler_opts o = { .callgraph = CALLGRAPH_DWARF, .buffer_mb = 8 };
+	struct dwarf_seen d = { .self = getpid() };
+	struct sampler *s = sampler__new(&o);
+	char msg[512];
+	pid_t pid;
+	int err;
+
+	memset(big, 'x', sizeof(big) - 1);
+	memcpy(big, "PAD=", 4);
+	cr_assert_not_null(s);
+	err = sampler__launch(s, argv, envp, &pid);
+	cr_assert_eq(err, 0, "launch: %s", sampler__open_strerror(err, msg, sizeof(msg)));
+	cr_assert_eq(sampler__start(s), 0);
+	sleep(3);
+	run_until_exit(s, pid, &d);
+	cr_log_info("far behind: %llu samples, %llu with a stack (max %llu bytes), %llu without "
+		    "(dropped: %llu), lost %llu",
+		    (unsigned long long)d.samples, (unsigned long long)d.with_stack,
+		    (unsigned long long)d.max_stack, (unsigned long long)d.dropped,
+		    (unsigned long long)sampler__stats(s)->stacks_dropped,
+		    (unsigned long long)sampler__stats(s)->lost);
+	cr_assert_eq(d.max_stack, SAMPLER_DEFAULT_STACK_SIZE, "full copies: the test's premise");
+	cr_assert_gt(d.with_stack, 0, "stacks kept until the buffer was tight");
+	cr_assert_gt(d.dropped, 0);
+	cr_assert_eq(d.dropped, sampler__stats(s)->stacks_dropped);
+	cr_assert_eq(d.dropped_with_regs, d.dropped, "a dropped copy leaves the registers");
+	cr_assert_eq(sampler__stats(s)->lost, 0);
+	cr_assert_eq(sampler__stats(s)->bad_records, 0);
 	u64map_free(&d.last_sample);
 	u64map_free(&d.in_time);
 	sampler__free(s);
