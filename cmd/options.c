@@ -352,12 +352,15 @@ int target_opts__parse(struct target_opts *o, const char *cmd, int c, const char
 		break;
 	case OPT_PYTHON_FRAMES:
 		if (!strcmp(arg, "bpf"))
-			o->python_bpf = true;
+			o->python_frames = PY_FRAMES_BPF;
 		else if (!strcmp(arg, "read"))
-			o->python_bpf = false;
+			o->python_frames = PY_FRAMES_READ;
+		else if (!strcmp(arg, "auto"))
+			o->python_frames = PY_FRAMES_AUTO;
 		else
-			return usage_error(cmd, "--python-frames takes 'bpf' or 'read', got '%s'",
-					   arg);
+			return usage_error(
+				cmd, "--python-frames takes 'auto', 'bpf' or 'read', got '%s'",
+				arg);
 		break;
 	default:
 		return usage_error(cmd, "unknown option code %d", c);

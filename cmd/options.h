@@ -74,6 +74,9 @@ int select_opts__check(const struct select_opts *o, const char *cmd, bool svg);
 struct render_select select_opts__select(const struct select_opts *o);
 void select_opts__free(struct select_opts *o);
 
+/* --python-frames: auto (the default: bpf where its program loads), read or bpf */
+enum python_frames { PY_FRAMES_AUTO = 0, PY_FRAMES_READ, PY_FRAMES_BPF };
+
 /* -p/-t, -d and -g. */
 struct target_opts {
 	pid_t *pids; /* -p or -t */
@@ -83,7 +86,7 @@ struct target_opts {
 	enum callgraph_mode callgraph;
 	uint32_t stack_size;
 	bool no_python; /* --no-python */
-	bool python_bpf; /* --python-frames=bpf */
+	enum python_frames python_frames; /* --python-frames */
 };
 
 /* target_opts__parse's code for --no-python (getopt_long's val) */
@@ -94,9 +97,10 @@ struct target_opts {
 /* --python-frames=bpf|read, and its usage */
 #define OPT_PYTHON_FRAMES 0x1001
 #define PYTHON_FRAMES_USAGE                                                                 \
-	"      --python-frames=HOW  'read' (default): Python frames read just after each\n" \
-	"                           sample; 'bpf': copied at the sample by a BPF program\n" \
-	"                           (root; falls back to 'read' where it cannot load)\n"
+	"      --python-frames=HOW  'bpf': copied at the sample by a BPF program (root,\n"  \
+	"                           or CAP_BPF and CAP_PERFMON); 'read': read just after\n" \
+	"                           each sample; 'auto' (default): bpf where its program\n" \
+	"                           loads, else read, said at the end\n"
 
 /* clang-format off */
 #define TARGET_OPTS_DEFAULT \

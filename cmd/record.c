@@ -464,9 +464,10 @@ int cmd_record(int argc, char **argv)
 	 */
 	so.fault_period = !o.no_faults && cmd ? SAMPLER_FAULT_PERIOD : 0;
 	if (session__open(&ss, &so,
-			  o.target.no_python	? SESSION_PY_NONE
-			  : o.target.python_bpf ? SESSION_PY_BPF
-						: SESSION_PY_READ) ||
+			  o.target.no_python			     ? SESSION_PY_NONE
+			  : o.target.python_frames == PY_FRAMES_READ ? SESSION_PY_READ
+			  : o.target.python_frames == PY_FRAMES_BPF  ? SESSION_PY_BPF
+								     : SESSION_PY_AUTO) ||
 	    set_spill(ss.prof, o.output))
 		goto out;
 	probes.sampler = ss.s;

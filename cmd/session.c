@@ -115,15 +115,20 @@ int session__open(struct session *ss, const struct sampler_opts *so, enum sessio
 		return error("out of memory");
 	if (so->callgraph != CALLGRAPH_DWARF)
 		python = SESSION_PY_NONE;
-	if (python == SESSION_PY_BPF) {
+	if (python == SESSION_PY_BPF || python == SESSION_PY_AUTO) {
 		err = pybpf__open(&ss->bpf, 0);
 		if (err) {
-			warning("--python-frames=bpf: cannot load the BPF program that copies Python "
-				"frames at the sample (%s%s%s); they are read after each sample instead%s",
+			snprintf(
+				ss->bpf_why, sizeof(ss->bpf_why),
+				"cannot load the BPF program that copies Python frames at the sample "
+				"(%s%s%s)%s",
 				strerror(-err), *pybpf__last_error() ? ": " : "",
 				pybpf__last_error(),
-				err == -EPERM ? " (it needs root, or CAP_BPF and CAP_PERFMON)"
-					      : "");
+				err == -EPERM ? "; it needs root, or CAP_BPF and CAP_PERFMON" : "");
+			if (python == SESSION_PY_BPF)
+				warning("--python-frames=bpf: %s; they are read after each sample "
+					"instead",
+					ss->bpf_why);
 			ss->bpf = NULL;
 		} else {
 			bo = *so;
@@ -131,6 +136,7 @@ int session__open(struct session *ss, const struct sampler_opts *so, enum sessio
 			bo.bpf_fd = pybpf__prog_fd(ss->bpf);
 			so = &bo;
 		}
+		ss->bpf_auto = python == SESSION_PY_AUTO;
 	}
 	ss->s = sampler__new(so);
 	if (!ss->s)
@@ -158,9 +164,13 @@ static void check_bpf(struct session *ss)
 
 	if (!ss->bpf || (st->bpf_attached && !st->bpf_err))
 		return;
-	warning("--python-frames=bpf: the kernel did not attach the BPF program to the sampling "
-		"events (%s); Python frames are read after each sample instead",
-		strerror(st->bpf_err ? -st->bpf_err : ENODEV));
+	snprintf(ss->bpf_why, sizeof(ss->bpf_why),
+		 "the kernel did not attach the BPF program that copies Python frames at the "
+		 "sample to the sampling events (%s)",
+		 strerror(st->bpf_err ? -st->bpf_err : ENODEV));
+	if (!ss->bpf_auto)
+		warning("--python-frames=bpf: %s; they are read after each sample instead",
+			ss->bpf_why);
 	collector__python_bpf(ss->col, NULL);
 }
 
@@ -825,6 +835,9 @@ void session__warnings(struct session *ss)
 		info("the target exited; the recording ends there");
 	warn_dropped(cs);
 	warn_python(&cs->py);
+	if (ss->bpf_auto && *ss->bpf_why && cs->py.processes)
+		info("Python frames were read just after each sample, not copied at it: %s",
+		     ss->bpf_why);
 	if (ss->bpf) {
 		struct pybpf_stats bs;
 

@@ -26,6 +26,9 @@ struct session {
 	bool attached, offcpu;
 	bool python; /* Python frames are read */
 	struct pybpf *bpf; /* copied at the sample by pybpf/'s program; NULL: read after */
+	/* auto: why the program was not used (said at the end, with Python processes) */
+	char bpf_why[256];
+	bool bpf_auto;
 	bool watch_maps; /* the sampler's on_map adds probes: read the rings every 10 ms */
 	bool targets_gone; /* attach: the recording ended because they exited */
 	uint64_t start_time; /* attach: when the events were opened; 0 at launch */
@@ -41,9 +44,11 @@ struct session {
  * python: how Python frames are had (with DWARF stacks only: each group of
  * frames is anchored on the stack copy): read just after each sample, or
  * copied at the sample by pybpf/'s program (where it cannot be loaded or
- * attached: said in one warning, and read as before).
+ * attached: said in one warning, and read as before), or auto: copied where
+ * the program loads, else read, said in one line at the end when a Python
+ * process was recorded.
  */
-enum session_python { SESSION_PY_NONE = 0, SESSION_PY_READ, SESSION_PY_BPF };
+enum session_python { SESSION_PY_NONE = 0, SESSION_PY_READ, SESSION_PY_BPF, SESSION_PY_AUTO };
 int session__open(struct session *ss, const struct sampler_opts *so, enum session_python python);
 void session__close(struct session *ss); /* also after a failed open */
 int session__attach(struct session *ss, const pid_t *pids, size_t n, bool threads_only);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -124,7 +125,9 @@ static void split_case(const char *python)
 {
 	char *script = fixture("split.py"), *out;
 	const char *cmd[] = { python, script, "4", NULL };
-	char *data = record(cmd, &out), *f = folded(data, "split.folded", NULL, NULL);
+	/* read just after each sample: the default (auto) takes them at it as root */
+	char *data = record_with("--python-frames=read", cmd, &out),
+	     *f = folded(data, "split.folded", NULL, NULL);
 
 	judge("split", f, out);
 	/* the stated completeness agrees with the filters; placeholders mark cut stacks */
@@ -172,6 +175,76 @@ ParameterizedTest(struct python *py, python, split_bpf)
 	free(out);
 	free(data);
 	free(f);
+}
+
+/*
+ * The default (auto): as root the frames are copied at the sample; a user
+ * without the capabilities has them read after it, and one line says why.
+ */
+Test(python, default_copies_at_the_sample_where_it_may)
+{
+	char *script = fixture("split.py"), *data = path_in(dir, "d.data");
+	const char *cmd[] = { interpreter(SYSTEM_PYTHON), script, "1", NULL };
+	/* the user's own copies: the tree may be under root's home (a fresh root's /root) */
+	char *udir = path_in(dir, "user"), *udata = path_in(udir, "u.data"),
+	     *ubin = path_in(udir, "dlflame"), *uscript = path_in(udir, "split.py");
+	const char *copy[] = { "/bin/cp", need_env("DLFLAME"), script, udir, NULL };
+	const char *as_user[] = { "/usr/bin/setpriv",
+				  "--reuid=65534",
+				  "--regid=65534",
+				  "--clear-groups",
+				  ubin,
+				  "record",
+				  "-o",
+				  udata,
+				  "--",
+				  interpreter(SYSTEM_PYTHON),
+				  uscript,
+				  "1",
+				  NULL };
+	struct run_result r;
+	FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+	int paranoid = 3;
+
+	r = run(dir, NULL, NULL,
+		(const char *[]){ need_env("DLFLAME"), "record", "-o", data, "--", cmd[0], script,
+				  "1", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "copied at the sample by BPF (1 of 1 Python"), "%s",
+			   r.err);
+	cr_assert_null(strstr(r.err, "not copied at it"), "%s", r.err);
+	run_free(&r);
+	/* the unprivileged user: perf_event_paranoid 2 lets it sample its own processes */
+	cr_assert_not_null(f);
+	cr_assert_eq(fscanf(f, "%d", &paranoid), 1);
+	fclose(f);
+	if (paranoid > 2)
+		cr_skip_test("kernel.perf_event_paranoid is %d: an unprivileged user cannot "
+			     "record, the fallback is not checked",
+			     paranoid);
+	cr_assert_eq(mkdir(udir, 0777), 0);
+	cr_assert_eq(chmod(udir, 0777), 0);
+	cr_assert_eq(chmod(dir, 0755), 0);
+	r = run(udir, NULL, NULL, copy);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run_free(&r);
+	r = run(udir, NULL, NULL, as_user);
+	cr_log_info("%s", r.err);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* an information, not a warning: nothing was asked that could not be done */
+	cr_assert_not_null(strstr(r.err, "dlflame: Python frames were read just after each "
+					 "sample, not copied at it: cannot load the BPF program"),
+			   "%s", r.err);
+	cr_assert_not_null(strstr(r.err, "needs root, or CAP_BPF and CAP_PERFMON"), "%s", r.err);
+	cr_assert_not_null(strstr(r.err, " ms after the sample on average"),
+			   "frames read after the sample: %s", r.err);
+	run_free(&r);
+	free(script);
+	free(data);
+	free(udata);
+	free(ubin);
+	free(uscript);
+	free(udir);
 }
 
 /* Stacks of a folded file that hold an interpreter frame (named Py*, or python3.X+0x...). */
