@@ -51,6 +51,8 @@ struct rank_row {
 	uint64_t in_coll, median;
 	uint64_t *arrive; /* the training-time hand-overs' times, in order */
 	size_t nr_arrive;
+	/* ns between its first and last training-time hand-over: on a CPU, waiting for one */
+	uint64_t train_oncpu, train_runq;
 };
 
 static bool has_ci(const char *s, const char *needle)
@@ -330,6 +332,43 @@ static int coll_summarise(struct rank_row *rows, size_t nr, size_t *matched)
 	return 0;
 }
 
+static int row_by_rank(const void *key, const void *elem)
+{
+	uint32_t k = *(const uint32_t *)key, r = ((const struct rank_row *)elem)->rank;
+
+	return k < r ? -1 : k > r;
+}
+
+/*
+ * Each rank's time on a CPU and waiting for one (preempted, runnable)
+ * between its first and last training-time hand-over. rows sorted by rank.
+ */
+static void train_cpu(const struct profile *p, struct rank_row *rows, size_t nr)
+{
+	size_t n = profile__nr_samples(p);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct pf_sample *s = profile__get_sample(p, i);
+		const struct pf_process *pr;
+		struct rank_row *r;
+
+		if ((s->kind != SAMPLE_ONCPU && s->kind != SAMPLE_RUNQUEUE) ||
+		    s->thread >= profile__nr_threads(p))
+			continue;
+		pr = profile__thread_process(p, profile__get_thread(p, s->thread));
+		if (!pr || pr->rank == PF_NO_RANK)
+			continue;
+		r = bsearch(&pr->rank, rows, nr, sizeof(*rows), row_by_rank);
+		if (!r || r->nr_arrive < 2 || s->time < r->arrive[0] ||
+		    s->time > r->arrive[r->nr_arrive - 1])
+			continue;
+		if (s->kind == SAMPLE_ONCPU)
+			r->train_oncpu = sat_add(r->train_oncpu, s->weight);
+		else
+			r->train_runq = sat_add(r->train_runq, s->weight);
+	}
+}
+
 /*
  * The collectives' lines, then the straggler judged from them: the rank
  * that arrived last at most of the collectives, while the others spent
@@ -427,6 +466,30 @@ static int coll_print(const struct profile *p, const struct rank_row *rows, size
 	if (2 * rows[top].nr_last > matched && others >= 2 * secs(rows[top].in_coll) &&
 	    others - secs(rows[top].in_coll) >= 0.01 &&
 	    others - secs(rows[top].in_coll) >= 0.05 * secs(span)) {
+		double rq = 0, cpu = 0, cost = others - secs(rows[top].in_coll);
+
+		for (size_t i = 0; i < nr; i++)
+			if (i != top) {
+				rq += secs(rows[i].train_runq) / (double)(nr - 1);
+				cpu += secs(rows[i].train_oncpu) / (double)(nr - 1);
+			}
+		rq = secs(rows[top].train_runq) - rq;
+		cpu = secs(rows[top].train_oncpu) - cpu;
+		/*
+		 * Late for want of a CPU, not for more work: the machine's CPUs
+		 * were short (more runnable threads than CPUs, the profiler's
+		 * own among them), and which rank loses the race is chance.
+		 */
+		if (rq >= cost / 2 && rq > 2 * cpu) {
+			if (fprintf(out,
+				    "straggler: none: rank %u arrived last at %zu of %zu collectives "
+				    "and the others spent %.3f s more in them, but it waited %.3f s "
+				    "longer than they did for a CPU and ran %.3f s more: the CPUs "
+				    "were short, not its work slower\n",
+				    rows[top].rank, rows[top].nr_last, matched, cost, rq, cpu) < 0)
+				return render_write_error();
+			return 1;
+		}
 		if (fprintf(out,
 			    "straggler: rank %u: it arrived last at %zu of %zu collectives; the "
 			    "other ranks spent %.3f s in them on average, it %.3f s: they wait for "
@@ -531,6 +594,8 @@ static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr,
 	if (err)
 		return err;
 	err = coll_summarise(rows, nr, &matched);
+	if (!err && matched)
+		train_cpu(p, rows, nr);
 	if (!err)
 		err = coll_print(p, rows, nr, matched, out);
 	if (err < 0)

@@ -1345,6 +1345,59 @@ Test(ranks, probed_collectives_late_by_noise_name_none, .init = setup, .fini = t
 }
 
 /*
+ * A rank last to hand over because it waited for a CPU (preempted: more
+ * runnable threads than CPUs), not because it had more to do: no
+ * straggler, and why. The same lateness with more work of its own: the
+ * straggler.
+ */
+static char *late_rank(uint64_t runq_ms, uint64_t work_ms)
+{
+	uint32_t s_setup, s_train, s_run;
+	uint64_t t = 10000 * MS;
+
+	coll_stacks(&s_setup, &s_train, &s_run);
+	rank_process(100, 0);
+	rank_process(200, 1);
+	for (int k = 0; k < 10; k++, t += 100 * MS) {
+		rank_sample(100, s_train, SAMPLE_CALL, 0, t);
+		rank_sample(100, s_run, SAMPLE_CALL, 21, t);
+		rank_sample(200, s_train, SAMPLE_CALL, 0, t + 20 * MS);
+		rank_sample(200, s_run, SAMPLE_CALL, 1, t + 20 * MS);
+		/* each step: 50 ms on a CPU each, and rank 1's extra */
+		rank_sample(100, s_train, SAMPLE_ONCPU, 50, t + 30 * MS);
+		rank_sample(200, s_train, SAMPLE_ONCPU, 50 + work_ms, t + 30 * MS);
+		rank_sample(200, s_train, SAMPLE_RUNQUEUE, runq_ms, t + 40 * MS);
+	}
+	/* before training (import, set-up): waits for a CPU that do not count */
+	rank_sample(100, s_train, SAMPLE_RUNQUEUE, 5000, 1000 * MS);
+	return ranks_text(false);
+}
+
+Test(ranks, late_for_want_of_a_cpu_is_no_straggler, .init = setup, .fini = teardown)
+{
+	char *text = late_rank(20, 1);
+
+	cr_assert_not_null(strstr(text,
+				  "straggler: none: rank 1 arrived last at 10 of 10 "
+				  "collectives and the others spent 0.200 s more in them, but "
+				  "it waited 0.180 s longer than they did for a CPU and ran "
+				  "0.009 s more"),
+			   "%s", text);
+	cr_assert_eq(count_lines_with(text, "straggler:"), 1, "%s", text);
+	free(text);
+}
+
+Test(ranks, late_for_more_work_is_the_straggler, .init = setup, .fini = teardown)
+{
+	char *text = late_rank(1, 20);
+
+	cr_assert_not_null(strstr(text, "straggler: rank 1: it arrived last at 10 of 10"), "%s",
+			   text);
+	cr_assert_eq(count_lines_with(text, "straggler:"), 1, "%s", text);
+	free(text);
+}
+
+/*
  * DDP's constructor's first collective (the parameters' shapes checked)
  * with no Python frames read on either rank: its native frame says set-up.
  */
