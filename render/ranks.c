@@ -51,7 +51,12 @@ struct rank_row {
 	uint64_t in_coll, median;
 	uint64_t *arrive; /* the training-time hand-overs' times, in order */
 	size_t nr_arrive;
-	/* ns between its first and last training-time hand-over: on a CPU, waiting for one */
+	/* its first and last training-time wait in communication (sampled) */
+	uint64_t comm_first, comm_last;
+	/*
+	 * ns between its first and last training-time hand-over (probed), else
+	 * its first and last training-time wait: on a CPU, waiting for one
+	 */
 	uint64_t train_oncpu, train_runq;
 };
 
@@ -341,7 +346,9 @@ static int row_by_rank(const void *key, const void *elem)
 
 /*
  * Each rank's time on a CPU and waiting for one (preempted, runnable)
- * between its first and last training-time hand-over. rows sorted by rank.
+ * during its training: between its first and last training-time hand-over
+ * where collectives were probed, else between its first and last sampled
+ * wait in communication. rows sorted by rank.
  */
 static void train_cpu(const struct profile *p, struct rank_row *rows, size_t nr)
 {
@@ -351,6 +358,7 @@ static void train_cpu(const struct profile *p, struct rank_row *rows, size_t nr)
 		const struct pf_sample *s = profile__get_sample(p, i);
 		const struct pf_process *pr;
 		struct rank_row *r;
+		uint64_t from, to;
 
 		if ((s->kind != SAMPLE_ONCPU && s->kind != SAMPLE_RUNQUEUE) ||
 		    s->thread >= profile__nr_threads(p))
@@ -359,14 +367,42 @@ static void train_cpu(const struct profile *p, struct rank_row *rows, size_t nr)
 		if (!pr || pr->rank == PF_NO_RANK)
 			continue;
 		r = bsearch(&pr->rank, rows, nr, sizeof(*rows), row_by_rank);
-		if (!r || r->nr_arrive < 2 || s->time < r->arrive[0] ||
-		    s->time > r->arrive[r->nr_arrive - 1])
+		if (!r)
+			continue;
+		from = r->nr_arrive >= 2 ? r->arrive[0] : r->comm_first;
+		to = r->nr_arrive >= 2 ? r->arrive[r->nr_arrive - 1] : r->comm_last;
+		if (from >= to || s->time < from || s->time > to)
 			continue;
 		if (s->kind == SAMPLE_ONCPU)
 			r->train_oncpu = sat_add(r->train_oncpu, s->weight);
 		else
 			r->train_runq = sat_add(r->train_runq, s->weight);
 	}
+}
+
+/*
+ * Whether rank top, which the others waited for cost seconds more than it
+ * did, was late for want of a CPU rather than for more work: during
+ * training it waited (runnable, preempted) at least half of cost longer
+ * than the others on average, and more than twice what it ran longer
+ * than they did. The machine's CPUs were short (more runnable threads
+ * than CPUs, the profiler's own among them), and which rank loses that
+ * race is chance; a rank with more work of its own runs longer. *rq and
+ * *cpu: its excess, seconds.
+ */
+static bool cpu_short(const struct rank_row *rows, size_t nr, size_t top, double cost, double *rq,
+		      double *cpu)
+{
+	double q = 0, c = 0;
+
+	for (size_t i = 0; i < nr; i++)
+		if (i != top) {
+			q += secs(rows[i].train_runq) / (double)(nr - 1);
+			c += secs(rows[i].train_oncpu) / (double)(nr - 1);
+		}
+	*rq = secs(rows[top].train_runq) - q;
+	*cpu = secs(rows[top].train_oncpu) - c;
+	return nr > 1 && *rq >= cost / 2 && *rq > 2 * *cpu;
 }
 
 /*
@@ -466,21 +502,9 @@ static int coll_print(const struct profile *p, const struct rank_row *rows, size
 	if (2 * rows[top].nr_last > matched && others >= 2 * secs(rows[top].in_coll) &&
 	    others - secs(rows[top].in_coll) >= 0.01 &&
 	    others - secs(rows[top].in_coll) >= 0.05 * secs(span)) {
-		double rq = 0, cpu = 0, cost = others - secs(rows[top].in_coll);
+		double rq, cpu, cost = others - secs(rows[top].in_coll);
 
-		for (size_t i = 0; i < nr; i++)
-			if (i != top) {
-				rq += secs(rows[i].train_runq) / (double)(nr - 1);
-				cpu += secs(rows[i].train_oncpu) / (double)(nr - 1);
-			}
-		rq = secs(rows[top].train_runq) - rq;
-		cpu = secs(rows[top].train_oncpu) - cpu;
-		/*
-		 * Late for want of a CPU, not for more work: the machine's CPUs
-		 * were short (more runnable threads than CPUs, the profiler's
-		 * own among them), and which rank loses the race is chance.
-		 */
-		if (rq >= cost / 2 && rq > 2 * cpu) {
+		if (cpu_short(rows, nr, top, cost, &rq, &cpu)) {
 			if (fprintf(out,
 				    "straggler: none: rank %u arrived last at %zu of %zu collectives "
 				    "and the others spent %.3f s more in them, but it waited %.3f s "
@@ -555,7 +579,7 @@ static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr,
 {
 	uint32_t *path = NULL;
 	size_t cap = 0, slow = 0, matched = 0;
-	double others = 0;
+	double others = 0, rq, cpu;
 	int err = 0;
 
 	if (fprintf(out,
@@ -594,7 +618,7 @@ static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr,
 	if (err)
 		return err;
 	err = coll_summarise(rows, nr, &matched);
-	if (!err && matched)
+	if (!err)
 		train_cpu(p, rows, nr);
 	if (!err)
 		err = coll_print(p, rows, nr, matched, out);
@@ -608,6 +632,15 @@ static int print_rows(const struct profile *p, struct rank_row *rows, size_t nr,
 	/* the least waiting rank, if the others wait clearly longer (twice, and 10 ms) */
 	if (nr < 2)
 		err = fprintf(out, "straggler: one rank only, nothing to compare\n");
+	else if (others >= 2 * secs(rows[slow].comm) && others - secs(rows[slow].comm) >= 0.01 &&
+		 cpu_short(rows, nr, slow, others - secs(rows[slow].comm), &rq, &cpu))
+		err = fprintf(
+			out,
+			"straggler: none: rank %u waited least in communication (%.3f s, the "
+			"others %.3f s on average), but it waited %.3f s longer than they did "
+			"for a CPU and ran %.3f s more: the CPUs were short, not its work "
+			"slower\n",
+			rows[slow].rank, secs(rows[slow].comm), others, rq, cpu);
 	else if (others >= 2 * secs(rows[slow].comm) && others - secs(rows[slow].comm) >= 0.01)
 		err = fprintf(out,
 			      "straggler: rank %u: it waited %.3f s in communication, the other "
@@ -715,6 +748,10 @@ int render_ranks(const struct profile *p, FILE *out)
 			continue;
 		}
 		r->comm = sat_add(r->comm, s->weight);
+		if (!r->comm_first || s->time < r->comm_first)
+			r->comm_first = s->time;
+		if (s->time > r->comm_last)
+			r->comm_last = s->time;
 		v = 0;
 		u64map_get(&r->waits, s->stack, &v);
 		if (u64map_put(&r->waits, s->stack, sat_add(v, s->weight)))

@@ -1345,6 +1345,45 @@ Test(ranks, probed_collectives_late_by_noise_name_none, .init = setup, .fini = t
 }
 
 /*
+ * Sampled waits only (no probes): rank 1 waits least in communication
+ * because it was preempted meanwhile, not because it worked more: no
+ * straggler, and why.
+ */
+Test(ranks, sampled_late_for_want_of_a_cpu_is_no_straggler, .init = setup, .fini = teardown)
+{
+	const char *reduce[] = { "_start", "_PyEval_EvalFrameDefault",
+				 "c10d::Reducer::finalize_backward()",
+				 "c10d::ProcessGroupGloo::wait", NULL };
+	const char *reduce_py[] = { "<module>", "train_step", "backward", NULL };
+	const char *work[] = { "_start", "_PyEval_EvalFrameDefault", "at::native::tanh", NULL };
+	const char *work_py[] = { "<module>", "forward", NULL };
+	uint32_t s_reduce, s_work;
+	uint64_t t = 10000 * MS;
+	char *text;
+
+	s_reduce = rank_stack(reduce, reduce_py,
+			      "/usr/lib/python3/dist-packages/torch/autograd/__init__.py");
+	s_work = rank_stack(work, work_py, "/work/ddp_train.py");
+	rank_process(100, 0);
+	rank_process(200, 1);
+	for (int k = 0; k < 10; k++, t += 100 * MS) {
+		rank_sample(100, s_work, SAMPLE_ONCPU, 50, t);
+		rank_sample(200, s_work, SAMPLE_ONCPU, 50, t);
+		rank_sample(200, s_work, SAMPLE_RUNQUEUE, 40, t + 10 * MS);
+		rank_sample(100, s_reduce, SAMPLE_OFFCPU, 45, t + 50 * MS);
+		rank_sample(200, s_reduce, SAMPLE_OFFCPU, 5, t + 90 * MS);
+	}
+	text = ranks_text(false);
+	cr_assert_not_null(strstr(text,
+				  "straggler: none: rank 1 waited least in communication "
+				  "(0.050 s, the others 0.450 s on average), but it waited "
+				  "0.360 s longer than they did for a CPU and ran 0.000 s more"),
+			   "%s", text);
+	cr_assert_eq(count_lines_with(text, "straggler:"), 1, "%s", text);
+	free(text);
+}
+
+/*
  * A rank last to hand over because it waited for a CPU (preempted: more
  * runnable threads than CPUs), not because it had more to do: no
  * straggler, and why. The same lateness with more work of its own: the
