@@ -25,6 +25,9 @@ struct pybpf {
 	void *ctx;
 	int stop; /* what the callback returned, non-zero: stop */
 	int handed;
+	/* the recorder runs in a PID namespace of its own: its pid namespace's id */
+	bool nested;
+	uint64_t ns_dev, ns_ino;
 	struct pybpf_sample sample;
 };
 
@@ -92,6 +95,15 @@ static int on_record(void *ctx, void *data, size_t size)
 	return b->stop;
 }
 
+/*
+ * The initial PID namespace's inode number: the kernel gives the initial
+ * namespaces fixed ones (PROC_PID_INIT_INO, include/linux/proc_ns.h, since
+ * Linux 3.8). A PID namespace's own /proc shows no trace of the levels
+ * above it (its NSpid lines hold one id), so this is how a recorder in a
+ * container, or in a CI root of its own, knows it is nested.
+ */
+#define PID_NS_INIT_INO 0xEFFFFFFCu
+
 int pybpf__open(struct pybpf **out, size_t ring_bytes)
 {
 	struct pybpf *b;
@@ -141,9 +153,21 @@ int pybpf__open(struct pybpf **out, size_t ring_bytes)
 			err = -ENOENT;
 			goto fail;
 		}
-		if (!stat("/proc/self/ns/pid", &self_st)) {
-			me.ns_dev = self_st.st_dev;
-			me.ns_ino = self_st.st_ino;
+		/*
+		 * In the initial namespace the kernel's own ids are the
+		 * recorder's: no translation, which would refuse every thread
+		 * of a container (the helper translates into the thread's own
+		 * namespace only). Nested, only threads of its namespace are
+		 * seen as it sees them.
+		 */
+		if (stat("/proc/self/ns/pid", &self_st)) {
+			err = -errno;
+			goto fail;
+		}
+		b->nested = self_st.st_ino != PID_NS_INIT_INO;
+		if (b->nested) {
+			me.ns_dev = b->ns_dev = self_st.st_dev;
+			me.ns_ino = b->ns_ino = self_st.st_ino;
 		}
 		if (bpf_map_update_elem(self_fd, &zero, &me, BPF_ANY)) {
 			err = -errno;
@@ -210,6 +234,14 @@ int pybpf__add(struct pybpf *b, pid_t pid, const struct py_walk *w)
 	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
 	if (stat(path, &st))
 		return errno == ENOENT ? -ESRCH : -errno;
+	/*
+	 * The kernel's helper gives a thread's ids in its own namespace only:
+	 * a recorder nested in a PID namespace cannot tell, in the program,
+	 * which of its processes a thread of a namespace below its own is.
+	 * Such a process's frames are read after the sample.
+	 */
+	if (b->nested && (st.st_dev != b->ns_dev || st.st_ino != b->ns_ino))
+		return -EXDEV;
 	c.ns_dev = st.st_dev;
 	c.ns_ino = st.st_ino;
 	c.rt_interp_head = w->rt_interp_head;

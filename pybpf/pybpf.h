@@ -54,7 +54,9 @@ int pybpf__poll_fd(const struct pybpf *b);
 /*
  * Read pid's frames from now on, with its interpreter's layout (from
  * pyreader__walk after pyreader__probe found it). 0 or a negative errno
- * (-EINVAL for a layout the program cannot use: a frame read too large).
+ * (-EINVAL for a layout the program cannot use: a frame read too large;
+ * -EXDEV for a process in a PID namespace below the recorder's own, when
+ * that is not the initial one).
  */
 int pybpf__add(struct pybpf *b, pid_t pid, const struct py_walk *w);
 /* Stop reading pid (it exited or exec'd). */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,4 +317,33 @@ double assert_ends_agree(const char *data, const char *const *sel, bool cut_has_
 		  "%.1f%% stated, %lu of %lu complete", share, complete, total);
 	run_free(&all);
 	return share;
+}
+
+/*
+ * Whether this process runs below the initial PID namespace, whose inode
+ * number the kernel fixes (PROC_PID_INIT_INO): a namespace's own /proc
+ * hides the levels above it.
+ */
+static bool pid_nested(void)
+{
+	struct stat st;
+
+	cr_assert_eq(stat("/proc/self/ns/pid", &st), 0);
+	return st.st_ino != 0xEFFFFFFCu;
+}
+
+void assert_container_frames(const char *err)
+{
+	const char *at = strstr(err, "copied at the sample by BPF (");
+	unsigned long bpf = 0, all = 0;
+
+	if (pid_nested()) {
+		cr_assert_not_null(strstr(err, " ms after the sample on average"),
+				   "frames not read after the sample: %s", err);
+		return;
+	}
+	cr_assert_not_null(at, "frames not copied at the sample: %s", err);
+	cr_assert_eq(sscanf(at, "copied at the sample by BPF (%lu of %lu Python", &bpf, &all), 2,
+		     "%s", err);
+	cr_assert(bpf > 0 && bpf == all, "%lu of %lu Python processes by BPF: %s", bpf, all, err);
 }

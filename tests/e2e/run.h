@@ -55,6 +55,15 @@ size_t count_str(const char *hay, const char *needle);
 unsigned long count_frame(const char *folded, const char *frame, unsigned long *total);
 unsigned long count_chain(const char *folded, const char *chain);
 
+/*
+ * How a recording at the defaults took a container's Python frames (its
+ * stderr): copied at the sample by BPF, for every Python process, when the
+ * tests run in the initial PID namespace; read just after each sample when
+ * they run in a namespace of their own (a fresh root: the kernel's helper
+ * cannot give the recorder's ids of a deeper namespace's threads).
+ */
+void assert_container_frames(const char *err);
+
 /* The N of "N% of stacks complete" in a report's stderr; -1 if it is not there. */
 double complete_share(const char *err);
 /*

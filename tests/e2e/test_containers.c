@@ -324,6 +324,7 @@ static void python_in_container(bool launch)
 		cr_assert_eq(sscanf(at, "Python frames in %lf%%", &share), 1);
 		cr_assert_geq(share, 90.0, "Python frames in %.1f%% of eval calls", share);
 	}
+	assert_container_frames(r.err);
 	run_free(&r);
 	jpath = path_in(dir, "split.json");
 	{
@@ -469,6 +470,7 @@ Test(containers, cnn_attach, .timeout = 1200)
 	cr_log_info("%s", r.err);
 	finish(outer, inner, true);
 	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+	assert_container_frames(r.err);
 	run_free(&r);
 	f = folded(data, "cnn.folded", NULL);
 	txt = read_text(f);
@@ -547,6 +549,7 @@ Test(containers, cgroup_whole)
 	free(errpath);
 	cr_log_info("%s", txt);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "record failed: %s", txt);
+	assert_container_frames(txt);
 	free(txt);
 	finish(outer2, inner2, false);
 	finish(outer1, inner1, true);

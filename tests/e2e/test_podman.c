@@ -386,6 +386,7 @@ Test(podman, python_attach)
 	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
 	share = python_figure(r.err);
 	cr_assert_geq(share, 90.0, "Python frames in %.1f%% of eval calls", share);
+	assert_container_frames(r.err);
 	run_free(&r);
 	f = folded(data, "py.folded", NULL);
 	pt = folded(data, "py-thread.folded", "--per-thread");
@@ -447,6 +448,7 @@ Test(podman, cnn_attach, .timeout = 1200)
 	r = dlflame(rec);
 	cr_log_info("%s", r.err);
 	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+	assert_container_frames(r.err);
 	run_free(&r);
 	f = folded(data, "cnn.folded", NULL);
 	txt = read_text(f);
@@ -562,6 +564,7 @@ Test(podman, cgroup_whole)
 	free(errpath);
 	cr_log_info("%s", txt);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "record failed: %s", txt);
+	assert_container_frames(txt);
 	free(txt);
 	pt = folded(data, "cg-thread.folded", "--per-thread");
 	for (int i = 0; i < 2; i++) {
