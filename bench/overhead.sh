@@ -33,7 +33,7 @@
 #   MODES="unprofiled dlflame perf-fp perf-dwarf" TRAINERS=mlp:1 ROUNDS=15 bench/overhead.sh
 #   BUILD=build-trixie bench/overhead.sh           # in a Debian 13 root (enter.sh)
 #   BASE=/tmp/build-old MODES="unprofiled dlflame-base dlflame" bench/overhead.sh   # before/after
-#   MODES="unprofiled dlflame dlflame-bpf perf-dwarf" TRAINERS="cnn:1 cnn:2" bench/overhead.sh
+#   MODES="unprofiled dlflame dlflame-read perf-dwarf" TRAINERS="cnn:1 cnn:2" bench/overhead.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
@@ -48,7 +48,8 @@ CNN=$PWD/examples/cnn_train.py
 TC=$PWD/bench/threadcost.py
 PERF=${PERF:-perf}
 # MODES may hold dlflame-base: `dlflame record` of another build (BASE), to compare two in one session,
-# and dlflame-bpf: `dlflame record --python-frames=bpf` (Python frames copied at the sample)
+# dlflame-bpf: `dlflame record --python-frames=bpf` (Python frames copied at the sample: what the
+# default does as root) and dlflame-read: `--python-frames=read` (read just after each sample)
 BASE_DL=$(realpath "${BASE:-build}")/cmd/dlflame
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -79,10 +80,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for m in $MODES; do
       case $m in
         unprofiled) v=$($cmd 2>/dev/null | rate) ;;
-        dlflame | dlflame-base | dlflame-bpf)
+        dlflame | dlflame-base | dlflame-bpf | dlflame-read)
           dl=$DL opt=
           [ "$m" = dlflame-base ] && dl=$BASE_DL
           [ "$m" = dlflame-bpf ] && opt=--python-frames=bpf
+          [ "$m" = dlflame-read ] && opt=--python-frames=read
           v=$(python3 "$TC" "$tmp/cost" -- $dl record $opt -o "$tmp/d.data" -- $cmd 2>"$tmp/err" | rate)
           # one line per round: name user sys vcs nvcs threads, wall_s last
           awk -v r="$r" '{print r "\t" $0}' "$tmp/cost" >> "$tmp/cost.$t.$m"
