@@ -421,7 +421,8 @@ size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, v
 	memcpy(&size, p + off, sizeof(size));
 	dyn = drop ? 0 : r.sample.stack_size;
 	keep = (dyn + 7) & ~7ull;
-	if (!size || keep == size)
+	/* nothing to cut (a size the kernel never gives, not a multiple of 8: kept as it is) */
+	if (!size || keep >= size)
 		goto as_is;
 	/* decoded: off + 8 + size + 8 (the dyn_size field) lie within len */
 	rest = len - (off + 8 + size + 8);

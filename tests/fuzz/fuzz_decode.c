@@ -7,7 +7,9 @@
  * byte. The data area is the rest of the input, cut to a power of two.
  * Samples whose id (first, with PERF_SAMPLE_IDENTIFIER) is ALT_ID have a
  * layout of their own: sample_type without PERF_SAMPLE_PERIOD, as the live
- * page-fault events do.
+ * page-fault events do. Each record is also trimmed as a drain pass copies
+ * it (rec_trim, its stack copy cut or dropped): the copy is no longer, has
+ * the length asked for first, and decodes.
  */
 #include <linux/perf_event.h>
 #include <stdlib.h>
@@ -22,6 +24,30 @@
 #define ALT_ID 0x2a
 
 static volatile uint64_t sink;
+
+static uint64_t trimmed(const struct rec_layout *layout, const void *rec, size_t len)
+{
+	uint64_t sum = 0;
+	struct rec r;
+
+	for (int drop = 0; drop < 2; drop++) {
+		size_t want = rec_trim(layout, rec, len, NULL, drop), n;
+		/* 8-aligned, as records are in a ring */
+		uint64_t *copy = malloc(len + 8);
+
+		if (!copy)
+			return sum;
+		n = rec_trim(layout, rec, len, copy, drop);
+		if (n != want || n > len)
+			abort();
+		if (!rec_decode(layout, copy, n, &r))
+			sum += rec_touch(&r);
+		else if (!rec_decode(layout, rec, len, &r))
+			abort(); /* the record decoded, its copy must */
+		free(copy);
+	}
+	return sum;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -62,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	     i < MAX_RECS && ring_next(ring, rsize, head, &tail, scratch, rsize, &rec, &len) == 1;
 	     i++)
 		if (!rec_decode(&layout, rec, len, &r))
-			sum += rec_touch(&r);
+			sum += rec_touch(&r) + trimmed(&layout, rec, len);
 out:
 	free(ring);
 	free(scratch);
