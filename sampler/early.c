@@ -91,9 +91,10 @@ static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool f
 		/*
 		 * The recording's thread far behind: the sample is kept, its
 		 * stack copy not, before the budget ends and the kernel loses
-		 * whole records. Its room is its own length then, not len.
+		 * whole records. Its room is its own length then, not len. Not
+		 * in the last pass: that one may go past the budget anyway.
 		 */
-		drop = drop_stack(s, r, data, len);
+		drop = !final && drop_stack(s, r, data, len);
 		dst = spill_room(r->spill, drop ? rec_trim(&s->layout, data, len, NULL, true) : len,
 				 final);
 		if (!dst) {
