@@ -118,13 +118,13 @@ int session__open(struct session *ss, const struct sampler_opts *so, enum sessio
 	if (python == SESSION_PY_BPF || python == SESSION_PY_AUTO) {
 		err = pybpf__open(&ss->bpf, 0);
 		if (err) {
-			snprintf(
-				ss->bpf_why, sizeof(ss->bpf_why),
-				"cannot load the BPF program that copies Python frames at the sample "
-				"(%s%s%s)%s",
-				strerror(-err), *pybpf__last_error() ? ": " : "",
-				pybpf__last_error(),
-				err == -EPERM ? "; it needs root, or CAP_BPF and CAP_PERFMON" : "");
+			/* what to do first: libbpf's own words may be long, and are cut */
+			snprintf(ss->bpf_why, sizeof(ss->bpf_why),
+				 "cannot load the BPF program that copies Python frames at the "
+				 "sample%s (%s%s%.160s)",
+				 err == -EPERM ? ": it needs root, or CAP_BPF and CAP_PERFMON" : "",
+				 strerror(-err), *pybpf__last_error() ? ": " : "",
+				 pybpf__last_error());
 			if (python == SESSION_PY_BPF)
 				warning("--python-frames=bpf: %s; they are read after each sample "
 					"instead",

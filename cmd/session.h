@@ -27,7 +27,7 @@ struct session {
 	bool python; /* Python frames are read */
 	struct pybpf *bpf; /* copied at the sample by pybpf/'s program; NULL: read after */
 	/* auto: why the program was not used (said at the end, with Python processes) */
-	char bpf_why[256];
+	char bpf_why[512];
 	bool bpf_auto;
 	bool watch_maps; /* the sampler's on_map adds probes: read the rings every 10 ms */
 	bool targets_gone; /* attach: the recording ended because they exited */
