@@ -330,6 +330,16 @@ static struct py_pending *take_bpf(struct py_stacks *py, const struct rec_sample
 	return NULL;
 }
 
+/*
+ * Whether pybpf/'s program saw sample s: it is on the on-CPU and
+ * context-switch events (sampler/events.c), not on page faults or probes,
+ * whose frames are read after the sample.
+ */
+static bool bpf_covers(const struct rec_sample *s)
+{
+	return s->event == EV_ONCPU || s->event == EV_SWITCH;
+}
+
 static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool ours)
 {
 	struct py_proc *p = proc_of(py, s->pid, ours);
@@ -339,7 +349,7 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 
 	if (!p || probe(py, p) != PY_YES || !s->stack_size)
 		return;
-	if (p->bpf && ours && s->time >= p->bpf_since) {
+	if (p->bpf && bpf_covers(s) && s->time >= p->bpf_since) {
 		drain_bpf(py); /* nothing to read: the program copied the frames */
 		return;
 	}
@@ -394,8 +404,8 @@ static struct py_pending *take(struct py_stacks *py, const struct rec_sample *s)
 	uint64_t key = pending_key(s->tid, s->time), v;
 	struct py_pending *pp;
 	struct py_proc *p = proc_of(py, s->pid, false);
-	/* a probe's entry has no record of the program: its frames were read */
-	bool bpf = p && p->bpf && !EV_IS_PROBE(s->event);
+	/* a probe's entry, a page fault: no record of the program, their frames were read */
+	bool bpf = p && p->bpf && bpf_covers(s);
 
 	if (bpf && s->time >= p->bpf_since) {
 		pp = take_bpf(py, s);

@@ -51,7 +51,7 @@ static int open_on_cpus(struct sampler *s, struct perf_event_attr *attr, int cgf
 		fd = event_open_or_user_only(s, attr, cgfd, s->cpus[i]);
 		err = fd < 0 ? event_errno(fd) : event_add(s, fd, s->rings[i].fd, ev, 0);
 		if (!err)
-			err = event_alt(s, fd, attr);
+			err = event_alt(s, fd, attr, ev);
 	}
 	return err;
 }

@@ -50,6 +50,29 @@ static uint32_t probe_event(const struct sampler *s, uint64_t id)
 }
 
 /*
+ * The event of a sample the early callback gets: a probe's, an event's with
+ * a layout of its own (page faults: fixed once the events are open, before
+ * the early thread starts), else EV_ONCPU (on-CPU and context-switch samples
+ * alike: both carry what the BPF program copied).
+ */
+static uint32_t early_event(const struct sampler *s, uint64_t id)
+{
+	size_t lo = 0, hi = s->layout.nr_alts;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->layout.alts[mid].id == id)
+			return s->layout.alts[mid].event;
+		if (s->layout.alts[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return probe_event(s, id);
+}
+
+/*
  * Whether the record of a ring may lose its stack copy: past three quarters
  * of the spill budget, an on-CPU or context-switch sample's. A probe's is
  * kept: it is what pairs and places a call, and a few KiB a call.
@@ -196,7 +219,7 @@ static bool early_pass(struct sampler *s, bool fast)
 		while (spill_next(r->spill, head, &pos, &at, &data, &len) > 0) {
 			if (rec_decode(&s->layout, data, len, &dec) || dec.type != REC_SAMPLE)
 				continue;
-			dec.sample.event = probe_event(s, dec.id);
+			dec.sample.event = early_event(s, dec.id);
 			/* a return's stack is not kept */
 			if (!EV_IS_PROBE(dec.sample.event) || !EV_PROBE_IS_RETURN(dec.sample.event))
 				fast = s->early(s->early_ctx, &dec);

@@ -332,9 +332,11 @@ void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr)
 	attr->exclude_callchain_kernel = 1; /* the faulting user code is the leaf */
 }
 
-int event_alt(struct sampler *s, int fd, const struct perf_event_attr *attr)
+int event_alt(struct sampler *s, int fd, const struct perf_event_attr *attr, enum rec_event ev)
 {
-	struct rec_alt alt = { .sample_type = attr->sample_type, .period = attr->sample_period };
+	struct rec_alt alt = { .sample_type = attr->sample_type,
+			       .period = attr->sample_period,
+			       .event = ev };
 	size_t at;
 
 	if (attr->sample_type == s->layout.sample_type)

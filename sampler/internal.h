@@ -169,7 +169,7 @@ int event_probe(struct sampler *s, struct perf_event_attr *attr, pid_t pid, int 
 void event_attr_oncpu(const struct sampler *s, struct perf_event_attr *attr);
 void event_attr_fault(const struct sampler *s, struct perf_event_attr *attr);
 /* fd's samples have attr's layout: noted in s->layout's alts when it is not s's own. */
-int event_alt(struct sampler *s, int fd, const struct perf_event_attr *attr);
+int event_alt(struct sampler *s, int fd, const struct perf_event_attr *attr, enum rec_event ev);
 /* A probe entry's stack copy: the stack at the call, for its callers. */
 #define PROBE_STACK_SIZE 8192
 int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,

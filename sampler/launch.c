@@ -134,7 +134,7 @@ static int open_on_cpus(struct sampler *s, struct perf_event_attr *attr, pid_t p
 		fd = event_open(attr, pid, s->cpus[i]);
 		err = fd < 0 ? event_errno(fd) : event_add(s, fd, s->rings[i].fd, ev, 0);
 		if (!err)
-			err = event_alt(s, fd, attr);
+			err = event_alt(s, fd, attr, ev);
 	}
 	return err;
 }

@@ -165,6 +165,7 @@ struct rec_alt {
 	uint64_t id;
 	uint64_t sample_type;
 	uint64_t period; /* what a sample stands for when PERF_SAMPLE_PERIOD is not in it */
+	uint32_t event; /* its event (enum rec_event): the early reader tells samples apart by it */
 };
 
 /*

@@ -554,6 +554,25 @@ Test(python, cnn_trainer, .timeout = 600)
 	}
 	f = folded(data, "cnn.folded", NULL, NULL);
 	judge("cnn", f, NULL);
+	free(f);
+	/*
+	 * Page faults: the BPF program is not on their events, their frames
+	 * are read after the sample (before, the default showed "[python
+	 * frames not read]" on half of their weight).
+	 */
+	f = folded(data, "faults.folded", "--faults", NULL);
+	{
+		char *txt = read_text(f);
+		unsigned long total = 0,
+			      unread = count_frame(txt, "[python frames not read]", &total);
+
+		cr_log_info("page faults: %lu, %lu of them under [python frames not read]", total,
+			    unread);
+		cr_assert_gt(total, 0, "no page-fault samples");
+		cr_assert_lt(unread * 20, total, "%lu of %lu faults' Python frames not read",
+			     unread, total);
+		free(txt);
+	}
 	free(script);
 	free(out);
 	free(data);
