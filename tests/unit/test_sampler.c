@@ -1715,8 +1715,8 @@ static int collect_dwarf(void *ctx, const struct rec *r)
 			d->with_stack++;
 		if (s->stack_dropped) {
 			d->dropped++;
-			d->dropped_with_regs += !s->stack_size && !s->stack &&
-						(s->uregs.mask & need) == need;
+			d->dropped_with_regs +=
+				!s->stack_size && !s->stack && (s->uregs.mask & need) == need;
 		}
 		if (s->stack_size > d->max_stack)
 			d->max_stack = s->stack_size;
