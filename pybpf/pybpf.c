@@ -85,6 +85,8 @@ static int on_record(void *ctx, void *data, size_t size)
 			.code = f[i].code,
 			.instr = f[i].instr,
 			.qualname = f[i].qualname,
+			.filename = f[i].filename,
+			.firstline = (int32_t)f[i].firstline,
 			.entry = f[i].flags & PYBPF_F_ENTRY,
 			.stub = f[i].flags & PYBPF_F_STUB,
 		};
@@ -263,7 +265,22 @@ int pybpf__add(struct pybpf *b, pid_t pid, const struct py_walk *w)
 	c.stub_owner = field(w->stub_owner);
 	c.stub_runs_none = w->stub_runs_none;
 	c.owner_max = w->owner_max;
-	c.co_qualname = w->co_qualname;
+	/* what names a code object: one read, from the first of its three fields */
+	c.co_from = w->co_qualname;
+	if (w->co_filename < c.co_from)
+		c.co_from = w->co_filename;
+	if (w->co_firstlineno < c.co_from)
+		c.co_from = w->co_firstlineno;
+	c.co_qualname = w->co_qualname - c.co_from;
+	c.co_filename = w->co_filename - c.co_from;
+	c.co_firstlineno = w->co_firstlineno - c.co_from;
+	c.co_bytes = c.co_qualname + 8;
+	if (c.co_filename + 8 > c.co_bytes)
+		c.co_bytes = c.co_filename + 8;
+	if (c.co_firstlineno + 4 > c.co_bytes)
+		c.co_bytes = c.co_firstlineno + 4;
+	if (c.co_bytes > PYBPF_FRAME_BUF)
+		return -EINVAL;
 	if (bpf_map_update_elem(b->procs_fd, &key, &c, BPF_ANY))
 		return -errno;
 	return 0;

@@ -87,6 +87,13 @@ static __u64 fb_u64(const struct scratch *s, __u32 off)
 	return *(const __u64 *)(s->fb + off);
 }
 
+static __u32 fb_u32(const struct scratch *s, __u32 off)
+{
+	if (off > PYBPF_FRAME_BUF - 4)
+		return 0;
+	return *(const __u32 *)(s->fb + off);
+}
+
 static __u8 fb_u8(const struct scratch *s, __u32 off)
 {
 	if (off > PYBPF_FRAME_BUF - 1)
@@ -192,11 +199,18 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 	f->flags =
 		(stub ? PYBPF_F_STUB : 0) |
 		(c->fr_is_entry != PYBPF_NO_FIELD && fb_u8(s, c->fr_is_entry) ? PYBPF_F_ENTRY : 0);
-	f->pad = 0;
-	f->qualname = 0;
-	if (!stub && code && rd(&f->qualname, sizeof(f->qualname), code + c->co_qualname))
-		f->qualname = 0;
 	w->frame = fb_u64(s, c->fr_previous);
+	f->qualname = 0;
+	f->filename = 0;
+	f->firstline = 0;
+	/* what names the code object, into the frame buffer (the frame's fields are taken) */
+	size = c->co_bytes;
+	if (!stub && code && size && size <= PYBPF_FRAME_BUF &&
+	    !rd(s->fb, size, code + c->co_from)) {
+		f->qualname = fb_u64(s, c->co_qualname);
+		f->filename = fb_u64(s, c->co_filename);
+		f->firstline = fb_u32(s, c->co_firstlineno);
+	}
 	if (w->frame == f->addr) {
 		w->status = PYBPF_BAD_FRAME;
 		return 1;

@@ -32,7 +32,13 @@ struct pybpf_conf {
 	__u32 stub_owner; /* owner of an eval call's entry frame; PYBPF_NO_FIELD: none (3.11) */
 	__u32 stub_runs_none; /* 3.13 on: that entry frame also runs None */
 	__u32 owner_max; /* an owner byte above this: not a frame */
-	__u32 co_qualname; /* a code object's co_qualname: copied with it, to prove it later */
+	/*
+	 * What names a code object, copied with it to prove it later: the
+	 * co_bytes bytes from co_from are read at once, and co_qualname,
+	 * co_filename (pointers) and co_firstlineno (an int) lie in them, as
+	 * offsets from co_from
+	 */
+	__u32 co_from, co_bytes, co_qualname, co_filename, co_firstlineno;
 };
 
 /*
@@ -51,13 +57,14 @@ struct pybpf_self {
 struct pybpf_frame {
 	__u64 addr, code, instr;
 	/*
-	 * the code object's co_qualname pointer at the sample (0: unread): it
-	 * is named later, and a code object freed since whose address a new one
-	 * took has another qualname object
+	 * the code object's co_qualname and co_filename pointers and
+	 * co_firstlineno at the sample (qualname 0: unread): it is named later,
+	 * and a code object freed since whose address a new one took names
+	 * another function (a module's <module> shares the qualname object)
 	 */
-	__u64 qualname;
+	__u64 qualname, filename;
 	__u32 flags;
-	__u32 pad;
+	__u32 firstline;
 };
 
 /* How a record's walk ended. */

@@ -79,7 +79,7 @@ struct py_walk {
 	uint32_t stub_owner; /* owner of an eval call's entry frame; PY_WALK_NO_FIELD (3.11) */
 	bool stub_runs_none; /* 3.13 on: that entry frame runs None */
 	uint32_t owner_max; /* an owner byte above this: not a frame */
-	uint32_t co_qualname; /* a code object's co_qualname */
+	uint32_t co_qualname, co_filename, co_firstlineno; /* a code object's names */
 };
 /* 0 and *out, or -ENODEV when the last probe of pid found no interpreter it reads. */
 int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out);
@@ -115,10 +115,12 @@ struct py_frame {
 	uint64_t instr; /* its last instruction (prev_instr / instr_ptr) */
 	uint32_t code_ref; /* the reader's record of the code object as it was when read */
 	/*
-	 * copied at the sample (pybpf/): the code object's co_qualname pointer
-	 * then, which pyreader__resolve requires it still has; 0: not checked
+	 * copied at the sample (pybpf/): the code object's co_qualname and
+	 * co_filename pointers and co_firstlineno then, which
+	 * pyreader__resolve requires it still has; qualname 0: not checked
 	 */
-	uint64_t qualname;
+	uint64_t qualname, filename;
+	int32_t firstline;
 	bool entry; /* 3.11: is_entry (the outermost frame of one C eval call) */
 	bool stub; /* 3.12+: a frame owned by the C stack (marks an eval call's start) */
 };

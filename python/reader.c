@@ -468,6 +468,8 @@ int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out)
 		.stub_runs_none = L->ts_interp != PY_NO_FIELD,
 		.owner_max = L->stub_owner == PY_NO_FIELD ? 3 : OWNER_MAX,
 		.co_qualname = L->co_qualname,
+		.co_filename = L->co_filename,
+		.co_firstlineno = L->co_firstlineno,
 	};
 	return 0;
 }
@@ -1324,6 +1326,22 @@ static int64_t code_entry_for(struct pyreader *r, struct proc *p, uint64_t addr,
 }
 
 /*
+ * Whether the code object whose header is hdr is another than the one a
+ * frame copied at the sample ran: a code object freed since, its address
+ * taken by a new one, names another function or module.
+ */
+static bool not_the_sampled(const struct proc *p, const uint8_t *hdr, const struct py_frame *f)
+{
+	int32_t firstline;
+
+	if (!f->qualname)
+		return false;
+	memcpy(&firstline, hdr + p->L.co_firstlineno, sizeof(firstline));
+	return u64_at(hdr, p->L.co_qualname) != f->qualname ||
+	       u64_at(hdr, p->L.co_filename) != f->filename || firstline != f->firstline;
+}
+
+/*
  * Check and name every code object of a snapshot: their headers in one
  * read, strings only for code objects not seen before. -EFAULT when a
  * frame's code pointer is not a code object (the chain was changing).
@@ -1365,7 +1383,6 @@ static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot 
 		if (refs[k] < 0)
 			err = (int)refs[k];
 	}
-	free(hdrs);
 	for (uint32_t i = 0; !err && i < snap->n; i++) {
 		size_t k = 0;
 
@@ -1373,8 +1390,13 @@ static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot 
 			continue;
 		while (addrs[k] != snap->frames[i].code)
 			k++;
-		snap->frames[i].code_ref = (uint32_t)refs[k];
+		/* one frame's code object is not the sampled one: named one by one */
+		if (not_the_sampled(p, hdrs + k * CODE_HDR, &snap->frames[i]))
+			err = -ESTALE;
+		else
+			snap->frames[i].code_ref = (uint32_t)refs[k];
 	}
+	free(hdrs);
 	return err;
 }
 
@@ -1403,7 +1425,7 @@ int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 			      ? code_entry_for(r, p, f->code, hdr)
 			      : -EFAULT;
 		/* another code object at the address: the one sampled was freed */
-		if (ref > 0 && f->qualname && u64_at(hdr, p->L.co_qualname) != f->qualname)
+		if (ref > 0 && not_the_sampled(p, hdr, f))
 			ref = -ESTALE;
 		if (ref > 0)
 			f->code_ref = (uint32_t)ref;

@@ -281,7 +281,17 @@ static void check_collectives(const char *data, int straggler)
 		/* or, where hand-over times contradict the waits (torch 2.6), said and sampled */
 		if (!strstr(r.out, "is not the one that waited least")) {
 			cr_assert_not_null(strstr(r.out, line), "%s", r.out);
-			cr_assert_gt(last[straggler], matched * 3 / 4, "%s", r.out);
+			/*
+			 * It is late to each step's first all-reduce. DDP
+			 * all-reduces its gradients in buckets (two here, by
+			 * version): a rank's gloo worker hands the next bucket
+			 * over when the one before completes, which the
+			 * straggler ended, so who is last there is a race:
+			 * about half of the rest. A quarter of the rest keeps
+			 * clear of both that mean and a rank picked at random.
+			 */
+			cr_assert_geq(last[straggler],
+				      atol(STEPS) + (matched - atol(STEPS)) / 4, "%s", r.out);
 		} else {
 			snprintf(line, sizeof(line), "straggler: rank %d:", straggler);
 			cr_assert_not_null(strstr(r.out, line), "%s", r.out);

@@ -64,6 +64,8 @@ struct run {
 	size_t nb, cap_b;
 	struct u64map names; /* code object -> 1 <module>, 2 outer, 3 other */
 	uint64_t named_fail;
+	struct py_snapshot *snap; /* a record's frames, proved as collect/ proves them */
+	uint64_t proved, unproved; /* records of <module>;outer whose code objects were */
 };
 
 static int on_rec(void *ctx, const struct rec *r)
@@ -111,6 +113,21 @@ static int on_bpf(void *ctx, const struct pybpf_sample *s)
 		b.n++;
 	}
 	b.outer_chain = b.n >= 2 && kinds[0] == 1 && kinds[1] == 2;
+	/*
+	 * outer.py frees no code object: each one the program copied is still
+	 * the one it names (co_qualname, co_filename, co_firstlineno alike)
+	 */
+	if (b.outer_chain && s->status == PYBPF_OK && s->n <= PY_MAX_FRAMES) {
+		*t->snap = (struct py_snapshot){ .n = s->n, .at_sample = true };
+		memcpy(t->snap->frames, s->frames, s->n * sizeof(s->frames[0]));
+		int ret = pyreader__resolve(t->r, t->pid, t->snap);
+
+		/* (-ENODEV: a record before the test probed the process) */
+		if (ret > 0)
+			t->unproved++;
+		else if (ret == 0)
+			t->proved++;
+	}
 	cr_assert_eq(grow_array((void **)&t->b, &t->cap_b, t->nb + 1, sizeof(*t->b)), 0);
 	t->b[t->nb++] = b;
 	return 0;
@@ -158,6 +175,8 @@ static void bpf_case(const char *python)
 	cr_assert_not_null(s);
 	t.r = pyreader__new();
 	cr_assert_not_null(t.r);
+	t.snap = calloc(1, sizeof(*t.snap));
+	cr_assert_not_null(t.snap);
 	u64map_init(&t.names);
 	cr_assert_eq(pipe(in), 0);
 	cr_assert_eq(pipe(out), 0);
@@ -273,6 +292,11 @@ static void bpf_case(const char *python)
 		      "%s: <module>;outer in %zu of %zu samples' records", python, outer, window);
 	cr_assert_eq(st.dropped, 0);
 	cr_assert_eq(st.bad, 0);
+	cr_assert_geq(t.proved, MIN_SAMPLES / 2, "%s: %lu records proved", python,
+		      (unsigned long)t.proved);
+	cr_assert_eq(t.unproved, 0, "%s: %lu records of <module>;outer whose code objects differ",
+		     python, (unsigned long)t.unproved);
+	free(t.snap);
 	free(t.s);
 	free(t.b);
 	u64map_free(&t.names);

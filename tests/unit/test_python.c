@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,6 +153,88 @@ ParameterizedTest(struct python *py, python, chain)
 {
 	cr_log_info("%s (3.%u)", py->path, py->minor);
 	chain_case(py->path, py->minor);
+}
+
+/* A field of a code object in a live process, read as the BPF program copies it. */
+static void code_field(pid_t pid, uint64_t code, uint32_t off, void *out, size_t size)
+{
+	struct iovec l = { out, size }, r = { (void *)(uintptr_t)(code + off), size };
+
+	cr_assert_eq(process_vm_readv(pid, &l, 1, &r, 1, 0), (ssize_t)size);
+}
+
+/*
+ * Frames copied at the sample carry what named their code object then:
+ * co_qualname, co_filename, co_firstlineno. A code object at the address
+ * that differs in any one of them is another (the sampled one was freed,
+ * a module's <module> shares the qualname object of every other) and is
+ * left unnamed, on the batched path as on the one-by-one.
+ */
+static void proved_case(const char *python)
+{
+	struct child c = start(python);
+	struct pyreader *r = pyreader__new();
+	struct py_snapshot *snap = calloc(1, sizeof(*snap)), *copy = calloc(1, sizeof(*copy));
+	struct py_walk w;
+	uint32_t frames = 0;
+
+	cr_assert_eq(pyreader__probe(r, c.pid), 1);
+	cr_assert_eq(pyreader__walk(r, c.pid, &w), 0);
+	cr_assert_eq(pyreader__snapshot(r, c.pid, c.tid, snap), 0);
+	snap->at_sample = true;
+	for (uint32_t i = 0; i < snap->n; i++) {
+		struct py_frame *f = &snap->frames[i];
+
+		if (f->stub)
+			continue;
+		code_field(c.pid, f->code, w.co_qualname, &f->qualname, sizeof(f->qualname));
+		code_field(c.pid, f->code, w.co_filename, &f->filename, sizeof(f->filename));
+		code_field(c.pid, f->code, w.co_firstlineno, &f->firstline, sizeof(f->firstline));
+		frames++;
+	}
+	cr_assert_eq(frames, 5);
+	*copy = *snap;
+	cr_assert_eq(pyreader__resolve(r, c.pid, copy), 0, "the sampled code objects, unchanged");
+	for (uint32_t i = 0; i < copy->n; i++)
+		cr_assert(copy->frames[i].stub || copy->frames[i].code_ref, "frame %u unnamed", i);
+	/* each field alone: the frame is not named, the others are */
+	for (int field = 0; field < 3; field++) {
+		for (uint32_t i = 0; i < snap->n; i++) {
+			struct py_frame *f;
+
+			if (snap->frames[i].stub)
+				continue;
+			*copy = *snap;
+			f = &copy->frames[i];
+			if (field == 0)
+				f->qualname += 16;
+			else if (field == 1)
+				f->filename += 16;
+			else
+				f->firstline += 1;
+			cr_assert_eq(pyreader__resolve(r, c.pid, copy), 1, "field %d of frame %u",
+				     field, i);
+			for (uint32_t j = 0; j < copy->n; j++)
+				cr_assert(copy->frames[j].stub ||
+						  !copy->frames[j].code_ref == (j == i),
+					  "field %d of frame %u: frame %u", field, i, j);
+		}
+	}
+	stop(&c);
+	free(snap);
+	free(copy);
+	pyreader__free(r);
+}
+
+ParameterizedTestParameters(python, sampled_code_proved)
+{
+	return all_pythons(false);
+}
+
+ParameterizedTest(struct python *py, python, sampled_code_proved)
+{
+	cr_log_info("%s (3.%u)", py->path, py->minor);
+	proved_case(py->path);
 }
 
 /*
