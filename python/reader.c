@@ -783,7 +783,8 @@ static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct p
 		if (err)
 			goto fail;
 		f = &out->frames[out->n];
-		f->addr = frame;
+		/* read now, not copied at a sample: nothing to prove later */
+		*f = (struct py_frame){ .addr = frame };
 		/* 3.14: a _PyStackRef, whose low bits are flags */
 		f->code = u64_at(fb, L->fr_code) & ~L->tag_mask;
 		f->instr = u64_at(fb, L->fr_instr);

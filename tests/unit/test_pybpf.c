@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "pybpf/pybpf.h"
@@ -99,6 +100,15 @@ static uint64_t kind_of(struct run *t, const struct py_frame *f)
 	return k;
 }
 
+/* Whether pid's memory at addr can still be read (not once it has exited). */
+static bool alive(pid_t pid, uint64_t addr)
+{
+	uint64_t v;
+	struct iovec l = { &v, sizeof(v) }, r = { (void *)(uintptr_t)addr, sizeof(v) };
+
+	return process_vm_readv(pid, &l, 1, &r, 1, 0) == sizeof(v);
+}
+
 static int on_bpf(void *ctx, const struct pybpf_sample *s)
 {
 	struct run *t = ctx;
@@ -122,8 +132,8 @@ static int on_bpf(void *ctx, const struct pybpf_sample *s)
 		memcpy(t->snap->frames, s->frames, s->n * sizeof(s->frames[0]));
 		int ret = pyreader__resolve(t->r, t->pid, t->snap);
 
-		/* (-ENODEV: a record before the test probed the process) */
-		if (ret > 0)
+		/* (-ENODEV: a record before the test probed the process; one named after it exited) */
+		if (ret > 0 && alive(t->pid, s->frames[0].code))
 			t->unproved++;
 		else if (ret == 0)
 			t->proved++;
