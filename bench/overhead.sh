@@ -52,7 +52,12 @@ PERF=${PERF:-perf}
 # default does as root) and dlflame-read: `--python-frames=read` (read just after each sample)
 BASE_DL=$(realpath "${BASE:-build}")/cmd/dlflame
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# the kernel counts the BPF program's runs and time while bpf_stats_enabled is 1 (root): the time
+# it takes on the trainer's CPUs at each sample, which no thread of dlflame's shows
+stats=/proc/sys/kernel/bpf_stats_enabled
+stats_was=$(cat "$stats" 2>/dev/null || true)
+[ -w "$stats" ] && echo 1 > "$stats"
+trap 'rm -rf "$tmp"; [ -n "$stats_was" ] && [ -w "$stats" ] && echo "$stats_was" > "$stats"' EXIT
 
 for t in $TRAINERS; do
   case ${t%%:*} in
@@ -92,7 +97,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
           echo "$(sed -n 's/.*, \([0-9]*\) lost,.*/\1/p' "$tmp/err" | tail -1)" \
             "$(sed -n 's/.* \([0-9.]*\)% of stacks complete.*/stacks \1% complete,/p' "$tmp/err" | tail -1)" \
             "$(sed -n 's/.*Python frames in \([0-9.]*\)% of.*/\1%/p' "$tmp/err" | tail -1)" \
-            "$(sed -n 's/.*read \([0-9.]*\) ms after the sample on average.*/(read after \1 ms)/p' "$tmp/err" | tail -1)" >> "$tmp/lost.$t.$m" ;;
+            "$(sed -n 's/.*read \([0-9.]*\) ms after the sample on average.*/(read after \1 ms)/p' "$tmp/err" | tail -1)" \
+            "$(sed -n 's/.*BPF program that copies Python frames ran \([0-9]*\) times, \([0-9.]*\) us each, \([0-9.]*\) s in all.*/(BPF: \1 runs, \2 us each, \3 s)/p' "$tmp/err" | tail -1)" >> "$tmp/lost.$t.$m" ;;
         perf-fp) v=$($PERF record -q -g -F 999 -o "$tmp/p.data" -- $cmd 2>/dev/null | rate) ;;
         perf-dwarf) v=$($PERF record -q --call-graph dwarf -F 999 -o "$tmp/p.data" -- $cmd 2>/dev/null | rate) ;;
         *) echo "overhead.sh: unknown mode '$m'" >&2; exit 2 ;;

@@ -842,10 +842,18 @@ void session__warnings(struct session *ss)
 		struct pybpf_stats bs;
 
 		/* records the program could not write: their samples show frames not read */
-		if (!pybpf__stats(ss->bpf, &bs) && bs.dropped)
+		if (pybpf__stats(ss->bpf, &bs))
+			return;
+		if (bs.dropped)
 			warning("--python-frames=bpf: %llu of %llu records of Python frames found "
 				"the BPF ring buffer full; their samples show [python frames not read]",
 				(unsigned long long)bs.dropped,
 				(unsigned long long)(bs.dropped + bs.records));
+		/* what the program cost the trainer's CPUs, where the kernel counted it */
+		if (bs.runs)
+			info("the BPF program that copies Python frames ran %llu times, %.1f us "
+			     "each, %.3f s in all, on the trainer's CPUs (kernel.bpf_stats_enabled)",
+			     (unsigned long long)bs.runs, (double)bs.run_ns / 1e3 / (double)bs.runs,
+			     (double)bs.run_ns / 1e9);
 	}
 }

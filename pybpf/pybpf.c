@@ -349,5 +349,16 @@ int pybpf__stats(struct pybpf *b, struct pybpf_stats *out)
 			out->tstate_walks = sum;
 	}
 	free(v);
+	/* the kernel's count of the program's runs and time (kernel.bpf_stats_enabled) */
+	{
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+
+		memset(&info, 0, sizeof(info));
+		if (!bpf_obj_get_info_by_fd(b->prog_fd, &info, &len)) {
+			out->runs = info.run_cnt;
+			out->run_ns = info.run_time_ns;
+		}
+	}
 	return 0;
 }

@@ -95,6 +95,12 @@ struct pybpf_stats {
 	uint64_t tstate_walks; /* thread lists walked (a thread state not cached) */
 	uint64_t received, bad; /* records handed by pybpf__poll; malformed ones skipped */
 	uint64_t by_status[PYBPF_NO_NS + 1]; /* of those handed, how each walk ended */
+	/*
+	 * The program's runs and the time they took, as the kernel counts
+	 * them while kernel.bpf_stats_enabled is 1 (0 otherwise): time spent
+	 * on the sampled thread's CPU, at each sample.
+	 */
+	uint64_t runs, run_ns;
 };
 /* 0 and *out (the program's counters summed over CPUs), or a negative errno. */
 int pybpf__stats(struct pybpf *b, struct pybpf_stats *out);

@@ -162,16 +162,10 @@ static int decode_stack(struct cur *c, struct rec_sample *s)
 	return 0;
 }
 
-/* The layout of its own of a sample whose id is first (binary search of l->alts), or NULL. */
-static const struct rec_alt *alt_of(const struct rec_layout *l, const struct cur *c)
+const struct rec_alt *rec_alt_of(const struct rec_layout *l, uint64_t id)
 {
-	size_t lo = 0, hi = l->nr_alts;
-	uint64_t id;
+	size_t lo = 0, hi = l ? l->nr_alts : 0;
 
-	if (!(l->sample_type & PERF_SAMPLE_IDENTIFIER) || !l->nr_alts ||
-	    c->end - c->off < sizeof(id))
-		return NULL;
-	memcpy(&id, c->p + c->off, sizeof(id));
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
@@ -183,6 +177,18 @@ static const struct rec_alt *alt_of(const struct rec_layout *l, const struct cur
 			hi = mid;
 	}
 	return NULL;
+}
+
+/* The layout of its own of a sample whose id is first, or NULL. */
+static const struct rec_alt *alt_of(const struct rec_layout *l, const struct cur *c)
+{
+	uint64_t id;
+
+	if (!(l->sample_type & PERF_SAMPLE_IDENTIFIER) || !l->nr_alts ||
+	    c->end - c->off < sizeof(id))
+		return NULL;
+	memcpy(&id, c->p + c->off, sizeof(id));
+	return rec_alt_of(l, id);
 }
 
 static int decode_sample(const struct rec_layout *l, uint16_t misc, struct cur *c, struct rec *r)

@@ -57,19 +57,9 @@ static uint32_t probe_event(const struct sampler *s, uint64_t id)
  */
 static uint32_t early_event(const struct sampler *s, uint64_t id)
 {
-	size_t lo = 0, hi = s->layout.nr_alts;
+	const struct rec_alt *alt = rec_alt_of(&s->layout, id);
 
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (s->layout.alts[mid].id == id)
-			return s->layout.alts[mid].event;
-		if (s->layout.alts[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return probe_event(s, id);
+	return alt ? alt->event : probe_event(s, id);
 }
 
 /*

@@ -168,6 +168,9 @@ struct rec_alt {
 	uint32_t event; /* its event (enum rec_event): the early reader tells samples apart by it */
 };
 
+/* The layout of its own of samples whose id is id (layout->alts, sorted by id), or NULL. */
+const struct rec_alt *rec_alt_of(const struct rec_layout *layout, uint64_t id);
+
 /*
  * Decode one record of `len` bytes (the header included, len must equal
  * header.size). Every field is bounds-checked against len. Returns 0,
