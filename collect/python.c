@@ -331,13 +331,13 @@ static struct py_pending *take_bpf(struct py_stacks *py, const struct rec_sample
 }
 
 /*
- * Whether pybpf/'s program saw sample s: it is on the on-CPU and
- * context-switch events (sampler/events.c), not on page faults or probes,
+ * Whether pybpf/'s program saw sample s: it is on the on-CPU,
+ * context-switch and page-fault events (sampler/events.c), not on probes,
  * whose frames are read after the sample.
  */
 static bool bpf_covers(const struct rec_sample *s)
 {
-	return s->event == EV_ONCPU || s->event == EV_SWITCH;
+	return s->event == EV_ONCPU || s->event == EV_SWITCH || s->event == EV_FAULT;
 }
 
 static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool ours)
@@ -404,7 +404,7 @@ static struct py_pending *take(struct py_stacks *py, const struct rec_sample *s)
 	uint64_t key = pending_key(s->tid, s->time), v;
 	struct py_pending *pp;
 	struct py_proc *p = proc_of(py, s->pid, false);
-	/* a probe's entry, a page fault: no record of the program, their frames were read */
+	/* a probe's entry: no record of the program, its frames were read */
 	bool bpf = p && p->bpf && bpf_covers(s);
 
 	if (bpf && s->time >= p->bpf_since) {

@@ -1401,6 +1401,42 @@ static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot 
 	return err;
 }
 
+/*
+ * Name every frame of a snapshot copied at the sample from what is known,
+ * without reading the process: a code object named before at the same
+ * address whose co_qualname, co_filename and co_firstlineno the copy
+ * holds alike is the same function. True when every frame was; else none
+ * is named here.
+ */
+static bool named_as_copied(struct pyreader *r, struct proc *p, struct py_snapshot *snap)
+{
+	uint64_t v;
+
+	for (uint32_t i = 0; i < snap->n; i++) {
+		const struct py_frame *f = &snap->frames[i];
+		const struct code_entry *e;
+
+		if (f->stub)
+			continue;
+		if (!f->qualname || !u64map_get(&p->codes, f->code, &v) || v >= p->nr_code)
+			return false;
+		e = &p->code[v];
+		if (e->qualname_p != f->qualname || e->filename_p != f->filename ||
+		    e->firstline != f->firstline)
+			return false;
+	}
+	for (uint32_t i = 0; i < snap->n; i++) {
+		struct py_frame *f = &snap->frames[i];
+
+		if (f->stub)
+			continue;
+		u64map_get(&p->codes, f->code, &v);
+		f->code_ref = (uint32_t)v + 1;
+		r->st.code_cache_hits++;
+	}
+	return true;
+}
+
 int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 {
 	struct proc *p = proc_get(r, pid);
@@ -1413,7 +1449,7 @@ int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 
 	if (!p || p->state != 1)
 		return -ENODEV;
-	if (!snap->n || !resolve_codes(r, p, snap))
+	if (!snap->n || named_as_copied(r, p, snap) || !resolve_codes(r, p, snap))
 		return 0;
 	/* one by one: those still code objects are named */
 	for (uint32_t i = 0; i < snap->n; i++) {

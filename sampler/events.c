@@ -372,10 +372,11 @@ int event_note_id(struct sampler *s, int fd, enum rec_event ev, uint32_t tid)
 
 	/*
 	 * The BPF program that copies Python frames at each sample (pybpf/),
-	 * on the events with stacks. One the kernel refuses leaves the event
-	 * as it is: said in stats.bpf_err, and frames are read as before.
+	 * on the events with stacks: on-CPU, context switches, page faults.
+	 * One the kernel refuses leaves the event as it is: said in
+	 * stats.bpf_err, and frames are read as before.
 	 */
-	if (s->opts.bpf && (ev == EV_ONCPU || ev == EV_SWITCH)) {
+	if (s->opts.bpf && (ev == EV_ONCPU || ev == EV_SWITCH || ev == EV_FAULT)) {
 		if (ioctl(fd, PERF_EVENT_IOC_SET_BPF, s->opts.bpf_fd) < 0) {
 			if (!s->stats.bpf_err)
 				s->stats.bpf_err = -errno;
