@@ -116,7 +116,7 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 		*end = UNWIND_END_JIT_GUESSED;
 		s->stats.unwind_errors++;
 	} else if (how == WALK_ROOT) {
-		/* also the frames that came from a known stack: that marks them recently used */
+		/* a new stack: its call edges and frame sizes are learnt (for JIT callers) */
 		if (chains_store(&ctx, &f))
 			jitcaller__note_stack(&ctx, &f);
 	} else {

@@ -590,7 +590,14 @@ bool chains_store(struct uw_ctx *ctx, const struct frames *f)
 		if (!up->chains)
 			return false;
 	}
-	/* not the leaf: no walk arrives at it, and a new leaf every sample would evict the rest */
+	/*
+	 * Not the leaf: no walk arrives at it, and a new leaf every sample
+	 * would evict the rest. The innermost chain known already: so is the
+	 * stack (each of its outer chains was stored with it, or with a later
+	 * stack through them), nothing more is learnt from it.
+	 */
+	bool first = true;
+
 	for (size_t i = 1; i < f->n; i++) {
 		struct chain_slot *b = chain_bucket(up, f->sps[i]), *sl = NULL;
 		size_t k = f->n - i;
@@ -605,8 +612,11 @@ bool chains_store(struct uw_ctx *ctx, const struct frames *f)
 		}
 		if (sl) {
 			sl->used = up->tick;
+			if (first)
+				return false;
 			continue;
 		}
+		first = false;
 		/* the least recently used way; call sites of JIT code (for grafts) go last */
 		sl = &b[0];
 		for (int w = 1; w < CHAIN_WAYS; w++) {

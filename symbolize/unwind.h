@@ -145,7 +145,10 @@ bool probe_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa);
 struct chain_slot *chain_bucket(const struct unwind_proc *up, uint64_t sp);
 /* Does the last frame of f start a known stack that the copy still holds? Then append it. */
 bool chain_join(struct uw_ctx *ctx, struct frames *f);
-/* Remember a complete stack; false when there is no memory for known stacks. */
+/*
+ * Remember a complete stack: true when it was new (stored), false when it
+ * was known already or there is no memory for known stacks.
+ */
 bool chains_store(struct uw_ctx *ctx, const struct frames *f);
 
 /* ---- jitcaller.c ---- */
