@@ -203,10 +203,14 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 	f->qualname = 0;
 	f->filename = 0;
 	f->firstline = 0;
-	/* what names the code object, into the frame buffer (the frame's fields are taken) */
+	/*
+	 * What names the code object, into the frame buffer (the frame's
+	 * fields are taken). One bound on size itself: clang 19 folds
+	 * "size && size <= N" into one test of size - 1, which the verifier
+	 * cannot carry over to size (the loader never sets 0).
+	 */
 	size = c->co_bytes;
-	if (!stub && code && size && size <= PYBPF_FRAME_BUF &&
-	    !rd(s->fb, size, code + c->co_from)) {
+	if (!stub && code && size <= PYBPF_FRAME_BUF && !rd(s->fb, size, code + c->co_from)) {
 		f->qualname = fb_u64(s, c->co_qualname);
 		f->filename = fb_u64(s, c->co_filename);
 		f->firstline = fb_u32(s, c->co_firstlineno);
