@@ -97,15 +97,6 @@ static int on_record(void *ctx, void *data, size_t size)
 	return b->stop;
 }
 
-/*
- * The initial PID namespace's inode number: the kernel gives the initial
- * namespaces fixed ones (PROC_PID_INIT_INO, include/linux/proc_ns.h, since
- * Linux 3.8). A PID namespace's own /proc shows no trace of the levels
- * above it (its NSpid lines hold one id), so this is how a recorder in a
- * container, or in a CI root of its own, knows it is nested.
- */
-#define PID_NS_INIT_INO 0xEFFFFFFCu
-
 int pybpf__open(struct pybpf **out, size_t ring_bytes)
 {
 	struct pybpf *b;
@@ -166,7 +157,7 @@ int pybpf__open(struct pybpf **out, size_t ring_bytes)
 			err = -errno;
 			goto fail;
 		}
-		b->nested = self_st.st_ino != PID_NS_INIT_INO;
+		b->nested = self_st.st_ino != PYBPF_PID_NS_INIT_INO;
 		if (b->nested) {
 			me.ns_dev = b->ns_dev = self_st.st_dev;
 			me.ns_ino = b->ns_ino = self_st.st_ino;

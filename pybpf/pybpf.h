@@ -28,6 +28,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/*
+ * The initial PID namespace's inode number: the kernel gives the initial
+ * namespaces fixed ones (PROC_PID_INIT_INO, include/linux/proc_ns.h, since
+ * Linux 3.8). A PID namespace's own /proc shows no trace of the levels
+ * above it (its NSpid lines hold one id), so this is how a recorder in a
+ * container, or in a CI root of its own, knows it is nested.
+ */
+#define PYBPF_PID_NS_INIT_INO 0xEFFFFFFCu
+
 #include "pybpf/wire.h"
 #include "python/python.h"
 

@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pybpf/pybpf.h"
+
 extern char **environ;
 
 static char *slurp_fd(int fd, size_t *len)
@@ -319,17 +321,13 @@ double assert_ends_agree(const char *data, const char *const *sel, bool cut_has_
 	return share;
 }
 
-/*
- * Whether this process runs below the initial PID namespace, whose inode
- * number the kernel fixes (PROC_PID_INIT_INO): a namespace's own /proc
- * hides the levels above it.
- */
+/* Whether this process runs below the initial PID namespace (as pybpf/ tells). */
 static bool pid_nested(void)
 {
 	struct stat st;
 
 	cr_assert_eq(stat("/proc/self/ns/pid", &st), 0);
-	return st.st_ino != 0xEFFFFFFCu;
+	return st.st_ino != PYBPF_PID_NS_INIT_INO;
 }
 
 void assert_container_frames(const char *err)
