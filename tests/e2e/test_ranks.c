@@ -290,8 +290,8 @@ static void check_collectives(const char *data, int straggler)
 			 * about half of the rest. A quarter of the rest keeps
 			 * clear of both that mean and a rank picked at random.
 			 */
-			cr_assert_geq(last[straggler],
-				      atol(STEPS) + (matched - atol(STEPS)) / 4, "%s", r.out);
+			cr_assert_geq(last[straggler], atol(STEPS) + (matched - atol(STEPS)) / 4,
+				      "%s", r.out);
 		} else {
 			snprintf(line, sizeof(line), "straggler: rank %d:", straggler);
 			cr_assert_not_null(strstr(r.out, line), "%s", r.out);
