@@ -265,13 +265,15 @@ int pybpf__add(struct pybpf *b, pid_t pid, const struct py_walk *w)
 	c.co_qualname = w->co_qualname - c.co_from;
 	c.co_filename = w->co_filename - c.co_from;
 	c.co_firstlineno = w->co_firstlineno - c.co_from;
+	/* offsets the interpreter gave: all three in one buffer, each checked before the sum */
+	if (c.co_qualname > PYBPF_FRAME_BUF - 8 || c.co_filename > PYBPF_FRAME_BUF - 8 ||
+	    c.co_firstlineno > PYBPF_FRAME_BUF - 4)
+		return -EINVAL;
 	c.co_bytes = c.co_qualname + 8;
 	if (c.co_filename + 8 > c.co_bytes)
 		c.co_bytes = c.co_filename + 8;
 	if (c.co_firstlineno + 4 > c.co_bytes)
 		c.co_bytes = c.co_firstlineno + 4;
-	if (c.co_bytes > PYBPF_FRAME_BUF)
-		return -EINVAL;
 	if (bpf_map_update_elem(b->procs_fd, &key, &c, BPF_ANY))
 		return -errno;
 	return 0;

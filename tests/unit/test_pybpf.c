@@ -352,5 +352,30 @@ Test(pybpf, bad_layout_refused)
 	w.frame_bytes = 72;
 	w.fr_instr = 72;
 	cr_assert_eq(pybpf__add(b, getpid(), &w), -EINVAL);
+	/*
+	 * A frame it takes, with a thread state; then what names a code object
+	 * spread wider than one read, or past the end of the offsets' range
+	 */
+	w = (struct py_walk){ .frame_bytes = 72,
+			      .fr_code = 0,
+			      .fr_previous = 8,
+			      .fr_instr = 56,
+			      .fr_is_entry = PY_WALK_NO_FIELD,
+			      .fr_owner = PY_WALK_NO_FIELD,
+			      .ts_cframe = PY_WALK_NO_FIELD,
+			      .cf_current = PY_WALK_NO_FIELD,
+			      .ts_current_frame = 16,
+			      .stub_owner = PY_WALK_NO_FIELD,
+			      .co_firstlineno = 68,
+			      .co_filename = 112,
+			      .co_qualname = 128 };
+	cr_assert_eq(pybpf__add(b, getpid(), &w), 0);
+	cr_assert_eq(pybpf__remove(b, getpid()), 0);
+	w.co_qualname = 68 + PYBPF_FRAME_BUF;
+	cr_assert_eq(pybpf__add(b, getpid(), &w), -EINVAL);
+	/* one whose end wraps: read from 0, co_qualname + 8 past UINT32_MAX */
+	w.co_firstlineno = 0;
+	w.co_qualname = UINT32_MAX - 2;
+	cr_assert_eq(pybpf__add(b, getpid(), &w), -EINVAL);
 	pybpf__free(b);
 }
