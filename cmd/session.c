@@ -841,9 +841,9 @@ void session__warnings(struct session *ss)
 	if (ss->bpf) {
 		struct pybpf_stats bs;
 
-		/* records the program could not write: their samples show frames not read */
 		if (pybpf__stats(ss->bpf, &bs))
-			return;
+			bs = (struct pybpf_stats){ 0 };
+		/* records the program could not write: their samples show frames not read */
 		if (bs.dropped)
 			warning("--python-frames=bpf: %llu of %llu records of Python frames found "
 				"the BPF ring buffer full; their samples show [python frames not read]",

@@ -311,6 +311,8 @@ int pybpf__poll(struct pybpf *b, int timeout_ms, pybpf_cb cb, void *ctx)
 int pybpf__stats(struct pybpf *b, struct pybpf_stats *out)
 {
 	int ncpu = libbpf_num_possible_cpus();
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
 	uint64_t *v;
 
 	if (!b || !out)
@@ -343,15 +345,10 @@ int pybpf__stats(struct pybpf *b, struct pybpf_stats *out)
 	}
 	free(v);
 	/* the kernel's count of the program's runs and time (kernel.bpf_stats_enabled) */
-	{
-		struct bpf_prog_info info;
-		__u32 len = sizeof(info);
-
-		memset(&info, 0, sizeof(info));
-		if (!bpf_obj_get_info_by_fd(b->prog_fd, &info, &len)) {
-			out->runs = info.run_cnt;
-			out->run_ns = info.run_time_ns;
-		}
+	memset(&info, 0, sizeof(info));
+	if (!bpf_obj_get_info_by_fd(b->prog_fd, &info, &len)) {
+		out->runs = info.run_cnt;
+		out->run_ns = info.run_time_ns;
 	}
 	return 0;
 }

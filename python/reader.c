@@ -797,7 +797,6 @@ static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct p
 		/* an eval call's entry frame; 3.13 on, it runs None */
 		f->stub = L->stub_owner != PY_NO_FIELD && owner == L->stub_owner &&
 			  (L->ts_interp == PY_NO_FIELD || f->code == p->none);
-		f->code_ref = 0;
 		frame = u64_at(fb, L->fr_previous);
 		if (++steps > 2 * PY_MAX_FRAMES) {
 			err = -EFAULT;
@@ -1405,15 +1404,15 @@ static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot 
  * Name every frame of a snapshot copied at the sample from what is known,
  * without reading the process: a code object named before at the same
  * address whose co_qualname, co_filename and co_firstlineno the copy
- * holds alike is the same function. True when every frame was; else none
- * is named here.
+ * holds alike is the same function. True when every frame was; else the
+ * caller names them all another way.
  */
 static bool named_as_copied(struct pyreader *r, struct proc *p, struct py_snapshot *snap)
 {
-	uint64_t v;
+	uint64_t v, named = 0;
 
 	for (uint32_t i = 0; i < snap->n; i++) {
-		const struct py_frame *f = &snap->frames[i];
+		struct py_frame *f = &snap->frames[i];
 		const struct code_entry *e;
 
 		if (f->stub)
@@ -1424,16 +1423,11 @@ static bool named_as_copied(struct pyreader *r, struct proc *p, struct py_snapsh
 		if (e->qualname_p != f->qualname || e->filename_p != f->filename ||
 		    e->firstline != f->firstline)
 			return false;
-	}
-	for (uint32_t i = 0; i < snap->n; i++) {
-		struct py_frame *f = &snap->frames[i];
-
-		if (f->stub)
-			continue;
-		u64map_get(&p->codes, f->code, &v);
+		/* (a partly named snapshot: the caller's next path names every frame again) */
 		f->code_ref = (uint32_t)v + 1;
-		r->st.code_cache_hits++;
+		named++;
 	}
+	r->st.code_cache_hits += named;
 	return true;
 }
 
