@@ -47,6 +47,7 @@ struct collect_python_stats {
 	uint64_t delay_sum_ns, delay_max_ns; /* from each sample to its read */
 	/* newest frames checked against the sampled registers, and found to have changed */
 	uint64_t leaf_checks, leaf_mismatches;
+	uint64_t not_evals; /* frames taken for eval calls by their slot, proved native */
 	uint64_t failed_processes; /* Python processes whose frames cannot be read */
 	uint32_t failed_pid; /* the first of them: its pid, why (negative errno), which version */
 	int failed_err;

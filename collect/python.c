@@ -469,7 +469,7 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 				      .size = s->stack_size };
 	struct py_pending *pp = take(py, s);
 	uint64_t cfas[PY_MAX_EVALS], pcs[COLLECT_MAX_DEPTH], fcfa[COLLECT_MAX_DEPTH];
-	bool is_eval[COLLECT_MAX_DEPTH];
+	bool is_eval[COLLECT_MAX_DEPTH], guessed[PY_MAX_EVALS];
 	struct py_group groups[PY_MAX_EVALS];
 	size_t n = 0, g = 0;
 	bool changed = false, unread = false;
@@ -484,8 +484,10 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 	for (int i = 0; i < k; i++) {
 		if (is_eval[i] && n == PY_MAX_EVALS)
 			is_eval[i] = false;
-		if (is_eval[i])
+		if (is_eval[i]) {
+			guessed[n] = !pyreader__is_eval(py->r, (pid_t)s->pid, pcs[i]);
 			cfas[n++] = fcfa[i];
+		}
 	}
 	/* the sampled registers are the newest eval call's own only when it was running */
 	if (k > 1 && is_eval[0]) {
@@ -499,7 +501,8 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 		return err;
 	}
 	py->st->samples++;
-	if (!pp || pyreader__match(py->r, (pid_t)s->pid, &pp->snap, &copy, cfas, n, groups)) {
+	if (!pp ||
+	    pyreader__match(py->r, (pid_t)s->pid, &pp->snap, &copy, cfas, guessed, n, groups)) {
 		for (size_t e = 0; e < n; e++)
 			groups[e] = (struct py_group){ .state = PY_GROUP_UNKNOWN };
 	}
@@ -512,6 +515,11 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 			continue;
 		}
 		gr = &groups[g++];
+		if (gr->state == PY_GROUP_NOT_EVAL) {
+			py->st->not_evals++;
+			err = frames_push_addr(fr, s->pid, ips[i], false, i > 0);
+			continue;
+		}
 		if (gr->state == PY_GROUP_OK && pp && gr->first + gr->n <= pp->snap.n) {
 			size_t mark = fr->n;
 

@@ -13,7 +13,7 @@
 
 #include <linux/types.h>
 
-#define PYBPF_MAX_FRAMES 128 /* frames copied per sample (a deeper chain is cut) */
+#define PYBPF_MAX_FRAMES 256 /* frames copied per sample (a deeper chain is cut) */
 #define PYBPF_MAX_THREADS 512 /* thread states walked to find the sampled thread's */
 #define PYBPF_MAX_INTERPS 8 /* interpreters walked */
 #define PYBPF_FRAME_BUF 128 /* bytes of one frame read at once (its fields lie there) */

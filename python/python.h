@@ -173,6 +173,7 @@ enum py_group_state {
 	PY_GROUP_OK = 0, /* the frames are the ones on the stack at the sample */
 	PY_GROUP_CHANGED, /* the eval call's frames changed between sample and read */
 	PY_GROUP_UNKNOWN, /* not provable: its slot lies outside the copy, layout not yet known */
+	PY_GROUP_NOT_EVAL, /* a guessed call proved to be none: its frame is a native one */
 };
 
 /* The Python frames of one C eval call: snapshot frames [first, first + n). */
@@ -195,11 +196,14 @@ struct py_group {
  * _PyCFrame; 3.13 on: its entry frame): read from the copy, it anchors
  * the group to the sample. The slot's offset below the CFA is learned per
  * process and checked on each use. Stub frames are not part of any group.
- * Returns 0 (groups[0..n) filled) or a negative errno.
+ * guessed (NULL: none) marks the calls found by their slot alone, outside
+ * the eval code: one proved to be none gets PY_GROUP_NOT_EVAL. Returns 0
+ * (groups[0..n) filled) or a negative errno (-EINVAL for n over
+ * PY_MAX_FRAMES + 1).
  */
 int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *snap,
-		    const struct py_stack_copy *copy, const uint64_t *cfas, size_t n,
-		    struct py_group *groups);
+		    const struct py_stack_copy *copy, const uint64_t *cfas, const bool *guessed,
+		    size_t n, struct py_group *groups);
 
 /*
  * Check and name the code objects of a chain taken elsewhere (pybpf/:
@@ -238,6 +242,12 @@ struct pyreader_stats {
 	uint64_t leaf_checks, leaf_mismatches; /* newest frames checked against the registers */
 	uint64_t cold_evals; /* eval calls found by their slot, outside the eval symbol */
 	uint64_t placed; /* groups of chains copied at the sample placed by position */
+	/* groups found changed, by the first reason: no group is the anchor's, an
+	 * older call's was, the anchor is the running group, the depth moved, the
+	 * register disagrees */
+	uint64_t changed_none, changed_after, changed_running, changed_shift, changed_leaf;
+	uint64_t not_evals; /* calls found by their slot alone, proved not to be eval calls */
+	uint64_t beyond_cut; /* calls older than a chain copied at the sample reaches */
 };
 const struct pyreader_stats *pyreader__stats(const struct pyreader *r);
 

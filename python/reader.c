@@ -1045,6 +1045,7 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 	return n;
 }
 
+#define ANCHOR_ABSENT (-3)
 #define ANCHOR_UNREADABLE (-2)
 #define ANCHOR_NONE (-1)
 
@@ -1053,28 +1054,32 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
  * 3.11/3.12: the group whose innermost frame is the one its _PyCFrame held;
  * 3.13: the group its stub frame ends (and, unless it is the newest, whose
  * innermost frame the next newer call's stub points to: checked by the
- * caller's consistent shift). ANCHOR_NONE when no group is,
- * ANCHOR_UNREADABLE when the copy does not hold its slot.
+ * caller's consistent shift). ANCHOR_ABSENT when the snapshot has no such
+ * group, ANCHOR_NONE when the group's next one is not the one its stub was
+ * called from, ANCHOR_UNREADABLE when the copy does not hold its slot.
  */
 static long anchor_group(const struct proc *p, const struct py_snapshot *snap,
 			 const struct py_stack_copy *c, const struct span *g, size_t ng,
 			 uint64_t cfa)
 {
 	uint64_t slot = cfa - p->slot, anchor;
+	const struct py_frame *last = snap->n ? &snap->frames[snap->n - 1] : NULL;
+	/* a chain cut short ends in a group without its outer frames: no call's */
+	size_t closed = last && !last->stub && !last->entry && ng ? ng - 1 : ng;
 
 	if (cfa < p->slot)
 		return ANCHOR_UNREADABLE;
 	if (p->L.ts_cframe != PY_NO_FIELD) {
 		if (!copy_word(c, slot + p->L.cf_current, &anchor))
 			return ANCHOR_UNREADABLE;
-		for (size_t j = 0; j < ng; j++)
+		for (size_t j = 0; j < closed; j++)
 			if (g[j].n && snap->frames[g[j].first].addr == anchor)
 				return (long)j;
-		return ANCHOR_NONE;
+		return ANCHOR_ABSENT;
 	}
 	if (!stub_at(p, c, slot))
 		return ANCHOR_UNREADABLE;
-	for (size_t j = 0; j < ng; j++) {
+	for (size_t j = 0; j < closed; j++) {
 		if (g[j].stub != slot)
 			continue;
 		/* the frame it was called from, which the stub points to, leads the next group */
@@ -1083,20 +1088,26 @@ static long anchor_group(const struct proc *p, const struct py_snapshot *snap,
 			return ANCHOR_NONE;
 		return (long)j;
 	}
-	return ANCHOR_NONE;
+	return ANCHOR_ABSENT;
 }
 
 int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *snap,
-		    const struct py_stack_copy *copy, const uint64_t *cfas, size_t n,
-		    struct py_group *groups)
+		    const struct py_stack_copy *copy, const uint64_t *cfas, const bool *guessed,
+		    size_t n, struct py_group *groups)
 {
 	struct proc *p = proc_get(r, pid);
 	struct span g[PY_MAX_FRAMES + 1];
-	size_t ng, last_k = 0;
+	struct py_stack_copy c;
+	/* each call's place among the eval calls kept, innermost first */
+	uint32_t rank[PY_MAX_FRAMES + 1];
+	long anchor[PY_MAX_FRAMES + 1];
+	size_t ng, kept = 0, last_k = 0;
 	long last_j = -1;
 	bool trusted = true;
+	bool whole = snap && snap->at_sample && !snap->partial && !snap->cut;
 
-	if (!r || !snap || !copy || (!cfas && n) || (!groups && n) || snap->n > PY_MAX_FRAMES)
+	if (!r || !snap || !copy || (!cfas && n) || (!groups && n) || snap->n > PY_MAX_FRAMES ||
+	    n > PY_MAX_FRAMES + 1)
 		return -EINVAL;
 	if (!p || p->state != 1)
 		return -ENODEV;
@@ -1111,6 +1122,42 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 		p->slot = 0;
 	if (!p->slot && !snap->partial)
 		learn_slot(p, snap, copy, cfas, n);
+	/*
+	 * A chain copied at the sample holds the entry record of every call
+	 * newer than one whose record it holds (all of them when it is whole).
+	 * A call not in it there ran no Python frame at the sample: one found
+	 * by its slot alone (no eval code at its return address) read a stale
+	 * record that a returned call left in memory its frame never wrote; the
+	 * newest call may be in its prologue or epilogue, its record not yet
+	 * or no longer linked. Either is shown as the native frame it is.
+	 */
+	c = *copy;
+	for (size_t k = n, held = 0; k-- > 0;) {
+		anchor[k] =
+			p->slot ? anchor_group(p, snap, copy, g, ng, cfas[k]) : ANCHOR_UNREADABLE;
+		/* (3.11/3.12 records point into the heap: only a whole chain proves there) */
+		if (anchor[k] >= 0 && p->L.ts_cframe == PY_NO_FIELD)
+			held = 1;
+		if (anchor[k] == ANCHOR_ABSENT && snap->at_sample && !snap->partial &&
+		    (whole || held) && ((guessed && guessed[k]) || k == 0)) {
+			groups[k].state = PY_GROUP_NOT_EVAL;
+			r->st.not_evals++;
+			if (k == 0)
+				c.regs = NULL; /* no eval call's registers */
+		}
+	}
+	/* the same when the next call's record, held, ends the innermost group */
+	if (n > 1 && anchor[0] == ANCHOR_UNREADABLE && anchor[1] == 0 && snap->at_sample &&
+	    !snap->partial && p->L.ts_cframe == PY_NO_FIELD &&
+	    groups[0].state != PY_GROUP_NOT_EVAL) {
+		groups[0].state = PY_GROUP_NOT_EVAL;
+		r->st.not_evals++;
+		c.regs = NULL;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (groups[k].state != PY_GROUP_NOT_EVAL)
+			rank[k] = (uint32_t)kept++;
+	copy = &c;
 	if (!p->slot)
 		goto place;
 	/*
@@ -1124,12 +1171,32 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 	 * frame at the same address may be a sibling call's.
 	 */
 	for (size_t k = n; k-- > 0;) {
-		long j = anchor_group(p, snap, copy, g, ng, cfas[k]);
+		long j;
 
+		if (groups[k].state == PY_GROUP_NOT_EVAL)
+			continue;
+		j = anchor[k];
 		if (j == ANCHOR_UNREADABLE)
 			continue;
-		if (j < 0 || !trusted || (j == 0 && (k != 0 || snap->partial)) ||
-		    (last_j >= 0 && j != last_j - (long)(last_k - k))) {
+		/*
+		 * A chain copied at the sample but cut short holds the newest
+		 * calls' groups only: the oldest calls, whose records it does
+		 * not reach, are not read, and say nothing of the newer ones.
+		 */
+		if (j == ANCHOR_ABSENT && snap->at_sample && snap->cut && trusted && last_j < 0) {
+			r->st.beyond_cut++;
+			continue;
+		}
+		if (j < 0 || !trusted || (j == 0 && (rank[k] != 0 || snap->partial)) ||
+		    (last_j >= 0 && j != last_j - (long)(rank[last_k] - rank[k]))) {
+			if (!trusted)
+				r->st.changed_after++;
+			else if (j < 0)
+				r->st.changed_none++;
+			else if (j == 0)
+				r->st.changed_running++;
+			else
+				r->st.changed_shift++;
 			groups[k].state = PY_GROUP_CHANGED;
 			trusted = false;
 			continue;
@@ -1142,10 +1209,12 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 		 * registers (a chain copied at the sample needs no check: the
 		 * register only gives its instruction then, when it agrees).
 		 */
-		if (k == 0 && g[j].n &&
+		if (rank[k] == 0 && g[j].n &&
 		    !leaf_agrees(r, p, copy, &snap->frames[g[j].first], &groups[k].instr) &&
-		    !snap->at_sample)
+		    !snap->at_sample) {
 			groups[k].state = PY_GROUP_CHANGED;
+			r->st.changed_leaf++;
+		}
 	}
 place:
 	/*
@@ -1154,16 +1223,17 @@ place:
 	 * and no anchor that could be read says otherwise. (Never for a chain
 	 * cut or kept in part, nor one read after the sample.)
 	 */
-	if (snap->at_sample && !snap->partial && !snap->cut && ng == n) {
+	if (whole && ng == kept) {
 		bool agree = true;
 
 		for (size_t k = 0; k < n; k++)
 			if (groups[k].state == PY_GROUP_CHANGED ||
-			    (groups[k].state == PY_GROUP_OK && groups[k].first != g[k].first))
+			    (groups[k].state == PY_GROUP_OK && groups[k].first != g[rank[k]].first))
 				agree = false;
 		for (size_t k = 0; agree && k < n; k++)
 			if (groups[k].state == PY_GROUP_UNKNOWN) {
-				groups[k] = (struct py_group){ .first = g[k].first, .n = g[k].n };
+				groups[k] = (struct py_group){ .first = g[rank[k]].first,
+							       .n = g[rank[k]].n };
 				r->st.placed++;
 			}
 	}

@@ -550,10 +550,35 @@ Test(python, cnn_trainer, .timeout = 600)
 	{
 		const char *cmd[] = { "/usr/bin/python3", script, "40", "--threads", "1", NULL };
 
-		data = record(cmd, &out);
+		/* taken at the sample (this machine has BPF, as root): said so */
+		data = record_with("--python-frames=bpf", cmd, &out);
 	}
 	f = folded(data, "cnn.folded", NULL, NULL);
 	judge("cnn", f, NULL);
+	/*
+	 * Placeholders: at most 0.5% of the run, import of torch included
+	 * (issue 26). Once, CPython 3.13 had 3% of its stacks "changed": a
+	 * stale entry record taken for an eval call, chains over 128 frames
+	 * cut, and an eval call in its prologue each made every newer call a
+	 * placeholder; CPython 3.11 had 0.7%.
+	 */
+	{
+		char *txt = read_text(f);
+		unsigned long total = 0, t2 = 0,
+			      unread = count_frame(txt, "[python frames not read]", &total),
+			      changed =
+				      count_frame(txt, "[python frames changed before read]", &t2);
+
+		cr_log_info("on-CPU samples: %lu, %lu of them under [python frames not read], "
+			    "%lu under [python frames changed before read]",
+			    total, unread, changed);
+		cr_assert_gt(total, 0, "no samples");
+		cr_assert_leq((unread + changed) * 200, total,
+			      "%lu of %lu samples have a Python placeholder (%lu not read, %lu "
+			      "changed): over 0.5%%",
+			      unread + changed, total, unread, changed);
+		free(txt);
+	}
 	free(f);
 	/*
 	 * Page faults: the BPF program copies their frames as it does the
@@ -573,14 +598,10 @@ Test(python, cnn_trainer, .timeout = 600)
 			    "under [python frames changed before read]",
 			    total, unread, changed);
 		cr_assert_gt(total, 0, "no page-fault samples");
-		/*
-		 * Not read: under 5% (the program copies them). Changed is
-		 * logged, not asserted: on CPython 3.13 (Debian 13) the anchor
-		 * check refuses 4-5% of fault weight although the chain was
-		 * copied at the sample (issue 26, not explained yet).
-		 */
-		cr_assert_lt(unread * 20, total, "%lu of %lu faults' Python frames not read",
-			     unread, total);
+		/* copied at the sample as the on-CPU ones: under 1% either way */
+		cr_assert_lt((unread + changed) * 100, total,
+			     "%lu of %lu faults' Python frames not read, %lu changed", unread,
+			     total, changed);
 		free(txt);
 	}
 	free(script);
