@@ -16,6 +16,8 @@
  */
 #include <asm/perf_regs.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,7 @@
 
 struct open_call {
 	uint64_t time, sp;
+	uint64_t ra; /* the return address at sp when the call was entered, 0 if not copied */
 	uint32_t probe, stack, thread;
 };
 
@@ -38,6 +41,7 @@ struct call_stack {
 void calls_init(struct calls *cl)
 {
 	u64map_init(&cl->threads);
+	u64map_init(&cl->tramps);
 }
 
 static void drop_stack(struct calls *cl, uint64_t tid, bool count)
@@ -67,6 +71,9 @@ void calls_exit(struct calls *cl)
 		free(cs);
 	}
 	u64map_free(&cl->threads);
+	u64map_free(&cl->tramps);
+	free(cl->copy);
+	cl->copy = NULL;
 }
 
 static struct call_stack *stack_of(struct calls *cl, uint32_t tid, bool create)
@@ -99,7 +106,7 @@ int calls_entry(struct calls *cl, const struct rec_sample *s, uint32_t probe)
 	struct call_stack *cs;
 	enum stack_end end;
 	int64_t stack, thread;
-	uint64_t sp;
+	uint64_t sp, ra = 0;
 
 	if (!sample_sp(s, &sp)) {
 		cl->st->calls_unpaired++;
@@ -122,8 +129,15 @@ int calls_entry(struct calls *cl, const struct rec_sample *s, uint32_t probe)
 	}
 	if (grow_array((void **)&cs->v, &cs->cap, cs->n + 1, sizeof(*cs->v)))
 		return -ENOMEM;
+	/*
+	 * The entry probe's sample is taken before the return probe's
+	 * trampoline replaces the return address: the copy, from sp up, has it.
+	 */
+	if (s->stack_size >= 8)
+		memcpy(&ra, s->stack, 8);
 	cs->v[cs->n++] = (struct open_call){ .time = s->time,
 					     .sp = sp,
+					     .ra = ra,
 					     .probe = probe,
 					     .stack = (uint32_t)stack,
 					     .thread = (uint32_t)thread };
@@ -168,6 +182,73 @@ int calls_return(struct calls *cl, const struct rec_sample *s, uint32_t probe)
 	};
 	cl->st->calls++;
 	return profile__add_sample(cl->prof, &smp);
+}
+
+/*
+ * Where pid's return probes return through: the start of its [uprobes]
+ * mapping (the trampoline is its first slot), 0 when it has none yet (the
+ * kernel maps it at the first probe hit). Read from /proc once found.
+ */
+static uint64_t trampoline_of(struct calls *cl, uint32_t pid)
+{
+	char path[64], line[512];
+	uint64_t v = 0, lo;
+	FILE *f;
+
+	if (u64map_get(&cl->tramps, pid, &v) && v)
+		return v;
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+
+		if (n >= 10 && !strcmp(line + n - 10, "[uprobes]\n") &&
+		    sscanf(line, "%" SCNx64 "-", &lo) == 1) {
+			v = lo;
+			break;
+		}
+	}
+	fclose(f);
+	if (v && u64map_put(&cl->tramps, pid, v))
+		return 0;
+	return v;
+}
+
+bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sample *out)
+{
+	struct call_stack *cs = stack_of(cl, s->tid, false);
+	uint64_t sp, tramp = 0, w;
+	bool copied = false;
+
+	if (!cs || !cs->n || s->stack_size < 8 || !sample_sp(s, &sp))
+		return false;
+	for (size_t i = 0; i < cs->n; i++) {
+		const struct open_call *c = &cs->v[i];
+
+		/* its return address's slot, in the copy */
+		if (!c->ra || c->sp < sp || c->sp - sp > s->stack_size - 8)
+			continue;
+		memcpy(&w, s->stack + (c->sp - sp), 8);
+		if (w == c->ra)
+			continue; /* an entry probe alone, or no trampoline there */
+		if (!tramp && !(tramp = trampoline_of(cl, s->pid)))
+			return false;
+		if (w != tramp)
+			continue; /* the call's frame is gone (longjmp): left as it is */
+		if (!copied) {
+			if (grow_array((void **)&cl->copy, &cl->copy_cap, s->stack_size, 1))
+				return false;
+			memcpy(cl->copy, s->stack, s->stack_size);
+			*out = *s;
+			out->stack = cl->copy;
+			copied = true;
+		}
+		memcpy(cl->copy + (c->sp - sp), &c->ra, 8);
+		cl->st->calls_returns_put_back++;
+	}
+	return copied;
 }
 
 void calls_thread_exit(struct calls *cl, uint32_t tid)

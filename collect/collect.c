@@ -238,10 +238,14 @@ static bool defer(struct collector *c, const struct rec_sample *s)
 
 static int on_sample(struct collector *c, const struct rec_sample *s)
 {
+	struct rec_sample fixed;
 	enum stack_end end;
 	int64_t stack;
 	int err;
 
+	/* inside a probed call: its return address, not the probe's trampoline */
+	if (calls_put_back(&c->calls, s, &fixed))
+		s = &fixed;
 	if (s->event == EV_SWITCH)
 		return offcpu_switch_sample(&c->off, s);
 	if (EV_IS_PROBE(s->event))

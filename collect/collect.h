@@ -79,6 +79,7 @@ struct collect_stats {
 	struct collect_python_stats py;
 	/* probed calls: stored, entries seen, never returned, records that paired nothing */
 	uint64_t calls, call_entries, calls_unfinished, calls_unpaired;
+	uint64_t calls_returns_put_back; /* return probes' trampolines replaced in stack copies */
 	uint64_t fault_samples, fault_pages; /* page-fault samples, and the faults they stand for */
 	/* JIT samples unwound again later, and of them those whose caller was then recovered */
 	uint64_t deferred, deferred_recovered;

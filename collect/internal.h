@@ -241,11 +241,23 @@ struct calls {
 	struct threads *th;
 	struct collect_stats *st;
 	struct u64map threads; /* tid -> struct call_stack * */
+	/* pid -> where its uretprobe trampoline is ([uprobes]), 0 while not known */
+	struct u64map tramps;
+	uint8_t *copy; /* a sample's stack copy with its probed calls' return addresses put back */
+	size_t copy_cap;
 };
 void calls_init(struct calls *cl);
 void calls_exit(struct calls *cl);
 int calls_entry(struct calls *cl, const struct rec_sample *s, uint32_t probe);
 int calls_return(struct calls *cl, const struct rec_sample *s, uint32_t probe);
+/*
+ * A return probe puts its trampoline where its call's return address was:
+ * a stack copy taken inside a probed call holds the trampoline there, and
+ * no unwinder gets past it. When s's copy does, *out is s with a copy of
+ * its own in which the return addresses the calls' entries saw are put
+ * back, and true is returned (valid until the next call); else false.
+ */
+bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sample *out);
 void calls_thread_exit(struct calls *cl, uint32_t tid);
 void calls_finish(struct calls *cl);
 

@@ -403,6 +403,60 @@ Test(calls, from_call_leaves_out_the_warm_up)
 	free(table);
 }
 
+/* The weight of the folded lines that hold `inner` and, of those, of the ones that hold `whole`. */
+static unsigned long weigh(const char *folded, const char *inner, const char *whole,
+			   unsigned long *with)
+{
+	unsigned long all = 0;
+
+	*with = 0;
+	for (const char *p = folded; *p;) {
+		size_t n = strcspn(p, "\n");
+		char *line = strndup(p, n), *sp = strrchr(line, ' ');
+		unsigned long w = sp ? strtoul(sp + 1, NULL, 10) : 0;
+
+		if (sp && strstr(line, inner)) {
+			all += w;
+			if (strstr(line, whole))
+				*with += w;
+		}
+		free(line);
+		p += n + (p[n] == '\n');
+	}
+	return all;
+}
+
+/*
+ * A return probe puts the kernel's trampoline where its call's return
+ * address was; a stack copied inside the call holds the trampoline there.
+ * Every sample in step's callees still unwinds to main through step: the
+ * return address the entry saw is put back (once, --probe-ops cut half of
+ * the CNN's stacks there, and the frames above each probed call were lost).
+ */
+Test(calls, samples_inside_a_probed_call_unwind_past_its_return_probe)
+{
+	const char *probes[] = { "step", NULL };
+	const char *cmd[] = { need_env("FIXTURE_CALLS"), "warmup", NULL };
+	char *err, *table = record_calls(NULL, probes, cmd, &err), *data = path_in(dir, "c.data");
+	const char *all[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
+	struct run_result a = run(dir, NULL, NULL, all);
+	unsigned long warm_main, work_main,
+		warm = weigh(a.out, ";warm", "main;step;warm", &warm_main),
+		work = weigh(a.out, ";work", "main;step;work", &work_main);
+
+	cr_assert_eq(a.status, 0, "%s", a.err);
+	cr_log_info("warm %lu of %lu, work %lu of %lu under main;step", warm_main, warm, work_main,
+		    work);
+	cr_assert_gt(warm, 100, "%s", a.out);
+	cr_assert_gt(work, 100, "%s", a.out);
+	cr_assert_geq(warm_main * 100, warm * 99, "%s", a.out);
+	cr_assert_geq(work_main * 100, work * 99, "%s", a.out);
+	run_free(&a);
+	free(data);
+	free(err);
+	free(table);
+}
+
 /*
  * Page faults (sampled by default): a fixture that first touches 96 MiB in
  * touch_a and 32 MiB in touch_b; report --faults weighs each sample by the
