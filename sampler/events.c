@@ -5,6 +5,7 @@
  * why opening failed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,10 +403,57 @@ int event_add(struct sampler *s, int fd, int ring_fd, enum rec_event ev, uint32_
 	return event_note_id(s, fd, ev, tid);
 }
 
+/*
+ * Releasing a uprobe's event unregisters the uprobe, which waits for RCU
+ * grace periods, one event after another across the system: about 80 ms
+ * each, and --probe-ops's 108 events kept the recording from ending for
+ * 9 s after the trainer had (from several threads at once, no faster). A
+ * child forked here holds the events' files until this process has
+ * dropped its own references; its exit then pays for the release, while
+ * this process goes on and ends. It keeps no standard stream open (no
+ * reader of dlflame's output waits for it) and calls only what is safe
+ * after fork. The probes stay armed that long, writing to rings nobody
+ * reads. 0, or -1 when there is no such child and the caller closes
+ * them itself.
+ */
+static int release_elsewhere(int *wfd)
+{
+	int p[2];
+	pid_t c;
+	char b;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	c = fork();
+	if (c < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (c == 0) {
+		close(STDIN_FILENO);
+		close(STDOUT_FILENO);
+		close(STDERR_FILENO);
+		close(p[1]);
+		while (read(p[0], &b, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(p[0]);
+	*wfd = p[1];
+	return 0;
+}
+
 void events_close(struct sampler *s)
 {
+	int wfd = -1;
+
+	if (s->nr_probe_ids && s->nr_events)
+		release_elsewhere(&wfd);
 	for (size_t i = 0; i < s->nr_events; i++)
 		close(s->events[i].fd);
+	if (wfd >= 0)
+		close(wfd); /* the child ends, and with it the events */
 	free(s->events);
 	free(s->epfds);
 	s->events = NULL;
