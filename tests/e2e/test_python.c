@@ -178,6 +178,43 @@ ParameterizedTest(struct python *py, python, split_bpf)
 }
 
 /*
+ * The same on a busy machine: every CPU kept busy by another process
+ * while the fixture runs (read after the sample, 34% of a DDP job's eval
+ * calls were placeholders so; copied at the sample, nothing waits).
+ */
+ParameterizedTestParameters(python, split_bpf_busy)
+{
+	return all_pythons();
+}
+
+ParameterizedTest(struct python *py, python, split_bpf_busy)
+{
+	char *script = fixture("split.py"), *out, *data, *f;
+	const char *cmd[] = { interpreter(py->path), script, "3", NULL };
+	const char *spin[] = { "/bin/sh", "-c", "while :; do :; done", NULL };
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	pid_t busy[64];
+	size_t nb = 0;
+
+	cr_assert_gt(ncpu, 0);
+	for (; nb < (size_t)ncpu && nb < 64; nb++)
+		busy[nb] = run_bg(dir, spin);
+	data = record_with("--python-frames=bpf", cmd, &out);
+	for (size_t i = 0; i < nb; i++) {
+		kill(busy[i], SIGKILL);
+		waitpid(busy[i], NULL, 0);
+	}
+	f = folded(data, "split.folded", NULL, NULL);
+	cr_log_info("%s (3.%u), %zu busy processes", py->path, py->minor, nb);
+	judge("split-exact", f, out);
+	assert_ends_agree(data, NULL, false);
+	free(script);
+	free(out);
+	free(data);
+	free(f);
+}
+
+/*
  * The default (auto): as root the frames are copied at the sample; a user
  * without the capabilities has them read after it, and one line says why.
  */
