@@ -4,9 +4,10 @@
 # rank as torchrun starts them) recorded RUNS times with a straggler
 # (--slow-rank 1: rank 1 does extra work before every step, so rank 0 waits
 # for it in every all-reduce) and RUNS times without one, each both ways:
-# `dlflame record` at defaults (the straggler judged from sampled blocked
-# time, start-up apart) and `dlflame record --probe-collectives` (judged
-# from each collective's hand-over times). Prints each run's verdict, then
+# `dlflame record` at defaults (as root: gloo's collectives probed, the
+# straggler judged from each collective's hand-over times) and
+# `dlflame record --no-probe-collectives` (judged from sampled blocked time,
+# start-up apart). Prints each run's verdict, then
 # per way how often it was right: "rank 1" for the straggler job, "none"
 # for the other.
 #
@@ -26,15 +27,15 @@ trap 'rm -rf "$tmp"' EXIT
   { echo "straggler: $PY cannot import torch.distributed (Debian: python3-torch)" >&2; exit 1; }
 
 declare -A right total
-for way in defaults probes; do
+for way in defaults sampled; do
   for job in straggler none; do right[$way.$job]=0; total[$way.$job]=0; done
 done
 
 for ((i = 1; i <= RUNS; i++)); do
   for job in straggler none; do
-    for way in defaults probes; do
+    for way in defaults sampled; do
       opts=() slow=()
-      [ "$way" = probes ] && opts=(--probe-collectives)
+      [ "$way" = sampled ] && opts=(--no-probe-collectives)
       [ "$job" = straggler ] && slow=(--slow-rank 1)
       data=$tmp/$way-$job.data
       if ! "$DL" record --forward-exit "${opts[@]}" -o "$data" -- \
@@ -58,7 +59,7 @@ for ((i = 1; i <= RUNS; i++)); do
   done
 done
 echo
-for way in defaults probes; do
+for way in defaults sampled; do
   printf '%-8s  straggler job: rank 1 named %d of %d;  no-straggler job: none %d of %d\n' \
     "$way" "${right[$way.straggler]}" "${total[$way.straggler]}" \
     "${right[$way.none]}" "${total[$way.none]}"

@@ -109,6 +109,48 @@ static char *find_exe(const char *file)
 	}
 }
 
+/* Whether the command, or every attached process, is a Python interpreter (or a script run by one). */
+bool probes_runs_python(const char *cmd0, const pid_t *pids, size_t n)
+{
+	char path[PATH_MAX], line[256] = "", *exe;
+	const char *base;
+	ssize_t len;
+	FILE *f;
+
+	if (!cmd0) {
+		for (size_t i = 0; i < n; i++) {
+			char link[64];
+
+			snprintf(link, sizeof(link), "/proc/%d/exe", (int)pids[i]);
+			len = readlink(link, path, sizeof(path) - 1);
+			if (len <= 0)
+				return false;
+			path[len] = '\0';
+			base = strrchr(path, '/');
+			if (strncmp(base ? base + 1 : path, "python", 6))
+				return false;
+		}
+		return n > 0;
+	}
+	exe = find_exe(cmd0);
+	if (!exe)
+		return false;
+	base = strrchr(exe, '/');
+	if (!strncmp(base ? base + 1 : exe, "python", 6)) {
+		free(exe);
+		return true;
+	}
+	/* a script whose #! line names one: torchrun, a launcher */
+	f = fopen(exe, "re");
+	free(exe);
+	if (!f)
+		return false;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	return !strncmp(line, "#!", 2) && strstr(line, "python");
+}
+
 struct search {
 	char *files[SEARCH_MAX];
 	size_t n;
@@ -658,12 +700,28 @@ static int coll_found(void *ctx, const char *name, uint64_t off)
 	return 0;
 }
 
-int probes_resolve_collectives(struct probe_set *ps)
+int probes_resolve_collectives(struct probe_set *ps, bool quiet)
 {
 	struct coll_find f = { 0 };
 	char *lib = probes_find_library(OPS_LIBRARY);
 	int err, ret = EXIT_OK;
 
+	if (quiet) {
+		/* the default's: both found, or nothing added and nothing said */
+		bool all = lib && !symbolizer__functions_prefixed(lib, "_ZN4c10d16ProcessGroupGloo",
+								  coll_found, &f);
+
+		for (size_t i = 0; i < NR_COLL; i++)
+			all = all && f.name[i];
+		for (size_t i = 0; i < NR_COLL && all && ret == EXIT_OK; i++)
+			ret = set_add(ps, "--probe-collectives", lib, f.name[i], f.off[i], false)
+				      ? EXIT_BAD
+				      : EXIT_OK;
+		for (size_t i = 0; i < NR_COLL; i++)
+			free(f.name[i]);
+		free(lib);
+		return ret == EXIT_OK && all ? EXIT_OK : -1;
+	}
 	if (!lib) {
 		error("--probe-collectives: no %s in the library directories "
 		      "(/usr/lib/x86_64-linux-gnu, ...): is PyTorch installed? (Debian: python3-torch)",

@@ -40,6 +40,7 @@ struct record_opts {
 	uint32_t buffer_mb; /* --buffer; 0: the sampler's default */
 	bool probe_ops; /* --probe-ops */
 	bool probe_coll; /* --probe-collectives */
+	bool no_probe_coll; /* --no-probe-collectives */
 	const char *probe_ops_list; /* its LIST, or NULL: the default set */
 	const char *cgroup; /* --cgroup PATH */
 	int cgroup_fd; /* its directory, -1 without --cgroup */
@@ -78,7 +79,9 @@ static void record_usage(FILE *f)
 		"                           and backward; see report --ops\n"
 		"      --probe-collectives  count and time each gloo collective per rank (uprobes\n"
 		"                           in libtorch_cpu): report --ranks then tells, for every\n"
-		"                           all-reduce, which rank arrived last\n" NO_PYTHON_USAGE
+		"                           all-reduce, which rank arrived last; the default as\n"
+		"                           root where PyTorch has gloo (quietly, without it)\n"
+		"      --no-probe-collectives  judge the straggler from sampled waits only\n" NO_PYTHON_USAGE
 			PYTHON_FRAMES_USAGE
 		"  -p, --pid PID[,PID...]   attach to these processes, every thread of each,\n"
 		"                           including threads created while recording\n"
@@ -131,6 +134,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		OPT_PROBE_STACK,
 		OPT_PROBE_OPS,
 		OPT_PROBE_COLL,
+		OPT_NO_PROBE_COLL,
 		OPT_CGROUP,
 		OPT_BUFFER,
 	};
@@ -144,6 +148,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		{ "probe-stack", required_argument, NULL, OPT_PROBE_STACK },
 		{ "probe-ops", optional_argument, NULL, OPT_PROBE_OPS },
 		{ "probe-collectives", no_argument, NULL, OPT_PROBE_COLL },
+		{ "no-probe-collectives", no_argument, NULL, OPT_NO_PROBE_COLL },
 		{ "faults", no_argument, NULL, OPT_FAULTS }, /* the default; kept for old scripts */
 		{ "no-faults", no_argument, NULL, OPT_NO_FAULTS },
 		{ "pid", required_argument, NULL, 'p' },
@@ -188,6 +193,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 			break;
 		case OPT_PROBE_COLL:
 			o->probe_coll = true;
+			break;
+		case OPT_NO_PROBE_COLL:
+			o->no_probe_coll = true;
 			break;
 		case OPT_PROBE_OPS:
 			o->probe_ops = true;
@@ -273,6 +281,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o, int *cmd_ind
 		o->probe_ops_list = argv[optind];
 		optind += 2;
 	}
+	if (o->probe_coll && o->no_probe_coll)
+		return usage_error("record", "--probe-collectives and --no-probe-collectives: "
+					     "give one");
 	if (o->cgroup && (o->target.nr_pids || optind < argc))
 		return usage_error("record", "--cgroup records a whole cgroup: give no command "
 					     "and no -p/-t with it");
@@ -388,6 +399,7 @@ int cmd_record(int argc, char **argv)
 	struct sampler_opts so = { 0 };
 	struct session ss = { 0 };
 	struct probe_set probes = { 0 };
+	bool coll_auto = false; /* the collectives probed by default */
 	const struct sampler_stats *st;
 	const struct collect_stats *cs;
 	char msg[512], offcpu[64] = "", ends[256], **env = NULL, **cmd = NULL;
@@ -435,8 +447,19 @@ int cmd_record(int argc, char **argv)
 		if (ret != EXIT_OK)
 			goto out;
 	}
-	if (o.probe_coll) {
-		ret = probes_resolve_collectives(&probes);
+	/*
+	 * The default as root: a distributed PyTorch job's straggler is judged
+	 * from each collective's hand-over (sampled waits name a rank that is
+	 * merely a little slower, 2-3 runs in 10); a job without gloo, or a
+	 * machine without it, is recorded as before, and nothing is said.
+	 */
+	if (!o.probe_coll && !o.no_probe_coll && !o.cgroup && !o.target.threads_only &&
+	    o.target.callgraph == CALLGRAPH_DWARF && geteuid() == 0 &&
+	    probes_runs_python(cmd ? cmd[0] : NULL, o.target.pids, o.target.nr_pids) &&
+	    probes_resolve_collectives(&probes, true) == EXIT_OK)
+		coll_auto = true;
+	if (o.probe_coll || coll_auto) {
+		ret = o.probe_coll ? probes_resolve_collectives(&probes, false) : EXIT_OK;
 		if (ret != EXIT_OK)
 			goto out;
 		/*
@@ -482,7 +505,8 @@ int cmd_record(int argc, char **argv)
 	} else if (o.target.nr_pids) {
 		if (session__attach(&ss, o.target.pids, o.target.nr_pids, o.target.threads_only))
 			goto out;
-		if (sampler__stats(ss.s)->probe_err)
+		if (sampler__stats(ss.s)->probe_err &&
+		    !(coll_auto && !o.nr_probe_specs && !o.probe_ops))
 			warn_probes(sampler__stats(ss.s)->probe_err);
 		session__handle_signals();
 	} else {
@@ -502,7 +526,8 @@ int cmd_record(int argc, char **argv)
 			error("out of memory");
 		if (sampler__stats(ss.s)->kernel_excluded)
 			warn_kernel_excluded(ss.offcpu);
-		if (sampler__stats(ss.s)->probe_err)
+		if (sampler__stats(ss.s)->probe_err &&
+		    !(coll_auto && !o.nr_probe_specs && !o.probe_ops))
 			warn_probes(sampler__stats(ss.s)->probe_err);
 		session__handle_signals();
 		t0 = monotonic_ns();

@@ -303,21 +303,42 @@ static void check_collectives(const char *data, int straggler)
 	run_free(&r);
 }
 
-static void record_ddp(const char *data, bool slow)
+/* opt: "--probe-collectives", "--no-probe-collectives", or NULL (the defaults) */
+static void record_ddp_with(const char *data, bool slow, const char *opt)
 {
 	char script[4096];
 	struct run_result r;
+	const char *argv[16] = { need_env("DLFLAME"), "record", "--forward-exit" };
+	size_t n = 3;
 
 	snprintf(script, sizeof(script), "%s/ddp_train.py", need_env("EXAMPLES"));
-	r = run(dir, NULL, NULL,
-		(const char *[]){ need_env("DLFLAME"), "record", "--forward-exit",
-				  "--probe-collectives", "-o", data, "--", "/usr/bin/python3",
-				  script, STEPS, slow ? "--slow-rank" : NULL, "1", NULL });
+	if (opt)
+		argv[n++] = opt;
+	argv[n++] = "-o";
+	argv[n++] = data;
+	argv[n++] = "--";
+	argv[n++] = "/usr/bin/python3";
+	argv[n++] = script;
+	argv[n++] = STEPS;
+	if (slow) {
+		argv[n++] = "--slow-rank";
+		argv[n++] = "1";
+	}
+	argv[n] = NULL;
+	r = run(dir, NULL, NULL, argv);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_leq(count_str(r.err, "hint:"), 1, "one hint line at most: %s", r.err);
-	/* every probed call returned */
-	cr_assert_not_null(strstr(r.err, " 0 never returned"), "%s", r.err);
+	/* every probed call returned; without the probes, none */
+	if (opt && !strcmp(opt, "--no-probe-collectives"))
+		cr_assert_null(strstr(r.err, "probed calls"), "%s", r.err);
+	else
+		cr_assert_not_null(strstr(r.err, " 0 never returned"), "%s", r.err);
 	run_free(&r);
+}
+
+static void record_ddp(const char *data, bool slow)
+{
+	record_ddp_with(data, slow, "--probe-collectives");
 }
 
 Test(ranks, one_host_straggler)
@@ -345,6 +366,41 @@ Test(ranks, one_host_no_straggler)
 	need_torch();
 	record_ddp(data, false);
 	check_collectives(data, -1);
+	free(data);
+}
+
+/*
+ * The defaults, as root (the suite's user): the collectives are probed
+ * (the sampled waits once named rank 0 of the job without a straggler in
+ * 2-3 runs of 10), and the verdict comes from them.
+ */
+Test(ranks, defaults_probe_the_collectives)
+{
+	char *data = path_in(dir, "ddp.data");
+
+	need_torch();
+	cr_assert_eq(geteuid(), 0, "the e2e suite runs as root (scripts/test.sh)");
+	record_ddp_with(data, true, NULL);
+	check_collectives(data, 1);
+	free(data);
+}
+
+/* Without the probes: the straggler judged from the sampled waits, as the table says. */
+Test(ranks, sampled_waits_without_probes)
+{
+	char *data = path_in(dir, "ddp.data"), host[64] = "";
+	unsigned pids[2];
+	struct run_result r;
+
+	need_torch();
+	record_ddp_with(data, true, "--no-probe-collectives");
+	gethostname(host, sizeof(host) - 1);
+	check_straggler(data, host, host, pids);
+	r = report(data, (const char *[]){ "--ranks", NULL });
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_null(strstr(r.out, "arrived last"), "%s", r.out);
+	cr_assert_not_null(strstr(r.out, "in communication"), "%s", r.out);
+	run_free(&r);
 	free(data);
 }
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Are stacks through oneDNN's JIT kernels right, run after run? Debian's
+# PyTorch CNN trainer (examples/cnn_train.py) recorded RUNS times at
+# defaults; per run:
+#   - JIT-leaf samples (the innermost user frame is a JIT kernel, `_[j]`)
+#     and the share of them, by weight, that pass through
+#     dnnl_primitive_execute in a stack unwound whole (report --complete);
+#   - stacks counted complete whose outermost frame is not a thread entry
+#     (_start, clone3, clone, ld.so's _dl_start_user): must be none.
+# Then the worst and the median share over the runs.
+#
+#   bench/jitstacks.sh                       # RUNS=20, STEPS=30, THREADS=1
+#   BUILD=build-trixie bench/jitstacks.sh    # in the Debian 13 root
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-20}
+STEPS=${STEPS:-30}
+THREADS=${THREADS:-1}
+BUILD=$(realpath "${BUILD:-build}")
+DL=$BUILD/cmd/dlflame
+PY=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+[ -x "$DL" ] || { echo "jitstacks: no $DL: build first" >&2; exit 1; }
+"$PY" -c 'import torch' 2>/dev/null || { echo "jitstacks: $PY cannot import torch (Debian: python3-torch)" >&2; exit 1; }
+
+# jitleaf FOLDED -> "weight weight_through_dnnl"
+jitleaf() {
+  awk '{ w = $NF; $NF = ""; n = split($0, f, ";"); sub(/ +$/, "", f[n])
+         while (n > 1 && f[n] ~ /_\[k\] *$/) { n--; sub(/ +$/, "", f[n]) }
+         if (f[n] !~ /_\[j\]$/) next
+         all += w; if (index($0, ";dnnl_primitive_execute;")) through += w }
+       END { printf "%d %d\n", all, through }' "$1"
+}
+
+: > "$tmp/shares"
+bad_all=0
+for ((i = 1; i <= RUNS; i++)); do
+  "$DL" record -o "$tmp/d.data" -- "$PY" examples/cnn_train.py "$STEPS" --threads "$THREADS" \
+    >"$tmp/out" 2>"$tmp/err" || { echo "run $i: the recording failed:" >&2; tail -3 "$tmp/err" >&2; exit 1; }
+  "$DL" report -i "$tmp/d.data" --folded -o "$tmp/all.folded" 2>/dev/null
+  "$DL" report -i "$tmp/d.data" --folded --complete -o "$tmp/complete.folded" 2>/dev/null
+  read -r all _ < <(jitleaf "$tmp/all.folded")
+  read -r _ ok < <(jitleaf "$tmp/complete.folded")
+  bad=$(awk '{ split($0, f, ";"); o = f[2]; sub(/ [0-9]+$/, "", o)
+               if (o !~ /^(_start|clone3|__clone3|clone|__clone|_dl_start_user)$/) n += $NF }
+             END { print n + 0 }' "$tmp/complete.folded")
+  bad_all=$((bad_all + bad))
+  share=$(awk -v a="$all" -v o="$ok" 'BEGIN { printf "%.2f", a ? 100 * o / a : 0 }')
+  echo "$share" >> "$tmp/shares"
+  printf 'run %2d: %5d JIT-leaf samples, %6s%% through dnnl_primitive_execute to a thread entry; %d complete stacks not at a thread entry\n' \
+    "$i" "$all" "$share" "$bad"
+done
+sort -g "$tmp/shares" | awk -v runs="$RUNS" -v bad="$bad_all" -v t="$THREADS" -v b="$BUILD" \
+  '{ a[NR] = $1 } END { printf "%d runs (%s, --threads %s): worst %.2f%%, median %.2f%%; complete stacks not at a thread entry: %d\n", runs, b, t, a[1], (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), bad }'
