@@ -6,7 +6,7 @@
 #     and the share of them, by weight, that pass through
 #     dnnl_primitive_execute in a stack unwound whole (report --complete);
 #   - stacks counted complete whose outermost frame is not a thread entry
-#     (_start, clone3, clone, ld.so's _dl_start_user): must be none.
+#     (_start, clone3, clone, ld.so's entry code): must be none.
 # Then the worst and the median share over the runs.
 #
 #   bench/jitstacks.sh                       # RUNS=20, STEPS=30, THREADS=1
@@ -33,6 +33,7 @@ jitleaf() {
        END { printf "%d %d\n", all, through }' "$1"
 }
 
+LDENTRY=$(( $(readelf -h /lib64/ld-linux-x86-64.so.2 | awk '/Entry point/ { print $4 }') ))
 : > "$tmp/shares"
 bad_all=0
 for ((i = 1; i <= RUNS; i++)); do
@@ -42,9 +43,17 @@ for ((i = 1; i <= RUNS; i++)); do
   "$DL" report -i "$tmp/d.data" --folded --complete -o "$tmp/complete.folded" 2>/dev/null
   read -r all _ < <(jitleaf "$tmp/all.folded")
   read -r _ ok < <(jitleaf "$tmp/complete.folded")
-  bad=$(awk '{ split($0, f, ";"); o = f[2]; sub(/ [0-9]+$/, "", o)
-               if (o !~ /^(_start|clone3|__clone3|clone|__clone|_dl_start_user)$/) n += $NF }
-             END { print n + 0 }' "$tmp/complete.folded")
+  bad=$(awk -v ldentry="$LDENTRY" '
+         { split($0, f, ";"); o = f[2]; sub(/ [0-9]+$/, "", o)
+           if (o ~ /^(_start|clone3|__clone3|clone|__clone|_dl_start_user)$/) next
+           # the dynamic loader entry code (a process first frame, before libc)
+           if (match(o, /ld-linux-x86-64\.so\.2\+0x[0-9a-f]+/)) {
+             h = substr(o, RSTART + 23, RLENGTH - 23); a = 0
+             for (i = 1; i <= length(h); i++) a = a * 16 + index("0123456789abcdef", substr(h, i, 1)) - 1
+             if (a >= ldentry && a < ldentry + 64) next
+           }
+           n += $NF }
+         END { print n + 0 }' "$tmp/complete.folded")
   bad_all=$((bad_all + bad))
   share=$(awk -v a="$all" -v o="$ok" 'BEGIN { printf "%.2f", a ? 100 * o / a : 0 }')
   echo "$share" >> "$tmp/shares"
