@@ -218,7 +218,8 @@ static uint64_t trampoline_of(struct calls *cl, uint32_t pid)
 
 bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sample *out)
 {
-	struct call_stack *cs = stack_of(cl, s->tid, false);
+	/* every sample comes here: no look-up while no call is open anywhere */
+	struct call_stack *cs = cl->threads.len ? stack_of(cl, s->tid, false) : NULL;
 	uint64_t sp, tramp = 0, w;
 	bool copied = false;
 
@@ -246,7 +247,6 @@ bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sam
 			copied = true;
 		}
 		memcpy(cl->copy + (c->sp - sp), &c->ra, 8);
-		cl->st->calls_returns_put_back++;
 	}
 	return copied;
 }

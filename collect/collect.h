@@ -47,7 +47,6 @@ struct collect_python_stats {
 	uint64_t delay_sum_ns, delay_max_ns; /* from each sample to its read */
 	/* newest frames checked against the sampled registers, and found to have changed */
 	uint64_t leaf_checks, leaf_mismatches;
-	uint64_t not_evals; /* frames taken for eval calls by their slot, proved native */
 	uint64_t failed_processes; /* Python processes whose frames cannot be read */
 	uint32_t failed_pid; /* the first of them: its pid, why (negative errno), which version */
 	int failed_err;
@@ -79,7 +78,6 @@ struct collect_stats {
 	struct collect_python_stats py;
 	/* probed calls: stored, entries seen, never returned, records that paired nothing */
 	uint64_t calls, call_entries, calls_unfinished, calls_unpaired;
-	uint64_t calls_returns_put_back; /* return probes' trampolines replaced in stack copies */
 	uint64_t fault_samples, fault_pages; /* page-fault samples, and the faults they stand for */
 	/* JIT samples unwound again later, and of them those whose caller was then recovered */
 	uint64_t deferred, deferred_recovered;

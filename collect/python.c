@@ -469,7 +469,7 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 				      .size = s->stack_size };
 	struct py_pending *pp = take(py, s);
 	uint64_t cfas[PY_MAX_EVALS], pcs[COLLECT_MAX_DEPTH], fcfa[COLLECT_MAX_DEPTH];
-	bool is_eval[COLLECT_MAX_DEPTH], guessed[PY_MAX_EVALS];
+	bool is_eval[COLLECT_MAX_DEPTH], by_slot[COLLECT_MAX_DEPTH], guessed[PY_MAX_EVALS];
 	struct py_group groups[PY_MAX_EVALS];
 	size_t n = 0, g = 0;
 	bool changed = false, unread = false;
@@ -480,12 +480,12 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 		pcs[i] = i ? ips[i] - 1 : ips[i];
 		fcfa[i] = i + 1 < k ? sps[i + 1] : 0;
 	}
-	pyreader__find_evals(py->r, (pid_t)s->pid, pcs, fcfa, (size_t)k, &copy, is_eval);
+	pyreader__find_evals(py->r, (pid_t)s->pid, pcs, fcfa, (size_t)k, &copy, is_eval, by_slot);
 	for (int i = 0; i < k; i++) {
 		if (is_eval[i] && n == PY_MAX_EVALS)
 			is_eval[i] = false;
 		if (is_eval[i]) {
-			guessed[n] = !pyreader__is_eval(py->r, (pid_t)s->pid, pcs[i]);
+			guessed[n] = by_slot[i];
 			cfas[n++] = fcfa[i];
 		}
 	}
@@ -516,7 +516,6 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 		}
 		gr = &groups[g++];
 		if (gr->state == PY_GROUP_NOT_EVAL) {
-			py->st->not_evals++;
 			err = frames_push_addr(fr, s->pid, ips[i], false, i > 0);
 			continue;
 		}

@@ -100,13 +100,14 @@ bool pyreader__is_eval(const struct pyreader *r, pid_t pid, uint64_t ip);
  * _PyEval_EvalFrameDefault or one of its parts the compiler put apart
  * (found at probe), or, elsewhere (a part not found), when its slot in the
  * copy holds an eval call's record (3.11/3.12: a _PyCFrame linked to the
- * next older eval call's; 3.13 on: the entry frame). Fills is_eval[0..k);
- * returns how many are.
+ * next older eval call's; 3.13 on: the entry frame). Fills is_eval[0..k)
+ * and, unless NULL, by_slot[0..k): found by its slot alone, outside the
+ * eval code (pyreader__match's guessed); returns how many are.
  */
 struct py_stack_copy;
 size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 			    const uint64_t *cfas, size_t k, const struct py_stack_copy *copy,
-			    bool *is_eval);
+			    bool *is_eval, bool *by_slot);
 
 /* One Python frame (_PyInterpreterFrame) as read from the process. */
 struct py_frame {

@@ -976,12 +976,14 @@ static bool leaf_agrees(struct pyreader *r, struct proc *p, const struct py_stac
 
 size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 			    const uint64_t *cfas, size_t k, const struct py_stack_copy *copy,
-			    bool *is_eval)
+			    bool *is_eval, bool *by_slot)
 {
 	struct proc *p = proc_get(r, pid);
 	uint64_t older = 0, prev = 0;
 	size_t n = 0;
 
+	for (size_t i = 0; by_slot && i < k; i++)
+		by_slot[i] = false;
 	if (!p || p->state != 1 || !pcs || !cfas || !is_eval) {
 		for (size_t i = 0; is_eval && i < k; i++)
 			is_eval[i] = false;
@@ -1016,6 +1018,8 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 			continue;
 		}
 		is_eval[i] = true;
+		if (by_slot)
+			by_slot[i] = true;
 		older = cfas[i];
 		n++;
 		r->st.cold_evals++;
@@ -1036,6 +1040,8 @@ size_t pyreader__find_evals(struct pyreader *r, pid_t pid, const uint64_t *pcs,
 			continue;
 		if (have && !in_eval(p, pcs[i]) && expect != cfas[i] - p->slot) {
 			is_eval[i] = false;
+			if (by_slot)
+				by_slot[i] = false;
 			n--;
 			r->st.cold_evals--;
 			continue;
