@@ -704,42 +704,32 @@ int probes_resolve_collectives(struct probe_set *ps, bool quiet)
 {
 	struct coll_find f = { 0 };
 	char *lib = probes_find_library(OPS_LIBRARY);
-	int err, ret = EXIT_OK;
+	int err = lib ? symbolizer__functions_prefixed(lib, "_ZN4c10d16ProcessGroupGloo",
+						       coll_found, &f)
+		      : -ENOENT;
+	size_t missing = NR_COLL;
+	int ret = EXIT_OK;
 
-	if (quiet) {
-		/* the default's: both found, or nothing added and nothing said */
-		bool all = lib && !symbolizer__functions_prefixed(lib, "_ZN4c10d16ProcessGroupGloo",
-								  coll_found, &f);
-
-		for (size_t i = 0; i < NR_COLL; i++)
-			all = all && f.name[i];
-		for (size_t i = 0; i < NR_COLL && all && ret == EXIT_OK; i++)
-			ret = set_add(ps, "--probe-collectives", lib, f.name[i], f.off[i], false)
-				      ? EXIT_BAD
-				      : EXIT_OK;
-		for (size_t i = 0; i < NR_COLL; i++)
-			free(f.name[i]);
-		free(lib);
-		return ret == EXIT_OK && all ? EXIT_OK : -1;
-	}
-	if (!lib) {
+	for (size_t i = NR_COLL; i-- > 0;)
+		if (!f.name[i])
+			missing = i;
+	/* the default's: both, with room for both, or nothing added and nothing said */
+	if (quiet && (err || missing < NR_COLL || ps->n + NR_COLL > SAMPLER_MAX_PROBES))
+		ret = -1;
+	else if (!lib) {
 		error("--probe-collectives: no %s in the library directories "
 		      "(/usr/lib/x86_64-linux-gnu, ...): is PyTorch installed? (Debian: python3-torch)",
 		      OPS_LIBRARY);
-		return EXIT_USAGE;
-	}
-	err = symbolizer__functions_prefixed(lib, "_ZN4c10d16ProcessGroupGloo", coll_found, &f);
-	if (err) {
+		ret = EXIT_USAGE;
+	} else if (err) {
 		error("--probe-collectives: cannot read %s: %s", lib, strerror(-err));
 		ret = EXIT_BAD;
+	} else if (missing < NR_COLL) {
+		error("--probe-collectives: %s has no %s...: a PyTorch built without gloo?", lib,
+		      coll_mangled[missing]);
+		ret = EXIT_USAGE;
 	}
 	for (size_t i = 0; i < NR_COLL && ret == EXIT_OK; i++) {
-		if (!f.name[i]) {
-			error("--probe-collectives: %s has no %s...: a PyTorch built without gloo?",
-			      lib, coll_mangled[i]);
-			ret = EXIT_USAGE;
-			break;
-		}
 		/* libtorch is dlopen'ed by torch's Python module: not loaded is no mistake here */
 		err = set_add(ps, "--probe-collectives", lib, f.name[i], f.off[i], false);
 		if (err == -ENOSPC)
