@@ -161,20 +161,37 @@ ParameterizedTestParameters(python, split_bpf)
 	return all_pythons();
 }
 
-ParameterizedTest(struct python *py, python, split_bpf)
+/* split.py under --python-frames=bpf; busy: every CPU kept busy by another process meanwhile */
+static void split_bpf_case(const struct python *py, const char *secs, bool busy)
 {
-	char *script = fixture("split.py"), *out;
-	const char *cmd[] = { interpreter(py->path), script, "4", NULL };
-	char *data = record_with("--python-frames=bpf", cmd, &out),
-	     *f = folded(data, "split.folded", NULL, NULL);
+	char *script = fixture("split.py"), *out, *data, *f;
+	const char *cmd[] = { interpreter(py->path), script, secs, NULL };
+	const char *spin[] = { "/bin/sh", "-c", "while :; do :; done", NULL };
+	long ncpu = busy ? sysconf(_SC_NPROCESSORS_ONLN) : 0;
+	pid_t spinners[64];
+	size_t nb = 0;
 
-	cr_log_info("%s (3.%u)", py->path, py->minor);
+	cr_assert_geq(ncpu, busy ? 1 : 0);
+	for (; nb < (size_t)ncpu && nb < 64; nb++)
+		spinners[nb] = run_bg(dir, spin);
+	data = record_with("--python-frames=bpf", cmd, &out);
+	for (size_t i = 0; i < nb; i++) {
+		kill(spinners[i], SIGKILL);
+		waitpid(spinners[i], NULL, 0);
+	}
+	f = folded(data, "split.folded", NULL, NULL);
+	cr_log_info("%s (3.%u), %zu busy processes", py->path, py->minor, nb);
 	judge("split-exact", f, out);
 	assert_ends_agree(data, NULL, false);
 	free(script);
 	free(out);
 	free(data);
 	free(f);
+}
+
+ParameterizedTest(struct python *py, python, split_bpf)
+{
+	split_bpf_case(py, "4", false);
 }
 
 /*
@@ -189,29 +206,7 @@ ParameterizedTestParameters(python, split_bpf_busy)
 
 ParameterizedTest(struct python *py, python, split_bpf_busy)
 {
-	char *script = fixture("split.py"), *out, *data, *f;
-	const char *cmd[] = { interpreter(py->path), script, "3", NULL };
-	const char *spin[] = { "/bin/sh", "-c", "while :; do :; done", NULL };
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	pid_t busy[64];
-	size_t nb = 0;
-
-	cr_assert_gt(ncpu, 0);
-	for (; nb < (size_t)ncpu && nb < 64; nb++)
-		busy[nb] = run_bg(dir, spin);
-	data = record_with("--python-frames=bpf", cmd, &out);
-	for (size_t i = 0; i < nb; i++) {
-		kill(busy[i], SIGKILL);
-		waitpid(busy[i], NULL, 0);
-	}
-	f = folded(data, "split.folded", NULL, NULL);
-	cr_log_info("%s (3.%u), %zu busy processes", py->path, py->minor, nb);
-	judge("split-exact", f, out);
-	assert_ends_agree(data, NULL, false);
-	free(script);
-	free(out);
-	free(data);
-	free(f);
+	split_bpf_case(py, "3", true);
 }
 
 /*
@@ -569,6 +564,26 @@ ParameterizedTest(struct python *py, python, attach_never_stops_the_target)
 }
 
 /*
+ * The weight of folded file f, logged as `what`, and of it the samples
+ * under each Python placeholder; at least one sample.
+ */
+static unsigned long placeholders(const char *f, const char *what, unsigned long *unread,
+				  unsigned long *changed)
+{
+	char *txt = read_text(f);
+	unsigned long total = 0, t2 = 0;
+
+	*unread = count_frame(txt, "[python frames not read]", &total);
+	*changed = count_frame(txt, "[python frames changed before read]", &t2);
+	cr_log_info("%s: %lu, %lu of them under [python frames not read], %lu under [python "
+		    "frames changed before read]",
+		    what, total, *unread, *changed);
+	cr_assert_gt(total, 0, "no %s", what);
+	free(txt);
+	return total;
+}
+
+/*
  * Debian's python3-torch: compute kernels sit under the training step,
  * convolution forward kernels under the module's forward, backward ones
  * under backward; oneDNN's JIT kernel names stay.
@@ -600,21 +615,13 @@ Test(python, cnn_trainer, .timeout = 600)
 	 * placeholder; CPython 3.11 had 0.7%.
 	 */
 	{
-		char *txt = read_text(f);
-		unsigned long total = 0, t2 = 0,
-			      unread = count_frame(txt, "[python frames not read]", &total),
-			      changed =
-				      count_frame(txt, "[python frames changed before read]", &t2);
+		unsigned long unread, changed,
+			total = placeholders(f, "on-CPU samples", &unread, &changed);
 
-		cr_log_info("on-CPU samples: %lu, %lu of them under [python frames not read], "
-			    "%lu under [python frames changed before read]",
-			    total, unread, changed);
-		cr_assert_gt(total, 0, "no samples");
 		cr_assert_leq((unread + changed) * 200, total,
 			      "%lu of %lu samples have a Python placeholder (%lu not read, %lu "
 			      "changed): over 0.5%%",
 			      unread + changed, total, unread, changed);
-		free(txt);
 	}
 	free(f);
 	/*
@@ -625,21 +632,13 @@ Test(python, cnn_trainer, .timeout = 600)
 	 */
 	f = folded(data, "faults.folded", "--faults", NULL);
 	{
-		char *txt = read_text(f);
-		unsigned long total = 0, t2 = 0,
-			      unread = count_frame(txt, "[python frames not read]", &total),
-			      changed =
-				      count_frame(txt, "[python frames changed before read]", &t2);
+		unsigned long unread, changed,
+			total = placeholders(f, "page faults", &unread, &changed);
 
-		cr_log_info("page faults: %lu, %lu of them under [python frames not read], %lu "
-			    "under [python frames changed before read]",
-			    total, unread, changed);
-		cr_assert_gt(total, 0, "no page-fault samples");
 		/* copied at the sample as the on-CPU ones: under 1% either way */
 		cr_assert_lt((unread + changed) * 100, total,
 			     "%lu of %lu faults' Python frames not read, %lu changed", unread,
 			     total, changed);
-		free(txt);
 	}
 	free(script);
 	free(out);

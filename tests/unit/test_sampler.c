@@ -2006,7 +2006,8 @@ static void *sleeper(void *arg)
 }
 
 /* In a forked child: one thread asleep in read(), the main thread spinning. */
-static volatile uint64_t spins; /* what the spinning thread counts (kept: gcc 16 calls a local unused) */
+static volatile uint64_t
+	spins; /* what the spinning thread counts (kept: gcc 16 calls a local unused) */
 
 static void __attribute__((noreturn)) sleep_and_spin(int fd)
 {
