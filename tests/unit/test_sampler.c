@@ -1798,15 +1798,47 @@ Test(dwarf, samples_carry_user_regs_and_stack, .timeout = 60)
 }
 
 /*
- * The recording's thread far behind (here: it reads nothing for 3 s): past
- * three quarters of the buffer, samples are kept without their stack
+ * CPU time process pid has used (user and system, in clock ticks), or -1
+ * once it has exited (a zombie) or is gone; the test waits on it.
+ */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024], *p, state;
+	unsigned long ut, st;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	/* state, then 10 fields, then utime and stime */
+	if (!p ||
+	    sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %lu %lu", &state, &ut,
+		   &st) != 3 ||
+	    state == 'Z')
+		return -1;
+	return (long)(ut + st);
+}
+
+/*
+ * The recording's thread far behind (here: it reads nothing until the
+ * shell has run a second of CPU time, four buffers' worth of samples):
+ * past three quarters of the buffer, samples are kept without their stack
  * copies, and none is lost. The shell's environment (48 KiB) lies above
  * its stack pointer: every sample's copy is a full 32 KiB, 8 MiB in a
- * quarter of a second at 999 Hz.
+ * quarter of a second at 999 Hz. Waiting on the shell's CPU time, not on
+ * the clock, keeps the premise on a machine too busy to run it.
  */
-Test(dwarf, far_behind_keeps_samples_without_stacks, .timeout = 60)
+Test(dwarf, far_behind_keeps_samples_without_stacks, .timeout = 120)
 {
-	char *argv[] = { "/bin/sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done",
+	char *argv[] = { "/bin/sh", "-c", "i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done",
 			 NULL };
 	static char big[48 * 1024];
 	char *envp[] = { big, NULL };
@@ -1823,7 +1855,11 @@ Test(dwarf, far_behind_keeps_samples_without_stacks, .timeout = 60)
 	err = sampler__launch(s, argv, envp, &pid);
 	cr_assert_eq(err, 0, "launch: %s", sampler__open_strerror(err, msg, sizeof(msg)));
 	cr_assert_eq(sampler__start(s), 0);
-	sleep(3);
+	for (long t; (t = cpu_ticks(pid)) >= 0 && t < sysconf(_SC_CLK_TCK);)
+		usleep(20000);
+	cr_assert_geq(cpu_ticks(pid), 0,
+		      "the shell ended before it had run a second: the test's "
+		      "premise");
 	run_until_exit(s, pid, &d);
 	cr_log_info("far behind: %llu samples, %llu with a stack (max %llu bytes), %llu without "
 		    "(dropped: %llu), lost %llu",
