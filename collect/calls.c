@@ -26,6 +26,7 @@
 struct open_call {
 	uint64_t time, sp;
 	uint64_t ra; /* the return address at sp when the call was entered, 0 if not copied */
+	uint64_t ip; /* where it was entered: the probed instruction */
 	uint32_t probe, stack, thread;
 };
 
@@ -138,6 +139,9 @@ int calls_entry(struct calls *cl, const struct rec_sample *s, uint32_t probe)
 	cs->v[cs->n++] = (struct open_call){ .time = s->time,
 					     .sp = sp,
 					     .ra = ra,
+					     .ip = s->uregs.mask >> PERF_REG_X86_IP & 1
+							   ? s->uregs.regs[PERF_REG_X86_IP]
+							   : s->ip,
 					     .probe = probe,
 					     .stack = (uint32_t)stack,
 					     .thread = (uint32_t)thread };
@@ -184,19 +188,30 @@ int calls_return(struct calls *cl, const struct rec_sample *s, uint32_t probe)
 	return profile__add_sample(cl->prof, &smp);
 }
 
+/* A process without a [uprobes] page is looked at again after this long. */
+#define CALLS_TRAMP_RECHECK_NS 10000000ull
+
 /*
  * Where pid's return probes return through: the start of its [uprobes]
  * mapping (the trampoline is its first slot), 0 when it has none yet (the
- * kernel maps it at the first probe hit). Read from /proc once found.
+ * kernel maps it at the first probe hit, and not at all while it emulates
+ * the probed instructions). Read from /proc once found; while not found,
+ * at most every CALLS_TRAMP_RECHECK_NS of the samples' time (an odd value
+ * in tramps: when it was last not found).
  */
-static uint64_t trampoline_of(struct calls *cl, uint32_t pid)
+static uint64_t trampoline_of(struct calls *cl, uint32_t pid, uint64_t now)
 {
 	char path[64], line[512];
 	uint64_t v = 0, lo;
 	FILE *f;
 
-	if (u64map_get(&cl->tramps, pid, &v) && v)
-		return v;
+	if (u64map_get(&cl->tramps, pid, &v) && v) {
+		if (!(v & 1))
+			return v;
+		if (now < (v & ~1ull) + CALLS_TRAMP_RECHECK_NS)
+			return 0;
+		v = 0;
+	}
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
 	f = fopen(path, "re");
 	if (!f)
@@ -211,20 +226,75 @@ static uint64_t trampoline_of(struct calls *cl, uint32_t pid)
 		}
 	}
 	fclose(f);
-	if (v && u64map_put(&cl->tramps, pid, v))
+	if (u64map_put(&cl->tramps, pid, v ? v : now | 1) || (v & 1))
 		return 0;
 	return v;
+}
+
+/*
+ * A sample taken while the thread's user ip is in its [uprobes] page (at
+ * tramp): the kernel steps a probed instruction there, out of line, or the
+ * thread returns through the trampoline. Neither is code any unwinder
+ * knows. Which one, and where the thread really is, follows from its
+ * newest open call c, whose entry sample saw the probed instruction's
+ * address and the return address:
+ * - sp just above c's return address: the call has returned into the
+ *   trampoline, which has not run yet; the thread is at that address.
+ * - sp at c's return address, or a word below it (the stepped instruction
+ *   was a push), and the return address's slot holds the trampoline or
+ *   the return address itself: the probed instruction is being stepped,
+ *   and the thread is at c's entry, its other registers untouched (a push
+ *   or a stack adjustment changes none).
+ * - sp a few words below, the slot overwritten: the trampoline has pushed
+ *   the registers its system call keeps (kernels since 6.11 return
+ *   through the uretprobe system call); the thread is at the return
+ *   address, sp just above it.
+ * Anything else is left as it is. Returns the offset in the copy where
+ * the thread's stack starts (sp there), with *ip set; -1 when left.
+ */
+/* At most this many bytes pushed by a return trampoline (its saved registers). */
+#define CALLS_TRAMP_PUSHED 32
+
+static int out_of_line(const struct open_call *c, const struct rec_sample *s, uint64_t sp,
+		       uint64_t tramp, uint64_t *ip)
+{
+	uint64_t d, w;
+
+	if (!c->ra)
+		return -1;
+	if (sp == c->sp + 8) {
+		*ip = c->ra;
+		return 0;
+	}
+	if (sp > c->sp || (d = c->sp - sp) > CALLS_TRAMP_PUSHED || !c->ip || s->stack_size < d + 16)
+		return -1;
+	memcpy(&w, s->stack + d, 8);
+	if (w != tramp && w != c->ra) {
+		*ip = c->ra;
+		return (int)d + 8;
+	}
+	if (d > 8)
+		return -1;
+	*ip = c->ip;
+	return (int)d;
 }
 
 bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sample *out)
 {
 	/* every sample comes here: no look-up while no call is open anywhere */
 	struct call_stack *cs = cl->threads.len ? stack_of(cl, s->tid, false) : NULL;
-	uint64_t sp, tramp = 0, w;
+	uint64_t sp, tramp = 0, w, uip, page = 4096;
 	bool copied = false;
+	int shift = -1;
 
 	if (!cs || !cs->n || s->stack_size < 8 || !sample_sp(s, &sp))
 		return false;
+	if (s->uregs.mask >> PERF_REG_X86_IP & 1) {
+		uip = s->uregs.regs[PERF_REG_X86_IP];
+		if ((tramp = trampoline_of(cl, s->pid, s->time)) && uip >= tramp &&
+		    uip - tramp < page)
+			shift = out_of_line(&cs->v[cs->n - 1], s, sp, tramp, &uip);
+	}
 	for (size_t i = 0; i < cs->n; i++) {
 		const struct open_call *c = &cs->v[i];
 
@@ -234,7 +304,7 @@ bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sam
 		memcpy(&w, s->stack + (c->sp - sp), 8);
 		if (w == c->ra)
 			continue; /* an entry probe alone, or no trampoline there */
-		if (!tramp && !(tramp = trampoline_of(cl, s->pid)))
+		if (!tramp && !(tramp = trampoline_of(cl, s->pid, s->time)))
 			return false;
 		if (w != tramp)
 			continue; /* the call's frame is gone (longjmp): left as it is */
@@ -248,6 +318,18 @@ bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sam
 		}
 		memcpy(cl->copy + (c->sp - sp), &c->ra, 8);
 	}
+	if (shift < 0)
+		return copied;
+	if (!copied) {
+		*out = *s;
+		copied = true;
+	}
+	out->uregs.regs[PERF_REG_X86_IP] = uip;
+	if (s->user)
+		out->ip = uip;
+	out->uregs.regs[PERF_REG_X86_SP] = sp + (uint64_t)shift;
+	out->stack += shift;
+	out->stack_size -= (uint64_t)shift;
 	return copied;
 }
 
