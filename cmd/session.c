@@ -134,6 +134,8 @@ int session__open(struct session *ss, const struct sampler_opts *so, enum sessio
 			bo = *so;
 			bo.bpf = true;
 			bo.bpf_fd = pybpf__prog_fd(ss->bpf);
+			bo.bpf_probe_fd = pybpf__probe_prog_fd(ss->bpf);
+			bo.bpf_probes = bo.bpf_probe_fd >= 0;
 			so = &bo;
 		}
 		ss->bpf_auto = python == SESSION_PY_AUTO;
@@ -849,6 +851,11 @@ void session__warnings(struct session *ss)
 				"the BPF ring buffer full; their samples show [python frames not read]",
 				(unsigned long long)bs.dropped,
 				(unsigned long long)(bs.dropped + bs.records));
+		/* probes' entries it left: their frames were read after the sample */
+		if (bs.busy)
+			info("%llu probed calls' Python frames were read after their sample: every "
+			     "one of the BPF program's slots on their CPU was taken",
+			     (unsigned long long)bs.busy);
 		/* what the program cost the trainer's CPUs, where the kernel counted it */
 		if (bs.runs)
 			info("the BPF program that copies Python frames ran %llu times, %.1f us "

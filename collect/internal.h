@@ -76,6 +76,7 @@ int frames_name_deferred(struct frames *fr);
 
 struct py_proc;
 struct py_stacks {
+	size_t queued; /* bytes of pybpf/'s records waiting in the queues */
 	/*
 	 * py_early runs on the sampler's early thread, the rest on the
 	 * recording's: everything of it is used under this lock.
@@ -109,6 +110,7 @@ struct py_stacks {
 struct py_queue {
 	struct py_pending **items;
 	size_t head, n, cap; /* items[head .. n) wait */
+	uint64_t last_entry; /* the time of the thread's last probe entry sample taken */
 };
 
 int py_init(struct py_stacks **out, struct collect_python_stats *st);

@@ -51,15 +51,31 @@ struct py_proc {
  * between two samples of a thread at the default rate.
  */
 #define PY_BPF_JOIN_NS 1000000ull
-/* Records waiting per thread: beyond this, the oldest go (their samples were lost). */
-#define PY_BPF_QUEUE_MAX 4096
+/*
+ * A probe's entry: the program runs in the uprobe's handler before the
+ * sample is written, and the thread may be preempted in between (tens of
+ * milliseconds on a busy machine). Its record joins the entry sample of its
+ * thread with the same ip and sp up to this long after it: the newest one
+ * since the thread's previous entry sample (an older one is an earlier
+ * call's, whose sample came before).
+ */
+#define PY_BPF_PROBE_NS 1000000000ull
+/*
+ * Records waiting for their samples, in bytes, all threads together: beyond
+ * this, the oldest of the thread whose record comes go (counted unjoined).
+ * Records wait as long as the recording is behind its rings (a second at
+ * 25,000 probed calls a second is 5 MiB of three-frame records).
+ */
+#define PY_BPF_QUEUE_BYTES (64u << 20)
 
 /* A snapshot kept for its sample: only the frames read. */
 struct py_pending {
 	uint64_t time;
 	uint64_t ip; /* pybpf/'s records: the sampled ip, to join its sample */
 	uint64_t usp; /* ... and the user SP at a sample of user code (0: kernel code) */
+	bool probe; /* ... taken at a probe's entry, before its sample */
 	uint32_t tid;
+	uint32_t bytes; /* its allocation, counted in py->queued while it waits in a queue */
 	struct py_snapshot snap; /* frames[snap.n] allocated */
 };
 
@@ -248,6 +264,7 @@ static int store_bpf(void *ctx, const struct pybpf_sample *b)
 	pp->time = b->time;
 	pp->ip = b->ip;
 	pp->usp = b->usp;
+	pp->probe = b->probe;
 	pp->tid = (uint32_t)b->tid;
 	pp->snap.tstate = b->tstate;
 	pp->snap.cframe = b->cframe;
@@ -262,7 +279,9 @@ static int store_bpf(void *ctx, const struct pybpf_sample *b)
 	 */
 	if (pyreader__resolve(py->r, b->pid, &pp->snap) > 0)
 		py->st->bpf_unnamed++;
-	if (q->n - q->head >= PY_BPF_QUEUE_MAX) {
+	pp->bytes = (uint32_t)size;
+	while (q->n > q->head && py->queued + size > PY_BPF_QUEUE_BYTES) {
+		py->queued -= q->items[q->head]->bytes;
 		free(q->items[q->head++]);
 		py->st->bpf_unjoined++;
 	}
@@ -276,6 +295,7 @@ static int store_bpf(void *ctx, const struct pybpf_sample *b)
 		return 0;
 	}
 	q->items[q->n++] = pp;
+	py->queued += size;
 	return 0;
 }
 
@@ -292,26 +312,40 @@ static uint64_t absdiff(uint64_t a, uint64_t b)
 	return a > b ? a - b : b - a;
 }
 
-/* The record of sample s, now the caller's; NULL if none. */
-static struct py_pending *take_bpf(struct py_stacks *py, const struct rec_sample *s)
+/* A probe's entry, where the program may have run too (pybpf__probe_prog_fd). */
+static bool probe_entry(const struct rec_sample *s)
 {
-	struct py_queue *q;
-	struct py_pending *pp;
+	return EV_IS_PROBE(s->event) && !EV_PROBE_IS_RETURN(s->event);
+}
 
-	drain_bpf(py);
-	q = queue_of(py, s->tid, false);
-	if (!q)
-		return NULL;
-	/* records older than this sample's join window: their samples never came */
-	while (q->head < q->n && q->items[q->head]->time + PY_BPF_JOIN_NS < s->time) {
-		free(q->items[q->head++]);
-		py->st->bpf_unjoined++;
-	}
+/* Whether record pp may be the program's at sample s (a probe's entry or not). */
+static bool joins(const struct py_queue *q, const struct py_pending *pp, const struct rec_sample *s,
+		  bool entry)
+{
+	if (pp->probe != entry || pp->ip != s->ip)
+		return false;
+	/* both clocks are CLOCK_MONOTONIC: the record is never later than its sample */
+	if (entry)
+		return pp->time <= s->time && pp->time + PY_BPF_PROBE_NS >= s->time &&
+		       pp->time > q->last_entry;
+	return absdiff(pp->time, s->time) <= PY_BPF_JOIN_NS;
+}
+
+/*
+ * Where in q the record of sample s is; q->n if it is not there. A probe's
+ * entry takes the newest that joins: an older one's sample was lost.
+ */
+static size_t find_bpf(const struct py_queue *q, const struct rec_sample *s)
+{
+	bool entry = probe_entry(s);
+	size_t found = q->n;
+
 	for (size_t k = q->head; k < q->n; k++) {
-		pp = q->items[k];
+		const struct py_pending *pp = q->items[k];
+
 		if (pp->time > s->time + PY_BPF_JOIN_NS)
 			break;
-		if (pp->ip != s->ip || absdiff(pp->time, s->time) > PY_BPF_JOIN_NS)
+		if (!joins(q, pp, s, entry))
 			continue;
 		/*
 		 * In user code the SP must agree too: samples of one thread in
@@ -322,12 +356,59 @@ static struct py_pending *take_bpf(struct py_stacks *py, const struct rec_sample
 		if (pp->usp && (!(s->uregs.mask >> PERF_REG_X86_SP & 1) ||
 				s->uregs.regs[PERF_REG_X86_SP] != pp->usp))
 			continue;
-		memmove(q->items + k, q->items + k + 1, (q->n - k - 1) * sizeof(*q->items));
-		q->n--;
-		py->st->bpf_joined++;
-		return pp;
+		found = k;
+		if (!entry)
+			break;
 	}
-	return NULL;
+	return found;
+}
+
+/* The record of sample s, now the caller's; NULL if none. */
+static struct py_pending *take_bpf(struct py_stacks *py, const struct rec_sample *s)
+{
+	struct py_queue *q;
+	struct py_pending *pp;
+	size_t k;
+
+	drain_bpf(py);
+	q = queue_of(py, s->tid, false);
+	if (!q)
+		return NULL;
+	/* records older than any join window of this sample's: their samples never came */
+	while (q->head < q->n &&
+	       q->items[q->head]->time +
+			       (q->items[q->head]->probe ? PY_BPF_PROBE_NS : PY_BPF_JOIN_NS) <
+		       s->time) {
+		py->queued -= q->items[q->head]->bytes;
+		free(q->items[q->head++]);
+		py->st->bpf_unjoined++;
+	}
+	k = find_bpf(q, s);
+	if (probe_entry(s) && s->time > q->last_entry)
+		q->last_entry = s->time;
+	if (k == q->n)
+		return NULL;
+	pp = q->items[k];
+	memmove(q->items + k, q->items + k + 1, (q->n - k - 1) * sizeof(*q->items));
+	q->n--;
+	py->queued -= pp->bytes;
+	py->st->bpf_joined++;
+	return pp;
+}
+
+/*
+ * Whether the program's record of sample s has come. The program runs on a
+ * probe's entry before its sample is written, so the record of a sample
+ * being read is there, unless the kernel did not run it (the program not
+ * attached to that probe) or its ring was full: the frames are read then.
+ */
+static bool has_bpf(struct py_stacks *py, const struct rec_sample *s)
+{
+	struct py_queue *q;
+
+	drain_bpf(py);
+	q = queue_of(py, s->tid, false);
+	return q && find_bpf(q, s) < q->n;
 }
 
 /*
@@ -353,6 +434,8 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 		drain_bpf(py); /* nothing to read: the program copied the frames */
 		return;
 	}
+	if (p->bpf && probe_entry(s) && s->time >= p->bpf_since && has_bpf(py, s))
+		return;
 	if (p->bpf && !ours)
 		py->probe_reads = true;
 	now = monotonic_ns();
@@ -415,8 +498,12 @@ static struct py_pending *take(struct py_stacks *py, const struct rec_sample *s)
 	}
 	if (bpf)
 		py->st->bpf_before++;
-	if (!u64map_get(&py->pending, key, &v))
+	if (!u64map_get(&py->pending, key, &v)) {
+		/* a probe's entry not read: the program copied its frames */
+		if (p && p->bpf && probe_entry(s) && s->time >= p->bpf_since)
+			return take_bpf(py, s);
 		return NULL;
+	}
 	u64map_del(&py->pending, key);
 	pp = (struct py_pending *)(uintptr_t)v;
 	if (pp->tid != s->tid || pp->time != s->time) {

@@ -30,6 +30,12 @@ int pybpf__prog_fd(const struct pybpf *b)
 	return -EOPNOTSUPP;
 }
 
+int pybpf__probe_prog_fd(const struct pybpf *b)
+{
+	(void)b;
+	return -EOPNOTSUPP;
+}
+
 int pybpf__poll_fd(const struct pybpf *b)
 {
 	(void)b;

@@ -19,7 +19,7 @@
 struct pybpf {
 	struct bpf_object *obj;
 	struct ring_buffer *ring;
-	int prog_fd, procs_fd, counters_fd;
+	int prog_fd, probe_fd, procs_fd, counters_fd;
 	struct pybpf_stats st;
 	pybpf_cb cb;
 	void *ctx;
@@ -78,6 +78,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	s->pid = (pid_t)h->pid;
 	s->tid = (pid_t)h->tid;
 	s->status = (enum pybpf_status)h->status;
+	s->probe = h->flags & PYBPF_H_PROBE;
 	s->n = h->n;
 	for (uint32_t i = 0; i < h->n; i++)
 		s->frames[i] = (struct py_frame){
@@ -100,7 +101,7 @@ static int on_record(void *ctx, void *data, size_t size)
 int pybpf__open(struct pybpf **out, size_t ring_bytes)
 {
 	struct pybpf *b;
-	struct bpf_program *prog;
+	struct bpf_program *prog, *probe;
 	struct bpf_map *map;
 	int err;
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "pyframes");
@@ -119,16 +120,41 @@ int pybpf__open(struct pybpf **out, size_t ring_bytes)
 	}
 	map = bpf_object__find_map_by_name(b->obj, "records");
 	prog = bpf_object__find_program_by_name(b->obj, "pyframes");
-	if (!map || !prog) {
+	probe = bpf_object__find_program_by_name(b->obj, "pyframes_probe");
+	if (!map || !prog || !probe) {
 		err = -ENOENT;
 		goto fail;
 	}
 	if (ring_bytes && (err = bpf_map__set_max_entries(map, (uint32_t)ring_bytes)))
 		goto fail;
 	err = bpf_object__load(b->obj);
-	if (err)
-		goto fail;
+	if (err) {
+		/*
+		 * A kernel that refuses the probes' program (a uprobe's type)
+		 * still gets the samples' one: probes' frames are then read
+		 * after their sample, as without BPF.
+		 */
+		bpf_object__close(b->obj);
+		b->obj = bpf_object__open_mem(pyframes_bpf_o, pyframes_bpf_o_len, &opts);
+		if (!b->obj) {
+			err = -errno;
+			goto fail;
+		}
+		map = bpf_object__find_map_by_name(b->obj, "records");
+		prog = bpf_object__find_program_by_name(b->obj, "pyframes");
+		probe = bpf_object__find_program_by_name(b->obj, "pyframes_probe");
+		if (!map || !prog || !probe) {
+			err = -ENOENT;
+			goto fail;
+		}
+		if ((ring_bytes && (err = bpf_map__set_max_entries(map, (uint32_t)ring_bytes))) ||
+		    (err = bpf_program__set_autoload(probe, false)) ||
+		    (err = bpf_object__load(b->obj)))
+			goto fail;
+		probe = NULL;
+	}
 	b->prog_fd = bpf_program__fd(prog);
+	b->probe_fd = probe ? bpf_program__fd(probe) : -EOPNOTSUPP;
 	b->procs_fd = bpf_object__find_map_fd_by_name(b->obj, "procs");
 	b->counters_fd = bpf_object__find_map_fd_by_name(b->obj, "counters");
 	if (b->prog_fd < 0 || b->procs_fd < 0 || b->counters_fd < 0) {
@@ -191,6 +217,11 @@ void pybpf__free(struct pybpf *b)
 int pybpf__prog_fd(const struct pybpf *b)
 {
 	return b ? b->prog_fd : -EINVAL;
+}
+
+int pybpf__probe_prog_fd(const struct pybpf *b)
+{
+	return b ? b->probe_fd : -EINVAL;
 }
 
 int pybpf__poll_fd(const struct pybpf *b)
@@ -342,13 +373,20 @@ int pybpf__stats(struct pybpf *b, struct pybpf_stats *out)
 			out->dropped = sum;
 		else if (k == PYBPF_C_TSTATE_WALKS)
 			out->tstate_walks = sum;
+		else if (k == PYBPF_C_BUSY)
+			out->busy = sum;
 	}
 	free(v);
-	/* the kernel's count of the program's runs and time (kernel.bpf_stats_enabled) */
-	memset(&info, 0, sizeof(info));
-	if (!bpf_obj_get_info_by_fd(b->prog_fd, &info, &len)) {
-		out->runs = info.run_cnt;
-		out->run_ns = info.run_time_ns;
+	/* the kernel's count of the programs' runs and time (kernel.bpf_stats_enabled) */
+	for (int k = 0; k < 2; k++) {
+		int fd = k ? b->probe_fd : b->prog_fd;
+
+		memset(&info, 0, sizeof(info));
+		len = sizeof(info);
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+			continue;
+		out->runs += info.run_cnt;
+		out->run_ns += info.run_time_ns;
 	}
 	return 0;
 }

@@ -57,6 +57,12 @@ const char *pybpf__last_error(void);
 
 /* The program's fd, for PERF_EVENT_IOC_SET_BPF on each sampling event. */
 int pybpf__prog_fd(const struct pybpf *b);
+/*
+ * The same program for probes' entries (a uprobe's type), for
+ * PERF_EVENT_IOC_SET_BPF on each entry uprobe's event; -EOPNOTSUPP when
+ * the kernel refused it (the samples' program was loaded without it).
+ */
+int pybpf__probe_prog_fd(const struct pybpf *b);
 /* An fd that polls readable when records wait (epoll). */
 int pybpf__poll_fd(const struct pybpf *b);
 
@@ -80,6 +86,7 @@ struct pybpf_sample {
 	uint64_t cframe; /* 3.11/3.12: tstate->cframe at the sample, else 0 */
 	pid_t pid, tid;
 	enum pybpf_status status; /* how the walk ended */
+	bool probe; /* taken at a probe's entry, whose sample follows it; else at a sample */
 	/*
 	 * The chain, innermost first, as pyreader__snapshot gives it (stub
 	 * frames included, code_ref 0: pyreader__describe names them).
@@ -102,6 +109,7 @@ struct pybpf_stats {
 	uint64_t records; /* records it wrote */
 	uint64_t dropped; /* records the ring buffer had no room for */
 	uint64_t tstate_walks; /* thread lists walked (a thread state not cached) */
+	uint64_t busy; /* probes' entries without a record: every slot of their CPU was taken */
 	uint64_t received, bad; /* records handed by pybpf__poll; malformed ones skipped */
 	uint64_t by_status[PYBPF_NO_NS + 1]; /* of those handed, how each walk ended */
 	/*

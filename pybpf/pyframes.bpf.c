@@ -4,7 +4,8 @@
  * in the sampled thread's context: copies its CPython frame chain (frame
  * address, code object, last instruction, whether it marks an eval call's
  * start) into a ring buffer, with the thread, the time and the sampled ip
- * to join the record to the sample. Only processes the loader configured
+ * to join the record to the sample; the same at each entry of a probed
+ * function (pyframes_probe). Only processes the loader configured
  * are read; every offset comes from their configuration (python/'s layout
  * of that process), none is written here. Reads of the process's memory
  * that would fault are not done (bpf_probe_read_user fails): the record
@@ -44,12 +45,29 @@ struct scratch {
 	__u8 fb[PYBPF_FRAME_BUF + 8];
 };
 
+/*
+ * Where a record is built: slot 0 for the samples' program, which nothing
+ * of its own interrupts on its CPU (the kernel runs one at a time there);
+ * slots 1.. for the probes' program, which runs preemptible (another
+ * thread's probe may run it on the same CPU meanwhile) and interruptible
+ * (a sample may run the samples' program on top of it). Each run of the
+ * probes' program claims a free slot of its CPU (probe_busy).
+ */
+#define PROBE_SLOTS 4
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 1 + PROBE_SLOTS);
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PROBE_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} probe_busy SEC(".maps");
 
 /* the recorder's PID namespace (struct pybpf_self), set by the loader */
 struct {
@@ -230,8 +248,28 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 	return 0;
 }
 
-SEC("perf_event")
-int pyframes(struct bpf_perf_event_data *ctx)
+/* A free slot of this CPU's for the probes' program, claimed: its index, or -1. */
+static __always_inline int claim(void)
+{
+	for (__u32 i = 0; i < PROBE_SLOTS; i++) {
+		__u32 *busy = bpf_map_lookup_elem(&probe_busy, &i);
+
+		if (busy && __sync_val_compare_and_swap(busy, 0, 1) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+static __always_inline void release(int slot)
+{
+	__u32 i = (__u32)slot, *busy = bpf_map_lookup_elem(&probe_busy, &i);
+
+	if (busy)
+		__sync_lock_test_and_set(busy, 0);
+}
+
+/* The frames of the current thread at ip and sp (user mode) into the ring; 1 always. */
+static __always_inline int copy_frames(__u64 ip, __u64 sp, __u32 flags)
 {
 	__u64 id = bpf_get_current_pid_tgid(), ntid, th = 0, key, *cached, v = 0, frame = 0,
 	      cframe = 0;
@@ -240,7 +278,7 @@ int pyframes(struct bpf_perf_event_data *ctx)
 	const struct pybpf_conf *c;
 	struct walk_ctx w = { 0 };
 	struct scratch *s;
-	int err = 0;
+	int err = 0, slot = -1;
 
 	/* the ids the recorder sees (and its samples carry), in its own namespace */
 	if (me && me->ns_ino) {
@@ -254,20 +292,37 @@ int pyframes(struct bpf_perf_event_data *ctx)
 	c = bpf_map_lookup_elem(&procs, &pid);
 	if (!c)
 		return 1;
-	s = bpf_map_lookup_elem(&scratch, &zero);
-	if (!s)
+	if (flags & PYBPF_H_PROBE) {
+		__u32 k;
+
+		slot = claim();
+		if (slot < 0) {
+			count(PYBPF_C_BUSY);
+			return 1;
+		}
+		k = (__u32)slot + 1;
+		s = bpf_map_lookup_elem(&scratch, &k);
+	} else {
+		s = bpf_map_lookup_elem(&scratch, &zero);
+	}
+	if (!s) {
+		if (slot >= 0)
+			release(slot);
 		return 1;
+	}
 	count(PYBPF_C_SAMPLES);
 	s->h.time = bpf_ktime_get_ns();
-	s->h.ip = ctx->regs.rip;
+	s->h.ip = ip;
 	/* user mode (the low half): the registers are the thread's own */
-	s->h.usp = ctx->regs.rip < 0x800000000000ull ? ctx->regs.rsp : 0;
+	s->h.usp = ip < 0x800000000000ull ? sp : 0;
 	s->h.pid = pid;
 	s->h.tid = (__u32)id;
 	s->h.n = 0;
 	s->h.tstate = 0;
 	s->h.cframe = 0;
 	s->h.status = PYBPF_OK;
+	s->h.flags = flags;
+	s->h.pad = 0;
 	ntid = (__u32)id;
 	if (c->ns_ino) {
 		struct bpf_pidns_info ns = { 0 };
@@ -317,5 +372,30 @@ out:
 		count(PYBPF_C_DROPPED);
 	else
 		count(PYBPF_C_RECORDS);
+	if (slot >= 0)
+		release(slot);
 	return 1;
+}
+
+/* At each sample of the on-CPU, context-switch and page-fault events. */
+SEC("perf_event")
+int pyframes(struct bpf_perf_event_data *ctx)
+{
+	return copy_frames(ctx->regs.rip, ctx->regs.rsp, 0);
+}
+
+/*
+ * At each entry of a probed function (a uprobe's perf event): the thread
+ * stands at the breakpoint, in user mode, and its sample holds the same ip.
+ * A uprobe's event is written only when its program returns non-zero.
+ * Every event of the probe (one per CPU) runs it at every hit: only the
+ * one of this CPU (the cookie the loader gave it), which writes the
+ * sample right after, copies the frames.
+ */
+SEC("uprobe")
+int pyframes_probe(struct pt_regs *ctx)
+{
+	if (bpf_get_attach_cookie(ctx) != bpf_get_smp_processor_id())
+		return 1;
+	return copy_frames(ctx->rip, ctx->rsp, PYBPF_H_PROBE);
 }

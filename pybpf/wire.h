@@ -92,7 +92,12 @@ struct pybpf_head {
 	__u32 pid, tid; /* the host's ids */
 	__u32 n;
 	__u32 status; /* enum pybpf_status */
+	__u32 flags; /* PYBPF_H_* */
+	__u32 pad;
 };
+
+/* pybpf_head.flags: taken at a probe's entry (pyframes_probe), not at a sample */
+#define PYBPF_H_PROBE 1
 
 /* Counters the program keeps, per CPU, summed by the loader. */
 enum pybpf_counter {
@@ -100,6 +105,7 @@ enum pybpf_counter {
 	PYBPF_C_RECORDS, /* records written */
 	PYBPF_C_DROPPED, /* records the ring buffer had no room for */
 	PYBPF_C_TSTATE_WALKS, /* thread lists walked (a thread's state was not cached) */
+	PYBPF_C_BUSY, /* probes' entries with every slot of their CPU taken: no record */
 	PYBPF_C_COUNT
 };
 

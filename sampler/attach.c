@@ -92,7 +92,7 @@ static int attach_thread(struct sampler *s, pid_t tid, struct perf_event_attr *o
 	}
 	if (err) {
 		while (s->nr_events > mark)
-			close(s->events[--s->nr_events].fd);
+			event_close(&s->events[--s->nr_events]);
 	}
 	return err;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <asm/perf_regs.h>
+#include <linux/bpf.h>
 
 #include "sampler/internal.h"
 
@@ -219,6 +220,41 @@ int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
  * published: a probe without its return (or entry) would pair nothing, and
  * the early reader must know every probe sample it may see.
  */
+/*
+ * pybpf/'s program for probes' entries, on each entry event (one per CPU),
+ * with that CPU for its cookie. Each event of a probe is a uprobe of its
+ * own, and the kernel runs a uprobe's program at every hit, on whichever
+ * CPU, before it sees whether that CPU's event is the one to write the
+ * sample; in no set order among the probe's events. The program copies
+ * only where the cookie is the CPU it runs on: once per call, in the run
+ * that goes on to write the sample, so the record always comes first. A
+ * program the kernel refuses (no BPF links for perf events with a cookie
+ * before Linux 5.15) leaves the probe as it is: frames are read after the
+ * sample.
+ */
+static void probe_attach_bpf(struct sampler *s, struct event *e, int cpu)
+{
+	union bpf_attr attr;
+	int fd;
+
+	if (!s->opts.bpf || !s->opts.bpf_probes)
+		return;
+	memset(&attr, 0, sizeof(attr));
+	attr.link_create.prog_fd = (uint32_t)s->opts.bpf_probe_fd;
+	attr.link_create.target_fd = (uint32_t)e->fd;
+	attr.link_create.attach_type = BPF_PERF_EVENT;
+	attr.link_create.perf_event.bpf_cookie = (uint64_t)cpu;
+	fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	if (fd < 0) {
+		if (!s->stats.bpf_probe_err)
+			s->stats.bpf_probe_err = -errno;
+		return;
+	}
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	e->link = fd;
+	s->stats.bpf_probe_attached++;
+}
+
 static int probe_open_one(struct sampler *s, size_t k, const struct sampler_probe *p)
 {
 	struct perf_event_attr attr;
@@ -238,6 +274,8 @@ static int probe_open_one(struct sampler *s, size_t k, const struct sampler_prob
 						 ret ? EV_PROBE_RETURN(k) : EV_PROBE_ENTRY(k), 0);
 			if (!err && ioctl(fd, PERF_EVENT_IOC_ID, &id) < 0)
 				err = -errno;
+			if (!err && !ret)
+				probe_attach_bpf(s, &s->events[s->nr_events - 1], s->cpus[i]);
 			if (!err) {
 				s->probe_events[nr_ids] =
 					ret ? EV_PROBE_RETURN(k) : EV_PROBE_ENTRY(k);
@@ -256,7 +294,7 @@ static int probe_open_one(struct sampler *s, size_t k, const struct sampler_prob
 	if (err) {
 		/* ids published stay so: their events are closed and write nothing more */
 		for (size_t i = first; i < s->nr_events; i++)
-			close(s->events[i].fd);
+			event_close(&s->events[i]);
 		s->nr_events = first;
 	}
 	return err;
@@ -292,7 +330,7 @@ void probes_open(struct sampler *s, const pid_t *pids, size_t n)
 	s->nr_probes_open = 0;
 	/* all or none: a probe without its return (or entry) pairs nothing */
 	for (size_t i = first; i < s->nr_events; i++)
-		close(s->events[i].fd);
+		event_close(&s->events[i]);
 	s->nr_events = first;
 	s->stats.probe_err = err;
 }
@@ -397,7 +435,7 @@ int event_add(struct sampler *s, int fd, int ring_fd, enum rec_event ev, uint32_
 		close(fd);
 		return -ENOMEM;
 	}
-	s->events[s->nr_events++] = (struct event){ .fd = fd, .tid = tid };
+	s->events[s->nr_events++] = (struct event){ .fd = fd, .link = -1, .tid = tid };
 	if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_fd) < 0)
 		return -errno;
 	return event_note_id(s, fd, ev, tid);
@@ -444,6 +482,14 @@ static int release_elsewhere(int *wfd)
 	return 0;
 }
 
+void event_close(struct event *e)
+{
+	if (e->link >= 0)
+		close(e->link);
+	close(e->fd);
+	e->link = e->fd = -1;
+}
+
 void events_close(struct sampler *s)
 {
 	int wfd = -1;
@@ -451,7 +497,7 @@ void events_close(struct sampler *s)
 	if (s->nr_probe_ids && s->nr_events)
 		release_elsewhere(&wfd);
 	for (size_t i = 0; i < s->nr_events; i++)
-		close(s->events[i].fd);
+		event_close(&s->events[i]);
 	if (wfd >= 0)
 		close(wfd); /* the child ends, and with it the events */
 	free(s->events);

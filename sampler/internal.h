@@ -69,6 +69,7 @@ struct ring {
  */
 struct event {
 	int fd;
+	int link; /* a BPF link holding a program on it (pybpf/'s, on a probe's entry), or -1 */
 	uint32_t tid; /* attach mode: the thread it was opened on; 0 in launch mode */
 	bool hup; /* attach mode: its thread and every thread it begat have exited (or it is a
 		     system-wide probe, which tells nothing of that) */
@@ -185,6 +186,8 @@ int event_note_id(struct sampler *s, int fd, enum rec_event ev, uint32_t tid);
 int event_add(struct sampler *s, int fd, int ring_fd, enum rec_event ev, uint32_t tid);
 /* Close every event of s->events[] (they write into the rings: before the rings). */
 void events_close(struct sampler *s);
+/* Close e's fd, and its BPF link if it has one. */
+void event_close(struct event *e);
 
 /* ---- ring.c -------------------------------------------------------------- */
 

@@ -273,6 +273,12 @@ struct sampler_opts {
 	 */
 	bool bpf;
 	int bpf_fd;
+	/*
+	 * Its twin for probes' entries (a uprobe's program type): set on each
+	 * entry uprobe's event when bpf_probes is.
+	 */
+	bool bpf_probes;
+	int bpf_probe_fd;
 };
 
 struct sampler_probe {
@@ -305,6 +311,9 @@ struct sampler_stats {
 	 */
 	uint64_t stacks_dropped;
 	int bpf_err; /* the first refusal to attach it (negative errno), 0 if none */
+	/* the same for bpf_probe_fd on probes' entry events */
+	uint64_t bpf_probe_attached;
+	int bpf_probe_err;
 };
 
 struct sampler;
