@@ -355,6 +355,10 @@ static void describe_exit(int status, const char *cmd)
 			WTERMSIG(status), strsignal(WTERMSIG(status)));
 	else if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
 		warning("%s exited with status 127 (it may have failed to start)", cmd);
+	else if (WIFEXITED(status) && WEXITSTATUS(status))
+		warning("%s exited with status %d; the recording up to then is kept "
+			"(--forward-exit exits with it)",
+			cmd, WEXITSTATUS(status));
 }
 
 static int exit_code_of(int status)
