@@ -596,12 +596,13 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	*child_done = false;
 	check_bpf(ss);
 	/*
-	 * The kernel drops records when a ring fills: this thread frees them
-	 * only once it has handled them, so it must not wait long for a CPU
-	 * behind the target's threads. As root, a higher share (nice -10); it
-	 * sleeps whenever the rings are empty. (The target was started before.)
+	 * The sampler's threads copy the rings into spills; this thread hands
+	 * the records on, at the trainer's priority while it keeps up. Once
+	 * the spills hold a quarter of their budget (samples lose their stack
+	 * copies past three quarters), as root a higher share (nice -10), until
+	 * they are down to an eighth.
 	 */
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
+	bool high = false;
 	if (status_open()) {
 		status_line(ss, start);
 		status_at = monotonic_ns() + STATUS_EVERY_NS;
@@ -640,6 +641,10 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 				    collector__record, ss->col);
 		if (err)
 			break;
+		if (high != (high ? sampler__backlog(ss->s) >= 1 : sampler__backlog(ss->s) >= 2)) {
+			high = !high;
+			setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), high ? -10 : 0);
+		}
 		if (end_at && monotonic_ns() >= end_at)
 			break;
 		if (child > 0 && waitpid(child, status, WNOHANG) == child) {

@@ -9,12 +9,16 @@
  *  - the drain thread makes a pass whenever a ring is a quarter full or
  *    every EARLY_SLOW_MS. It does nothing else: no file, no callback can
  *    hold it up, so a ring overflows only once the spills are at their
- *    budget.
+ *    budget. It runs at the trainer's priority, and above it (real-time)
+ *    only while a ring is found half full, until every ring is down to an
+ *    eighth: records about to be lost.
  *  - the early thread (with an early callback only) makes a pass of its
  *    own as often as the callback asks (EARLY_FAST_US), then hands each
  *    sample copied since to sampler__set_early's callback, long before it
  *    is delivered in time order. When a callback waits (a lock, a file),
- *    the drain thread still empties the rings.
+ *    the drain thread still empties the rings. It runs above the trainer
+ *    only while the callback asks for fast passes (it reads a process's
+ *    Python frames after each sample: a late read finds them moved on).
  *
  * One pass at a time (copy_lock). The recording's thread frames what the
  * early thread has seen (what was copied, without one), so every sample
@@ -137,14 +141,46 @@ bool drain_pass(struct sampler *s, uint8_t *scratch, bool final)
 	return all;
 }
 
-/* Real-time priority (these threads sleep, then work microseconds at a time), else nice -10. */
-static void reader_priority(int prio)
+/*
+ * Above the trainer's threads (real-time prio, else nice -10) or at their
+ * priority: *high says which the calling thread is at, and changes with it.
+ */
+static void reader_priority(bool *high, bool want, int prio)
 {
-	if (pthread_setschedparam(pthread_self(), SCHED_FIFO,
-				  &(struct sched_param){ .sched_priority = prio }))
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10);
-	/* its timer wakes it when asked, not up to 50 us later */
-	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+
+	if (*high == want)
+		return;
+	*high = want;
+	if (want) {
+		if (pthread_setschedparam(pthread_self(), SCHED_FIFO,
+					  &(struct sched_param){ .sched_priority = prio }))
+			setpriority(PRIO_PROCESS, (id_t)tid, -10);
+		return;
+	}
+	pthread_setschedparam(pthread_self(), SCHED_OTHER, &(struct sched_param){ 0 });
+	setpriority(PRIO_PROCESS, (id_t)tid, 0);
+}
+
+/* The fullest ring's fill, in eighths of its size (0 to 8). */
+static unsigned rings_fill(const struct sampler *s)
+{
+	unsigned most = 0;
+
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		const struct perf_event_mmap_page *pg = s->rings[i].map;
+		uint64_t used = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE) -
+				__atomic_load_n(&pg->data_tail, __ATOMIC_RELAXED);
+		unsigned e = s->rings[i].data_size
+				     ? (unsigned)(used >= s->rings[i].data_size
+							  ? 8
+							  : used * 8 / s->rings[i].data_size)
+				     : 0;
+
+		if (e > most)
+			most = e;
+	}
+	return most;
 }
 
 static bool locked_pass(struct sampler *s, uint8_t *scratch)
@@ -163,12 +199,13 @@ static void *drain_main(void *arg)
 	size_t n = s->nr_rings;
 	struct pollfd *pfds = calloc(n + 1, sizeof(*pfds));
 	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	bool left = false;
+	bool left = false, high = false;
+	unsigned fill;
 
 	if (!pfds || !scratch)
 		goto out;
-	/* above the early thread: a ring must never wait for a callback */
-	reader_priority(2);
+	/* its timer wakes it when asked, not up to 50 us later */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	for (size_t i = 0; i < n; i++)
 		pfds[i] = (struct pollfd){ .fd = s->rings[i].fd, .events = POLLIN };
 	pfds[n] = (struct pollfd){ .fd = s->early_stop, .events = POLLIN };
@@ -184,6 +221,14 @@ static void *drain_main(void *arg)
 		for (size_t i = 0; i < n; i++)
 			if (pfds[i].revents & (POLLHUP | POLLERR | POLLNVAL))
 				pfds[i].fd = -1;
+		/*
+		 * Half full at a pass: records are about to be lost if this
+		 * thread waits for a CPU behind the trainer's (above the early
+		 * thread too: a ring must never wait for a callback), until
+		 * every ring is down to an eighth.
+		 */
+		fill = rings_fill(s);
+		reader_priority(&high, high ? fill > 1 : fill >= 4, 2);
 		/* a ring left behind (the budget) is looked at again soon: it may be released */
 		left = !locked_pass(s, scratch);
 	}
@@ -225,15 +270,11 @@ static void *early_main(void *arg)
 	struct sampler *s = arg;
 	struct pollfd stop = { .fd = s->early_stop, .events = POLLIN };
 	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	bool fast = false;
+	bool fast = false, high = false;
 
 	if (!scratch)
 		return NULL;
-	/*
-	 * Ahead of the recording's own thread: a read that waits for it finds
-	 * a Python stack that has moved on.
-	 */
-	reader_priority(1);
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	for (;;) {
 		struct timespec wait = { .tv_nsec = fast ? EARLY_FAST_US * 1000L
 							 : EARLY_SLOW_MS * 1000000L };
@@ -244,6 +285,12 @@ static void *early_main(void *arg)
 			break;
 		locked_pass(s, scratch);
 		fast = early_pass(s, fast);
+		/*
+		 * Ahead of the trainer while the callback reads frames after
+		 * each sample: a read that waits finds a Python stack that has
+		 * moved on. Else at its priority.
+		 */
+		reader_priority(&high, fast, 1);
 	}
 	free(scratch);
 	return NULL;

@@ -127,6 +127,15 @@ void sampler__free(struct sampler *s)
 	free(s);
 }
 
+unsigned sampler__backlog(const struct sampler *s)
+{
+	size_t used = __atomic_load_n(&s->budget.used, __ATOMIC_RELAXED);
+
+	if (!s->budget.max)
+		return 0;
+	return used >= s->budget.max ? 8 : (unsigned)(used * 8 / s->budget.max);
+}
+
 const struct sampler_stats *sampler__stats(const struct sampler *s)
 {
 	return s ? &s->stats : NULL;

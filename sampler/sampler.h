@@ -318,6 +318,13 @@ struct sampler_stats {
 
 struct sampler;
 
+/*
+ * How far behind the records handed out are the ones copied from the
+ * rings: the spills' share of their budget, in eighths (0 to 8). Past six,
+ * samples lose their stack copies; at eight, records are lost.
+ */
+unsigned sampler__backlog(const struct sampler *s);
+
 #define SAMPLER_MIN_BUFFER_MB 8
 
 /*
