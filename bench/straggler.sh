@@ -11,8 +11,12 @@
 # per way how often it was right: "rank 1" for the straggler job, "none"
 # for the other.
 #
+# MPI=1: the same job on PyTorch's MPI process group, started by
+# `mpirun -np 2` (a PyTorch built with MPI: Debian unstable's; openmpi-bin).
+#
 #   bench/straggler.sh                  # RUNS=10, STEPS=60
 #   RUNS=3 STEPS=30 bench/straggler.sh
+#   MPI=1 BUILD=build-sid bench/straggler.sh   # in an unstable root
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-10}
@@ -25,6 +29,13 @@ trap 'rm -rf "$tmp"' EXIT
 [ -x "$DL" ] || { echo "straggler: no $DL: build first (meson setup build && ninja -C build)" >&2; exit 1; }
 "$PY" -c 'import torch.distributed' 2>/dev/null ||
   { echo "straggler: $PY cannot import torch.distributed (Debian: python3-torch)" >&2; exit 1; }
+launch=("$PY" examples/ddp_train.py "$STEPS")
+if [ "${MPI:-0}" = 1 ]; then
+  "$PY" -c 'import sys, torch.distributed as d; sys.exit(not d.is_mpi_available())' ||
+    { echo "straggler: MPI=1, but this PyTorch has no MPI process group (Debian unstable's has)" >&2; exit 1; }
+  command -v mpirun >/dev/null || { echo "straggler: MPI=1 needs mpirun (Debian: openmpi-bin)" >&2; exit 1; }
+  launch=(mpirun --allow-run-as-root --oversubscribe -np 2 "${launch[@]}" --backend mpi)
+fi
 
 declare -A right total
 for way in defaults sampled; do
@@ -39,7 +50,7 @@ for ((i = 1; i <= RUNS; i++)); do
       [ "$job" = straggler ] && slow=(--slow-rank 1)
       data=$tmp/$way-$job.data
       if ! "$DL" record --forward-exit "${opts[@]}" -o "$data" -- \
-          "$PY" examples/ddp_train.py "$STEPS" "${slow[@]}" >"$tmp/log" 2>&1; then
+          "${launch[@]}" "${slow[@]}" >"$tmp/log" 2>&1; then
         echo "run $i $job $way: the recording failed:" >&2
         tail -3 "$tmp/log" >&2
         exit 1

@@ -109,30 +109,13 @@ static char *find_exe(const char *file)
 	}
 }
 
-/* Whether the command, or every attached process, is a Python interpreter (or a script run by one). */
-bool probes_runs_python(const char *cmd0, const pid_t *pids, size_t n)
+/* Whether program (a command's first word) is a Python interpreter, or a script run by one. */
+static bool is_python(const char *program)
 {
-	char path[PATH_MAX], line[256] = "", *exe;
+	char line[256] = "", *exe = find_exe(program);
 	const char *base;
-	ssize_t len;
 	FILE *f;
 
-	if (!cmd0) {
-		for (size_t i = 0; i < n; i++) {
-			char link[64];
-
-			snprintf(link, sizeof(link), "/proc/%d/exe", (int)pids[i]);
-			len = readlink(link, path, sizeof(path) - 1);
-			if (len <= 0)
-				return false;
-			path[len] = '\0';
-			base = strrchr(path, '/');
-			if (strncmp(base ? base + 1 : path, "python", 6))
-				return false;
-		}
-		return n > 0;
-	}
-	exe = find_exe(cmd0);
 	if (!exe)
 		return false;
 	base = strrchr(exe, '/');
@@ -149,6 +132,52 @@ bool probes_runs_python(const char *cmd0, const pid_t *pids, size_t n)
 		line[0] = '\0';
 	fclose(f);
 	return !strncmp(line, "#!", 2) && strstr(line, "python");
+}
+
+/* MPI's and Slurm's launchers: the program they start on each rank follows their options. */
+static bool is_launcher(const char *program)
+{
+	static const char *const names[] = { "mpirun", "mpiexec", "orterun", "prterun", "srun" };
+	const char *base = strrchr(program, '/');
+
+	base = base ? base + 1 : program;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(base, names[i]))
+			return true;
+	return false;
+}
+
+bool probes_runs_python(char *const *cmd, const pid_t *pids, size_t n)
+{
+	char path[PATH_MAX];
+	const char *base;
+	ssize_t len;
+
+	if (!cmd) {
+		for (size_t i = 0; i < n; i++) {
+			char link[64];
+
+			snprintf(link, sizeof(link), "/proc/%d/exe", (int)pids[i]);
+			len = readlink(link, path, sizeof(path) - 1);
+			if (len <= 0)
+				return false;
+			path[len] = '\0';
+			base = strrchr(path, '/');
+			if (strncmp(base ? base + 1 : path, "python", 6))
+				return false;
+		}
+		return n > 0;
+	}
+	if (!cmd[0])
+		return false;
+	if (is_python(cmd[0]))
+		return true;
+	/* mpirun -np 2 python3 train.py: a word after the launcher's that is Python */
+	if (is_launcher(cmd[0]))
+		for (size_t i = 1; cmd[i]; i++)
+			if (cmd[i][0] != '-' && is_python(cmd[i]))
+				return true;
+	return false;
 }
 
 struct search {
@@ -203,6 +232,15 @@ static int set_add(struct probe_set *ps, const char *spec, const char *path, con
 	}
 	ps->n++;
 	return 0;
+}
+
+/* Take the last probe added back out. */
+static void set_drop_last(struct probe_set *ps)
+{
+	ps->n--;
+	free(ps->paths[ps->n]);
+	free(ps->funcs[ps->n]);
+	ps->paths[ps->n] = ps->funcs[ps->n] = NULL;
 }
 
 /* The executable files an attached process has mapped, from /proc/PID/maps. */
@@ -447,11 +485,8 @@ void probes_on_map(void *ctx, const struct rec *r)
 		if (idx >= 0 && (size_t)idx != ps->n - 1)
 			idx = -EPROTO; /* the sampler's numbering and ours must agree */
 		if (idx < 0) {
-			if (!err) {
-				ps->n--;
-				free(ps->paths[ps->n]);
-				free(ps->funcs[ps->n]);
-			}
+			if (!err)
+				set_drop_last(ps);
 			if (!ps->late_failed++) {
 				ps->late_failed_path = strdup(m->filename);
 				ps->late_err = idx;
@@ -700,6 +735,82 @@ static int coll_found(void *ctx, const char *name, uint64_t off)
 	return 0;
 }
 
+/*
+ * With an MPI process group too (Debian unstable's PyTorch links Open MPI):
+ * where a training thread hands a collective over to its worker
+ * (ProcessGroupMPI::enqueue), and the blocking collectives the worker
+ * calls in the MPI library PyTorch links, each until every rank has
+ * joined. render/ranks.c knows them by the same names.
+ */
+#define MPI_ENQUEUE "_ZN4c10d15ProcessGroupMPI7enqueueE"
+static const char *const mpi_colls[] = { "MPI_Allreduce", "MPI_Bcast", "MPI_Barrier",
+					 "MPI_Allgather", "MPI_Reduce" };
+#define NR_MPI (sizeof(mpi_colls) / sizeof(mpi_colls[0]))
+
+struct mpi_find {
+	char *enqueue;
+	uint64_t enqueue_off;
+	char *needed; /* the MPI library libtorch needs (DT_NEEDED), as named there */
+};
+
+static int mpi_enqueue_found(void *ctx, const char *name, uint64_t off)
+{
+	struct mpi_find *f = ctx;
+
+	if (f->enqueue)
+		return 0;
+	f->enqueue = strdup(name);
+	f->enqueue_off = off;
+	return f->enqueue ? 0 : -ENOMEM;
+}
+
+static int mpi_needed(void *ctx, const char *lib)
+{
+	struct mpi_find *f = ctx;
+
+	if (f->needed || strncmp(lib, "libmpi.so", 9))
+		return 0;
+	f->needed = strdup(lib);
+	return f->needed ? 0 : -ENOMEM;
+}
+
+/*
+ * The MPI probes, when lib (libtorch) has an MPI process group and the MPI
+ * library it needs is here: 0 with them added (or none to add), or a
+ * negative errno (-ENOSPC: no room for them all; then none is added).
+ */
+static int add_mpi_collectives(struct probe_set *ps, const char *lib)
+{
+	struct mpi_find f = { 0 };
+	uint64_t off[NR_MPI];
+	char *mpi = NULL;
+	size_t mark = ps->n;
+	int err = symbolizer__functions_prefixed(lib, MPI_ENQUEUE, mpi_enqueue_found, &f);
+
+	if (!err && f.enqueue)
+		err = symbolizer__needed(lib, mpi_needed, &f);
+	if (!err && f.enqueue && f.needed && (mpi = probes_find_library(f.needed))) {
+		for (size_t i = 0; i < NR_MPI && !err; i++)
+			err = symbolizer__function_offset(mpi, mpi_colls[i], &off[i], NULL);
+		if (!err && ps->n + 1 + NR_MPI > SAMPLER_MAX_PROBES)
+			err = -ENOSPC;
+		if (!err)
+			err = set_add(ps, "--probe-collectives", lib, f.enqueue, f.enqueue_off,
+				      false);
+		for (size_t i = 0; i < NR_MPI && !err; i++)
+			err = set_add(ps, "--probe-collectives", mpi, mpi_colls[i], off[i], false);
+	}
+	if (err == -ENOENT)
+		err = 0; /* an MPI library without one of them: no MPI probes */
+	if (err)
+		while (ps->n > mark)
+			set_drop_last(ps);
+	free(mpi);
+	free(f.enqueue);
+	free(f.needed);
+	return err;
+}
+
 int probes_resolve_collectives(struct probe_set *ps, bool quiet)
 {
 	struct coll_find f = { 0 };
@@ -739,6 +850,17 @@ int probes_resolve_collectives(struct probe_set *ps, bool quiet)
 					  SAMPLER_MAX_PROBES);
 		else if (err)
 			ret = error("out of memory");
+	}
+	if (ret == EXIT_OK) {
+		err = add_mpi_collectives(ps, lib);
+		if (err == -ENOSPC && !quiet)
+			ret = usage_error("record",
+					  "at most %d probes (--probe, --probe-ops and "
+					  "--probe-collectives)",
+					  SAMPLER_MAX_PROBES);
+		else if (err && err != -ENOSPC && !quiet)
+			ret = error("--probe-collectives: cannot read %s's MPI library: %s", lib,
+				    strerror(-err));
 	}
 	for (size_t i = 0; i < NR_COLL; i++)
 		free(f.name[i]);

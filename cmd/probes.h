@@ -57,13 +57,19 @@ int probes_resolve_ops(struct probe_set *ps, const char *list);
 /*
  * record --probe-collectives: entry and return probes on gloo's collectives
  * in libtorch_cpu (where a training thread hands one over, and where gloo's
- * worker runs it): report --ranks counts and times them per rank. EXIT_OK
+ * worker runs it), and with an MPI process group (Debian unstable's
+ * PyTorch), its hand-over and the MPI collectives its worker calls:
+ * report --ranks counts and times them per rank. EXIT_OK
  * or the exit code, having said why. quiet (the default's): nothing said,
  * and -1 unless both were found and added.
  */
 int probes_resolve_collectives(struct probe_set *ps, bool quiet);
-/* Whether cmd0 (else every one of pids) runs Python: an interpreter, or a script whose #! names one. */
-bool probes_runs_python(const char *cmd0, const pid_t *pids, size_t n);
+/*
+ * Whether command cmd (else every one of pids) runs Python: an interpreter,
+ * a script whose #! names one, or an MPI or Slurm launcher (mpirun, srun)
+ * starting one.
+ */
+bool probes_runs_python(char *const *cmd, const pid_t *pids, size_t n);
 /* The longest operator name --probe-ops takes. */
 #define PROBE_OP_NAME_MAX 128
 /*

@@ -459,7 +459,7 @@ int cmd_record(int argc, char **argv)
 	 */
 	if (!o.probe_coll && !o.no_probe_coll && !o.cgroup && !o.target.threads_only &&
 	    o.target.callgraph == CALLGRAPH_DWARF && geteuid() == 0 &&
-	    probes_runs_python(cmd ? cmd[0] : NULL, o.target.pids, o.target.nr_pids) &&
+	    probes_runs_python(cmd, o.target.pids, o.target.nr_pids) &&
 	    probes_resolve_collectives(&probes, true) == EXIT_OK)
 		coll_auto = true;
 	if (o.probe_coll || coll_auto) {

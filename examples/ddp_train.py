@@ -9,7 +9,11 @@ MASTER_ADDR, MASTER_PORT in each one's environment) and waits for them.
 rank. --slow-rank R makes rank R do extra work before each step: the
 straggler that the other ranks wait for in the gradient all-reduce.
 
+With --backend mpi it is started by MPI's launcher instead, one process per
+rank, each its rank from MPI (a PyTorch built with MPI: Debian unstable's):
+
     python3 examples/ddp_train.py [STEPS] [--world N] [--slow-rank R]
+    mpirun -np 2 python3 examples/ddp_train.py [STEPS] --backend mpi [--slow-rank R]
 """
 import argparse
 import os
@@ -46,13 +50,17 @@ def rank_main(args):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from cnn_train import Net, make_batch
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.set_num_threads(1)
-    # PyTorch 2.x's TCPStore defaults to libuv, which Debian builds torch
-    # without ("use_libuv was requested but PyTorch was build without libuv
-    # support"); its own socket server works on every version (1.13 ignores this).
-    os.environ.setdefault("USE_LIBUV", "0")
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if args.backend == "mpi":
+        dist.init_process_group("mpi")
+        rank, world = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        # PyTorch 2.x's TCPStore defaults to libuv, which Debian builds torch
+        # without ("use_libuv was requested but PyTorch was build without libuv
+        # support"); its own socket server works on every version (1.13 ignores this).
+        os.environ.setdefault("USE_LIBUV", "0")
+        dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = DDP(Net())
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -87,8 +95,9 @@ def main():
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--slow-rank", type=int, default=-1)
+    ap.add_argument("--backend", choices=("gloo", "mpi"), default="gloo")
     args = ap.parse_args()
-    if "RANK" in os.environ:
+    if "RANK" in os.environ or args.backend == "mpi":
         rank_main(args)
         return 0
     return launch(args)

@@ -234,10 +234,15 @@ int render_ranks(const struct profile *p, FILE *out);
 /*
  * The functions record --probe-collectives probes, as the symbolizer names
  * them: where a training thread hands a gloo collective over, and where
- * gloo's worker runs it (until every rank has joined).
+ * gloo's worker runs it (until every rank has joined); the same with an
+ * MPI process group: its hand-over, and the MPI collectives its worker
+ * calls (each MPI_ function also named PMPI_, the same address).
  */
 #define RENDER_COLL_ENQUEUE "c10d::ProcessGroupGloo::enqueue"
 #define RENDER_COLL_RUN "c10d::ProcessGroupGloo::AsyncWork::execute"
+#define RENDER_COLL_MPI_ENQUEUE "c10d::ProcessGroupMPI::enqueue"
+#define RENDER_COLL_MPI_RUNS \
+	"MPI_Allreduce", "MPI_Bcast", "MPI_Barrier", "MPI_Allgather", "MPI_Reduce"
 /* Whether a frame is of a communication library (c10d, gloo, NCCL, MPI, torch.distributed). */
 bool render__comm_frame(const struct profile *p, const struct pf_frame *fr);
 
