@@ -12,7 +12,7 @@
 # for the other.
 #
 # MPI=1: the same job on PyTorch's MPI process group, started by
-# `mpirun -np 2` (a PyTorch built with MPI: Debian unstable's; openmpi-bin).
+# `mpirun -np 2` (a PyTorch built with MPI: Debian 13's and unstable's; openmpi-bin).
 #
 #   bench/straggler.sh                  # RUNS=10, STEPS=60
 #   RUNS=3 STEPS=30 bench/straggler.sh
@@ -32,7 +32,7 @@ trap 'rm -rf "$tmp"' EXIT
 launch=("$PY" examples/ddp_train.py "$STEPS")
 if [ "${MPI:-0}" = 1 ]; then
   "$PY" -c 'import sys, torch.distributed as d; sys.exit(not d.is_mpi_available())' ||
-    { echo "straggler: MPI=1, but this PyTorch has no MPI process group (Debian unstable's has)" >&2; exit 1; }
+    { echo "straggler: MPI=1, but this PyTorch has no MPI process group (Debian 13's and unstable's have)" >&2; exit 1; }
   command -v mpirun >/dev/null || { echo "straggler: MPI=1 needs mpirun (Debian: openmpi-bin)" >&2; exit 1; }
   launch=(mpirun --allow-run-as-root --oversubscribe -np 2 "${launch[@]}" --backend mpi)
 fi

@@ -736,7 +736,7 @@ static int coll_found(void *ctx, const char *name, uint64_t off)
 }
 
 /*
- * With an MPI process group too (Debian unstable's PyTorch links Open MPI):
+ * With an MPI process group too (Debian 13's and unstable's PyTorch link Open MPI):
  * where a training thread hands a collective over to its worker
  * (ProcessGroupMPI::enqueue), and the blocking collectives the worker
  * calls in the MPI library PyTorch links, each until every rank has

@@ -57,7 +57,7 @@ int probes_resolve_ops(struct probe_set *ps, const char *list);
 /*
  * record --probe-collectives: entry and return probes on gloo's collectives
  * in libtorch_cpu (where a training thread hands one over, and where gloo's
- * worker runs it), and with an MPI process group (Debian unstable's
+ * worker runs it), and with an MPI process group (Debian 13's and unstable's
  * PyTorch), its hand-over and the MPI collectives its worker calls:
  * report --ranks counts and times them per rank. EXIT_OK
  * or the exit code, having said why. quiet (the default's): nothing said,

@@ -10,7 +10,7 @@ rank. --slow-rank R makes rank R do extra work before each step: the
 straggler that the other ranks wait for in the gradient all-reduce.
 
 With --backend mpi it is started by MPI's launcher instead, one process per
-rank, each its rank from MPI (a PyTorch built with MPI: Debian unstable's):
+rank, each its rank from MPI (a PyTorch built with MPI: Debian 13's and unstable's):
 
     python3 examples/ddp_train.py [STEPS] [--world N] [--slow-rank R]
     mpirun -np 2 python3 examples/ddp_train.py [STEPS] --backend mpi [--slow-rank R]

@@ -21,7 +21,7 @@ packages=(
   iproute2                                      # tests: two hosts in network namespaces
   tmux                                          # tests: the status line on a real terminal
   podman runc                                   # tests: trainers in real containers
-  openmpi-bin                                   # tests: mpirun, where PyTorch has MPI (unstable)
+  openmpi-bin                                   # tests: mpirun, where PyTorch has MPI (Debian 13 on)
 )
 
 missing=()

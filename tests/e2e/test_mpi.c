@@ -3,13 +3,14 @@
  * A distributed job on MPI: examples/ddp_train.py with --backend mpi,
  * started by Open MPI's mpirun (two ranks, rank 1 the straggler), recorded
  * at defaults as root. The collectives are probed where PyTorch has an MPI
- * process group (Debian unstable's PyTorch links Open MPI; Debian 12's and
- * 13's do not, and there the suite says so and skips, counted): its
+ * process group (Debian 13's PyTorch 2.6 and unstable's 2.14 link Open MPI;
+ * Debian 12's 1.13 does not, and there the suite says so and skips,
+ * counted): its
  * hand-over (ProcessGroupMPI::enqueue) and the MPI collective its worker
  * calls, so `report --ranks` counts each rank's collectives, finds rank 1
  * the last to hand over, and names it the straggler. (The job without a
- * straggler is not tested: on two CPUs Open MPI's ranks spin while they
- * wait, and one of them really is slower in some runs; docs/distributed.md.)
+ * straggler is not tested: on two CPUs one of its ranks really is slower
+ * in some runs; docs/distributed.md.)
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ static void need_mpi_torch(void)
 	if (r.status == 3)
 		cr_skip_test(
 			"this PyTorch has no MPI process group "
-			"(torch.distributed.is_mpi_available() is False; Debian unstable's has)");
+			"(torch.distributed.is_mpi_available() is False; Debian 13's and unstable's have)");
 	cr_assert_eq(r.status, 0,
 		     "python3 cannot import torch: scripts/setup.sh installs python3-torch\n%s",
 		     r.err);
