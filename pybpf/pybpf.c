@@ -98,13 +98,39 @@ static int on_record(void *ctx, void *data, size_t size)
 	return b->stop;
 }
 
-int pybpf__open(struct pybpf **out, size_t ring_bytes)
+/*
+ * Open the embedded object into b->obj and load it, the probes' program
+ * too when with_probe; 0, or a negative errno with b->obj left to close.
+ */
+static int load(struct pybpf *b, size_t ring_bytes, bool with_probe)
 {
-	struct pybpf *b;
 	struct bpf_program *prog, *probe;
 	struct bpf_map *map;
 	int err;
 	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = "pyframes");
+
+	b->obj = bpf_object__open_mem(pyframes_bpf_o, pyframes_bpf_o_len, &opts);
+	if (!b->obj)
+		return -errno;
+	map = bpf_object__find_map_by_name(b->obj, "records");
+	prog = bpf_object__find_program_by_name(b->obj, "pyframes");
+	probe = bpf_object__find_program_by_name(b->obj, "pyframes_probe");
+	if (!map || !prog || !probe)
+		return -ENOENT;
+	if ((ring_bytes && (err = bpf_map__set_max_entries(map, (uint32_t)ring_bytes))) ||
+	    (!with_probe && (err = bpf_program__set_autoload(probe, false))) ||
+	    (err = bpf_object__load(b->obj)))
+		return err;
+	b->prog_fd = bpf_program__fd(prog);
+	b->probe_fd = with_probe ? bpf_program__fd(probe) : -EOPNOTSUPP;
+	return 0;
+}
+
+int pybpf__open(struct pybpf **out, size_t ring_bytes)
+{
+	struct pybpf *b;
+	struct bpf_map *map;
+	int err;
 
 	if (!out || (ring_bytes && (ring_bytes < 4096 || (ring_bytes & (ring_bytes - 1)))))
 		return -EINVAL;
@@ -113,48 +139,20 @@ int pybpf__open(struct pybpf **out, size_t ring_bytes)
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
-	b->obj = bpf_object__open_mem(pyframes_bpf_o, pyframes_bpf_o_len, &opts);
-	if (!b->obj) {
-		err = -errno;
-		goto fail;
-	}
-	map = bpf_object__find_map_by_name(b->obj, "records");
-	prog = bpf_object__find_program_by_name(b->obj, "pyframes");
-	probe = bpf_object__find_program_by_name(b->obj, "pyframes_probe");
-	if (!map || !prog || !probe) {
-		err = -ENOENT;
-		goto fail;
-	}
-	if (ring_bytes && (err = bpf_map__set_max_entries(map, (uint32_t)ring_bytes)))
-		goto fail;
-	err = bpf_object__load(b->obj);
+	err = load(b, ring_bytes, true);
 	if (err) {
 		/*
-		 * A kernel that refuses the probes' program (a uprobe's type)
-		 * still gets the samples' one: probes' frames are then read
-		 * after their sample, as without BPF.
+		 * A kernel that refuses the probes' program (a uprobe's type,
+		 * its cookie helper) still gets the samples' one: probes'
+		 * frames are then read after their sample, as without BPF.
 		 */
 		bpf_object__close(b->obj);
-		b->obj = bpf_object__open_mem(pyframes_bpf_o, pyframes_bpf_o_len, &opts);
-		if (!b->obj) {
-			err = -errno;
+		b->obj = NULL;
+		err = load(b, ring_bytes, false);
+		if (err)
 			goto fail;
-		}
-		map = bpf_object__find_map_by_name(b->obj, "records");
-		prog = bpf_object__find_program_by_name(b->obj, "pyframes");
-		probe = bpf_object__find_program_by_name(b->obj, "pyframes_probe");
-		if (!map || !prog || !probe) {
-			err = -ENOENT;
-			goto fail;
-		}
-		if ((ring_bytes && (err = bpf_map__set_max_entries(map, (uint32_t)ring_bytes))) ||
-		    (err = bpf_program__set_autoload(probe, false)) ||
-		    (err = bpf_object__load(b->obj)))
-			goto fail;
-		probe = NULL;
 	}
-	b->prog_fd = bpf_program__fd(prog);
-	b->probe_fd = probe ? bpf_program__fd(probe) : -EOPNOTSUPP;
+	map = bpf_object__find_map_by_name(b->obj, "records");
 	b->procs_fd = bpf_object__find_map_fd_by_name(b->obj, "procs");
 	b->counters_fd = bpf_object__find_map_fd_by_name(b->obj, "counters");
 	if (b->prog_fd < 0 || b->procs_fd < 0 || b->counters_fd < 0) {

@@ -58,9 +58,10 @@ const char *pybpf__last_error(void);
 /* The program's fd, for PERF_EVENT_IOC_SET_BPF on each sampling event. */
 int pybpf__prog_fd(const struct pybpf *b);
 /*
- * The same program for probes' entries (a uprobe's type), for
- * PERF_EVENT_IOC_SET_BPF on each entry uprobe's event; -EOPNOTSUPP when
- * the kernel refused it (the samples' program was loaded without it).
+ * The same program for probes' entries (a uprobe's type), to link to each
+ * entry uprobe's event with its CPU as cookie (BPF_LINK_CREATE);
+ * -EOPNOTSUPP when the kernel refused it (the samples' program was loaded
+ * without it).
  */
 int pybpf__probe_prog_fd(const struct pybpf *b);
 /* An fd that polls readable when records wait (epoll). */
