@@ -603,6 +603,8 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 	 * they are down to an eighth.
 	 */
 	bool high = false;
+	unsigned backlog;
+
 	if (status_open()) {
 		status_line(ss, start);
 		status_at = monotonic_ns() + STATUS_EVERY_NS;
@@ -641,7 +643,8 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 				    collector__record, ss->col);
 		if (err)
 			break;
-		if (high != (high ? sampler__backlog(ss->s) >= 1 : sampler__backlog(ss->s) >= 2)) {
+		backlog = sampler__backlog(ss->s);
+		if (high != (high ? backlog >= 1 : backlog >= 2)) {
 			high = !high;
 			setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), high ? -10 : 0);
 		}
@@ -856,6 +859,11 @@ void session__warnings(struct session *ss)
 				"the BPF ring buffer full; their samples show [python frames not read]",
 				(unsigned long long)bs.dropped,
 				(unsigned long long)(bs.dropped + bs.records));
+		/* probes the kernel would not link it to: their callers were read after the entry */
+		if (st->bpf_probe_err)
+			info("the kernel did not link the BPF program that copies Python frames to the "
+			     "probes (%s): their Python callers were read after each entry",
+			     strerror(-st->bpf_probe_err));
 		/* probes' entries it left: their frames were read after the sample */
 		if (bs.busy)
 			info("%llu probed calls' Python frames were read after their sample: every "

@@ -215,12 +215,6 @@ int event_attr_probe(const struct sampler *s, struct perf_event_attr *attr,
 }
 
 /*
- * Probe k's entry and return uprobes on every CPU, all or none. They are
- * opened disabled and enabled only once all are open and their ids
- * published: a probe without its return (or entry) would pair nothing, and
- * the early reader must know every probe sample it may see.
- */
-/*
  * pybpf/'s program for probes' entries, on each entry event (one per CPU),
  * with that CPU for its cookie. Each event of a probe is a uprobe of its
  * own, and the kernel runs a uprobe's program at every hit, on whichever
@@ -252,9 +246,14 @@ static void probe_attach_bpf(struct sampler *s, struct event *e, int cpu)
 	}
 	fcntl(fd, F_SETFD, FD_CLOEXEC);
 	e->link = fd;
-	s->stats.bpf_probe_attached++;
 }
 
+/*
+ * Probe k's entry and return uprobes on every CPU, all or none. They are
+ * opened disabled and enabled only once all are open and their ids
+ * published: a probe without its return (or entry) would pair nothing, and
+ * the early reader must know every probe sample it may see.
+ */
 static int probe_open_one(struct sampler *s, size_t k, const struct sampler_probe *p)
 {
 	struct perf_event_attr attr;

@@ -274,8 +274,9 @@ struct sampler_opts {
 	bool bpf;
 	int bpf_fd;
 	/*
-	 * Its twin for probes' entries (a uprobe's program type): set on each
-	 * entry uprobe's event when bpf_probes is.
+	 * Its twin for probes' entries (a uprobe's program type): linked to
+	 * each entry uprobe's event, with that event's CPU as cookie, when
+	 * bpf_probes is.
 	 */
 	bool bpf_probes;
 	int bpf_probe_fd;
@@ -311,8 +312,7 @@ struct sampler_stats {
 	 */
 	uint64_t stacks_dropped;
 	int bpf_err; /* the first refusal to attach it (negative errno), 0 if none */
-	/* the same for bpf_probe_fd on probes' entry events */
-	uint64_t bpf_probe_attached;
+	/* the same for bpf_probe_fd on probes' entry events: their frames are then read */
 	int bpf_probe_err;
 };
 
