@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -190,6 +191,8 @@ int calls_return(struct calls *cl, const struct rec_sample *s, uint32_t probe)
 
 /* A process without a [uprobes] page is looked at again after this long. */
 #define CALLS_TRAMP_RECHECK_NS 10000000ull
+/* At most this many bytes pushed by a return trampoline (its saved registers). */
+#define CALLS_TRAMP_PUSHED 32
 
 /*
  * Where pid's return probes return through: the start of its [uprobes]
@@ -252,9 +255,6 @@ static uint64_t trampoline_of(struct calls *cl, uint32_t pid, uint64_t now)
  * Anything else is left as it is. Returns the offset in the copy where
  * the thread's stack starts (sp there), with *ip set; -1 when left.
  */
-/* At most this many bytes pushed by a return trampoline (its saved registers). */
-#define CALLS_TRAMP_PUSHED 32
-
 static int out_of_line(const struct open_call *c, const struct rec_sample *s, uint64_t sp,
 		       uint64_t tramp, uint64_t *ip)
 {
@@ -283,7 +283,7 @@ bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sam
 {
 	/* every sample comes here: no look-up while no call is open anywhere */
 	struct call_stack *cs = cl->threads.len ? stack_of(cl, s->tid, false) : NULL;
-	uint64_t sp, tramp = 0, w, uip, page = 4096;
+	uint64_t sp, tramp = 0, w, uip;
 	bool copied = false;
 	int shift = -1;
 
@@ -291,8 +291,9 @@ bool calls_put_back(struct calls *cl, const struct rec_sample *s, struct rec_sam
 		return false;
 	if (s->uregs.mask >> PERF_REG_X86_IP & 1) {
 		uip = s->uregs.regs[PERF_REG_X86_IP];
+		/* the kernel's XOL area: one page */
 		if ((tramp = trampoline_of(cl, s->pid, s->time)) && uip >= tramp &&
-		    uip - tramp < page)
+		    uip - tramp < (uint64_t)getpagesize())
 			shift = out_of_line(&cs->v[cs->n - 1], s, sp, tramp, &uip);
 	}
 	for (size_t i = 0; i < cs->n; i++) {
