@@ -147,11 +147,12 @@ bool drain_pass(struct sampler *s, uint8_t *scratch, bool final)
  */
 static void reader_priority(bool *high, bool want, int prio)
 {
-	pid_t tid = (pid_t)syscall(SYS_gettid);
+	pid_t tid;
 
 	if (*high == want)
 		return;
 	*high = want;
+	tid = (pid_t)syscall(SYS_gettid);
 	if (want) {
 		if (pthread_setschedparam(pthread_self(), SCHED_FIFO,
 					  &(struct sched_param){ .sched_priority = prio }))
@@ -160,27 +161,6 @@ static void reader_priority(bool *high, bool want, int prio)
 	}
 	pthread_setschedparam(pthread_self(), SCHED_OTHER, &(struct sched_param){ 0 });
 	setpriority(PRIO_PROCESS, (id_t)tid, 0);
-}
-
-/* The fullest ring's fill, in eighths of its size (0 to 8). */
-static unsigned rings_fill(const struct sampler *s)
-{
-	unsigned most = 0;
-
-	for (size_t i = 0; i < s->nr_rings; i++) {
-		const struct perf_event_mmap_page *pg = s->rings[i].map;
-		uint64_t used = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE) -
-				__atomic_load_n(&pg->data_tail, __ATOMIC_RELAXED);
-		unsigned e = s->rings[i].data_size
-				     ? (unsigned)(used >= s->rings[i].data_size
-							  ? 8
-							  : used * 8 / s->rings[i].data_size)
-				     : 0;
-
-		if (e > most)
-			most = e;
-	}
-	return most;
 }
 
 static bool locked_pass(struct sampler *s, uint8_t *scratch)

@@ -202,6 +202,8 @@ void count_lost(struct sampler *s, const struct rec_lost *l);
 int ring_ingest(struct sampler *s, size_t ri);
 void rings_release(struct sampler *s, size_t from);
 bool rings_filling(const struct sampler *s);
+/* The fullest kernel ring's fill, in eighths of its size (0 to 8). */
+unsigned rings_fill(const struct sampler *s);
 
 /* Where the recording's thread may frame ring r's spill up to (what the early thread saw). */
 uint64_t ring_readable(const struct sampler *s, const struct ring *r);

@@ -339,6 +339,23 @@ void rings_release(struct sampler *s, size_t from)
 		spill_release(s->rings[i].spill, s->rings[i].release);
 }
 
+unsigned rings_fill(const struct sampler *s)
+{
+	unsigned most = 0;
+
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		const struct perf_event_mmap_page *pg = s->rings[i].map;
+		uint64_t size = s->rings[i].data_size,
+			 used = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE) -
+				__atomic_load_n(&pg->data_tail, __ATOMIC_RELAXED);
+		unsigned e = !size ? 0 : used >= size ? 8 : (unsigned)(used * 8 / size);
+
+		if (e > most)
+			most = e;
+	}
+	return most;
+}
+
 /* Whether some ring has framed records waiting of more than half its kernel ring's size. */
 bool rings_filling(const struct sampler *s)
 {
