@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "render/render.h"
 #include "symbolize/symbolize.h"
 #include "util/util.h"
 
@@ -740,11 +741,10 @@ static int coll_found(void *ctx, const char *name, uint64_t off)
  * where a training thread hands a collective over to its worker
  * (ProcessGroupMPI::enqueue), and the blocking collectives the worker
  * calls in the MPI library PyTorch links, each until every rank has
- * joined. render/ranks.c knows them by the same names.
+ * joined: the names render/ranks.c counts them by (render.h).
  */
 #define MPI_ENQUEUE "_ZN4c10d15ProcessGroupMPI7enqueueE"
-static const char *const mpi_colls[] = { "MPI_Allreduce", "MPI_Bcast", "MPI_Barrier",
-					 "MPI_Allgather", "MPI_Reduce" };
+static const char *const mpi_colls[] = { RENDER_COLL_MPI_RUNS };
 #define NR_MPI (sizeof(mpi_colls) / sizeof(mpi_colls[0]))
 
 struct mpi_find {

@@ -214,19 +214,18 @@ static bool name_is(const char *name, const char *fn)
 /* Which probed collective function a call's stack ends in (its leaf). */
 static enum coll_kind coll_kind(const struct profile *p, uint32_t stack)
 {
+	static const char *const mpi_runs[] = { RENDER_COLL_MPI_RUNS };
 	const struct pf_stack *st = profile__get_stack(p, stack);
 	const char *name;
 
 	if (!st || st->frame >= profile__nr_frames(p))
 		return COLL_NONE;
-	static const char *const mpi_runs[] = { RENDER_COLL_MPI_RUNS };
-
 	name = profile__str(p, profile__get_frame(p, st->frame)->name);
 	if (name_is(name, RENDER_COLL_ENQUEUE) || name_is(name, RENDER_COLL_MPI_ENQUEUE))
 		return COLL_ENQUEUE;
 	if (name_is(name, RENDER_COLL_RUN))
 		return COLL_RUN;
-	if (name[0] == 'P')
+	if (!strncmp(name, "PMPI_", 5))
 		name++; /* PMPI_Allreduce is MPI_Allreduce */
 	for (size_t i = 0; i < sizeof(mpi_runs) / sizeof(mpi_runs[0]); i++)
 		if (name_is(name, mpi_runs[i]))
@@ -429,9 +428,10 @@ static int coll_print(const struct profile *p, const struct rank_row *rows, size
 		any += rows[i].run.n + rows[i].enq.n;
 	if (!any)
 		return 0;
-	if (fprintf(out, "Collectives (probed): per rank, the training-time collectives it joined, "
-			 "the time its worker (gloo's or MPI's) spent in them (waiting for the other ranks "
-			 "included), and how often it was the last to hand one over\n") < 0)
+	if (fprintf(out,
+		    "Collectives (probed): per rank, the training-time collectives it joined, "
+		    "the time its worker (gloo's or MPI's) spent in them (waiting for the other ranks "
+		    "included), and how often it was the last to hand one over\n") < 0)
 		return render_write_error();
 	for (size_t i = 0; i < nr; i++) {
 		const struct rank_row *r = &rows[i];
