@@ -450,27 +450,6 @@ Test(record, forward_exit_returns_the_target_status)
 	free(data);
 }
 
-static size_t lines_with(const char *text, const char *needle);
-
-/*
- * Without --forward-exit a failed command still leaves a profile, and
- * exit 0, as before; one warning says it failed, so a trainer that died at
- * once is not taken for a short run.
- */
-Test(record, failed_command_is_said)
-{
-	char *data = path_in(dir, "x.data");
-	const char *argv[] = { need_env("DLFLAME"), "record", "-o",	data, "--",
-			       "/bin/sh",	    "-c",     "exit 3", NULL };
-	struct run_result r = run(dir, NULL, NULL, argv);
-
-	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert_eq(lines_with(r.err, "/bin/sh exited with status 3"), 1, "%s", r.err);
-	cr_assert(!access(data, R_OK), "the profile is written");
-	run_free(&r);
-	free(data);
-}
-
 Test(record, missing_command_is_one_clear_error)
 {
 	const char *argv[] = { need_env("DLFLAME"), "record", "--", "/nonexistent/trainer", NULL };
@@ -493,6 +472,25 @@ static size_t lines_with(const char *text, const char *needle)
 		n += hit && (!end || hit < end);
 	}
 	return n;
+}
+
+/*
+ * Without --forward-exit a failed command still leaves a profile, and
+ * exit 0, as before; one warning says it failed, so a trainer that died at
+ * once is not taken for a short run.
+ */
+Test(record, failed_command_is_said)
+{
+	char *data = path_in(dir, "x.data");
+	const char *argv[] = { need_env("DLFLAME"), "record", "-o",	data, "--",
+			       "/bin/sh",	    "-c",     "exit 3", NULL };
+	struct run_result r = run(dir, NULL, NULL, argv);
+
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(lines_with(r.err, "/bin/sh exited with status 3"), 1, "%s", r.err);
+	cr_assert(!access(data, R_OK), "the profile is written");
+	run_free(&r);
+	free(data);
 }
 
 /* Every "hint:" line in text at most 120 columns wide. */

@@ -729,13 +729,13 @@ Test(python, probe_entries_exact_with_bpf, .timeout = 120)
 	char *data = path_in(dir, "quick.data"), *script = fixture("quick_calls.py");
 	const char *rep[] = { need_env("DLFLAME"), "report", "-i",     data,
 			      "--calls",	   "--by",   "caller", NULL };
-	const char *folded[] = { need_env("DLFLAME"), "report", "-i", data, "--folded", NULL };
 	struct run_result r =
 		run(dir, NULL, NULL,
 		    (const char *[]){ need_env("DLFLAME"), "record", "--probe", "libc.so.6:getppid",
 				      "--python-frames=bpf", "-o", data, "--", "/usr/bin/python3",
 				      script, "20000", NULL });
-	unsigned long often, seldom, unread, jit = 0, total = 0;
+	unsigned long often, seldom, unread, jit, total = 0;
+	char *f, *txt;
 
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_log_info("%s", r.err);
@@ -752,26 +752,14 @@ Test(python, probe_entries_exact_with_bpf, .timeout = 120)
 	cr_assert_leq(seldom, 5000, "%s", r.out);
 	cr_assert_leq(unread, 2, "calls whose frames the program did not copy:\n%s", r.out);
 	run_free(&r);
-	r = run(dir, NULL, NULL, folded);
-	cr_assert_eq(r.status, 0, "%s", r.err);
-	for (const char *l = r.out; l && *l;) {
-		const char *end = strchr(l, '\n'), *sp;
-		unsigned long n;
-
-		end = end ? end : l + strlen(l);
-		sp = end;
-		while (sp > l && sp[-1] != ' ')
-			sp--;
-		n = strtoul(sp, NULL, 10);
-		total += n;
-		if (memmem(l, (size_t)(end - l), "[JIT]", 5))
-			jit += n;
-		l = *end ? end + 1 : end;
-	}
+	f = folded(data, "quick.folded", NULL, NULL);
+	txt = read_text(f);
+	jit = count_frame(txt, "[JIT]_[j]", &total);
 	cr_log_info("samples %lu, at a [JIT] frame %lu", total, jit);
 	cr_assert_gt(total, 200);
 	cr_assert_leq(jit * 100, total * 3, "%lu of %lu samples stop at a [JIT] frame", jit, total);
-	run_free(&r);
+	free(txt);
+	free(f);
 	free(script);
 	free(data);
 }
