@@ -636,10 +636,11 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		}
 		/*
 		 * The sampler's own threads empty the rings (and read Python
-		 * frames); this thread polls. A library mapped now may need its
-		 * probe (watch_maps): its mapping is read within 10 ms either way.
+		 * frames) and wake this thread when they have passed records on.
+		 * A library mapped now may need its probe (watch_maps): its
+		 * mapping is read within 10 ms then.
 		 */
-		err = sampler__poll(ss->s, ss->python || ss->watch_maps ? 10 : 100,
+		err = sampler__poll(ss->s, ss->watch_maps ? 10 : 100,
 				    collector__record, ss->col);
 		if (err)
 			break;

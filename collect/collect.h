@@ -129,7 +129,7 @@ int collector__enable_python(struct collector *c);
 struct pybpf;
 void collector__python_bpf(struct collector *c, struct pybpf *b);
 /* A rec_early_cb: true while some process runs a Python whose frames are read. */
-bool collector__early(void *c, const struct rec *r);
+enum early_want collector__early(void *c, const struct rec *r);
 
 /*
  * Ranks: read each process's rank in its job from its environment

@@ -101,6 +101,12 @@ struct py_stacks {
 	 * Python callers are still read after the entry, as soon as may be.
 	 */
 	bool probe_reads;
+	/*
+	 * Until then the early callback asks for samples every EARLY_SLOW_MS:
+	 * a process was probed or a code object read lately (PY_SOON_NS),
+	 * and more may come whose code objects live briefly (imports).
+	 */
+	uint64_t soon_until;
 	struct u64map queues; /* tid -> index in queue_arr */
 	struct py_queue *queue_arr;
 	size_t nr_queues, queues_cap;
@@ -123,7 +129,7 @@ void py_free(struct py_stacks *py);
  * own samples is read. True while some process runs a Python whose
  * frames are read.
  */
-bool py_early(struct py_stacks *py, const struct rec_sample *s, bool ours);
+enum early_want py_early(struct py_stacks *py, const struct rec_sample *s, bool ours);
 /* pid exec'd at time: what was probed of it before is void. */
 void py_exec(struct py_stacks *py, uint32_t pid, uint64_t time);
 /* Whether pid runs a Python whose frames are read. */

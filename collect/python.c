@@ -67,6 +67,13 @@ struct py_proc {
  * 25,000 probed calls a second is 5 MiB of three-frame records).
  */
 #define PY_BPF_QUEUE_BYTES (64u << 20)
+/*
+ * How long after a process was probed, or a code object read for the first
+ * time, the early callback asks for samples every EARLY_SLOW_MS (else it
+ * waits for the drain thread): a module's body is freed once it ran, and
+ * a record naming it must be read before.
+ */
+#define PY_SOON_NS 1000000000ull
 
 /* A snapshot kept for its sample: only the frames read. */
 struct py_pending {
@@ -648,16 +655,29 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 	return err;
 }
 
-bool py_early(struct py_stacks *py, const struct rec_sample *s, bool ours)
+enum early_want py_early(struct py_stacks *py, const struct rec_sample *s, bool ours)
 {
-	bool any;
+	const struct pyreader_stats *rs;
+	enum early_want want = EARLY_IDLE;
+	uint64_t reads, procs;
 
 	pthread_mutex_lock(&py->lock);
+	rs = pyreader__stats(py->r);
+	reads = rs->code_reads;
+	procs = py->st->processes;
 	early_locked(py, s, ours);
 	/* the rings looked at quickly only while some process's frames are read after the sample */
-	any = py->st->processes > py->st->bpf_processes || py->probe_reads;
+	if (py->st->processes > py->st->bpf_processes || py->probe_reads) {
+		want = EARLY_FAST;
+	} else {
+		/* soon while code objects come and go (imports), or a process is new */
+		if (rs->code_reads != reads || py->st->processes != procs)
+			py->soon_until = s->time + PY_SOON_NS;
+		if (s->time < py->soon_until)
+			want = EARLY_SOON;
+	}
 	pthread_mutex_unlock(&py->lock);
-	return any;
+	return want;
 }
 
 void py_exec(struct py_stacks *py, uint32_t pid, uint64_t time)

@@ -6,19 +6,26 @@
  * into each ring's spill (spill.h), stack copies cut to what the kernel
  * could copy, and gives the kernel its space back at once.
  *
- *  - the drain thread makes a pass whenever a ring is a quarter full or
- *    every EARLY_SLOW_MS. It does nothing else: no file, no callback can
- *    hold it up, so a ring overflows only once the spills are at their
- *    budget. It runs at the trainer's priority, and above it (real-time)
- *    only while a ring is found half full, until every ring is down to an
- *    eighth: records about to be lost.
+ *  - the drain thread makes a pass whenever a ring is a quarter full (the
+ *    kernel's wakeup) or after idle_ms without one (DRAIN_IDLE_MS). It does
+ *    nothing else: no file, no callback can hold it up, so a ring
+ *    overflows only once the spills are at their budget. It runs at the
+ *    trainer's priority, and above it (real-time) only while a ring is
+ *    found half full, until every ring is down to an eighth: records about
+ *    to be lost. A pass that copied records wakes the early thread (else
+ *    sampler__poll) through an eventfd.
  *  - the early thread (with an early callback only) makes a pass of its
- *    own as often as the callback asks (EARLY_FAST_US), then hands each
- *    sample copied since to sampler__set_early's callback, long before it
- *    is delivered in time order. When a callback waits (a lock, a file),
- *    the drain thread still empties the rings. It runs above the trainer
- *    only while the callback asks for fast passes (it reads a process's
- *    Python frames after each sample: a late read finds them moved on).
+ *    own when woken, or as often as the callback asks (EARLY_FAST_US,
+ *    EARLY_SLOW_MS), then hands each sample copied since to
+ *    sampler__set_early's callback, long before it is delivered in time
+ *    order, and wakes sampler__poll. When a callback waits (a lock, a
+ *    file), the drain thread still empties the rings. It runs above the
+ *    trainer only while the callback asks for fast passes (it reads a
+ *    process's Python frames after each sample: a late read finds them
+ *    moved on).
+ * No thread wakes on a timer faster than the records come, unless the
+ * callback asks: a trainer at full speed on every CPU pays for each wakeup
+ * with a preempted thread.
  *
  * One pass at a time (copy_lock). The recording's thread frames what the
  * early thread has seen (what was copied, without one), so every sample
@@ -82,11 +89,13 @@ static bool drop_stack(const struct sampler *s, const struct ring *r, const void
 }
 
 /* Copy ring r's new records into its spill; false when the spill budget stopped it. */
-static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool final)
+static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool final, bool *copied)
 {
 	struct perf_event_mmap_page *pg = r->map;
 	uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE), tail = pg->data_tail;
 	bool all = true;
+
+	*copied |= head != tail;
 
 	for (;;) {
 		uint64_t next = tail;
@@ -129,16 +138,37 @@ static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool f
 	return all;
 }
 
-bool drain_pass(struct sampler *s, uint8_t *scratch, bool final)
+bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, bool *copied)
 {
 	uint64_t start = monotonic_ns();
-	bool all = true;
+	bool all = true, any = false;
 
 	for (size_t i = 0; i < s->nr_rings; i++)
-		all &= copy_out(s, &s->rings[i], scratch, final);
+		all &= copy_out(s, &s->rings[i], scratch, final, &any);
 	if (all)
 		__atomic_store_n(&s->copied_at, start, __ATOMIC_RELEASE);
+	if (copied)
+		*copied = any;
 	return all;
+}
+
+/* Wake the thread waiting on eventfd fd (the early thread, or sampler__poll's). */
+static void kick(int fd)
+{
+	uint64_t one = 1;
+
+	/* a full counter (EAGAIN) has a wakeup pending already */
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		return;
+}
+
+/* Take the wakeups sent to eventfd fd so far. */
+static void unkick(int fd)
+{
+	uint64_t n;
+
+	if (fd >= 0 && read(fd, &n, sizeof(n)) < 0)
+		return; /* EAGAIN: none */
 }
 
 /*
@@ -163,12 +193,12 @@ static void reader_priority(bool *high, bool want, int prio)
 	setpriority(PRIO_PROCESS, (id_t)tid, 0);
 }
 
-static bool locked_pass(struct sampler *s, uint8_t *scratch)
+static bool locked_pass(struct sampler *s, uint8_t *scratch, bool *copied)
 {
 	bool all;
 
 	pthread_mutex_lock(&s->copy_lock);
-	all = drain_pass(s, scratch, false);
+	all = drain_pass(s, scratch, false, copied);
 	pthread_mutex_unlock(&s->copy_lock);
 	return all;
 }
@@ -186,12 +216,14 @@ static void *drain_main(void *arg)
 		goto out;
 	/* its timer wakes it when asked, not up to 50 us later */
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	prctl(PR_SET_NAME, "dlflame-drain", 0, 0, 0); /* for top -H and bench/overhead.sh */
 	for (size_t i = 0; i < n; i++)
 		pfds[i] = (struct pollfd){ .fd = s->rings[i].fd, .events = POLLIN };
 	pfds[n] = (struct pollfd){ .fd = s->early_stop, .events = POLLIN };
 	for (;;) {
 		struct timespec wait = { .tv_nsec = left ? EARLY_FAST_US * 1000L
-							 : EARLY_SLOW_MS * 1000000L };
+							 : (long)s->idle_ms * 1000000L };
+		bool copied = false;
 
 		if (ppoll(pfds, n + 1, &wait, NULL) < 0 && errno != EINTR)
 			break;
@@ -210,7 +242,10 @@ static void *drain_main(void *arg)
 		fill = rings_fill(s);
 		reader_priority(&high, high ? fill > 1 : fill >= 4, 2);
 		/* a ring left behind (the budget) is looked at again soon: it may be released */
-		left = !locked_pass(s, scratch);
+		left = !locked_pass(s, scratch, &copied);
+		/* what was copied goes on to the early thread, else to sampler__poll */
+		if (copied)
+			kick(s->early_running ? s->early_kick : s->work_kick);
 	}
 out:
 	free(pfds);
@@ -219,7 +254,7 @@ out:
 }
 
 /* The early callback for each sample copied since the last pass. */
-static bool early_pass(struct sampler *s, bool fast)
+static enum early_want early_pass(struct sampler *s, enum early_want want)
 {
 	/* loaded first: what was copied by then is below the heads loaded next */
 	uint64_t copied_at = __atomic_load_n(&s->copied_at, __ATOMIC_ACQUIRE);
@@ -237,40 +272,53 @@ static bool early_pass(struct sampler *s, bool fast)
 			dec.sample.event = early_event(s, dec.id);
 			/* a return's stack is not kept */
 			if (!EV_IS_PROBE(dec.sample.event) || !EV_PROBE_IS_RETURN(dec.sample.event))
-				fast = s->early(s->early_ctx, &dec);
+				want = s->early(s->early_ctx, &dec);
 		}
 		__atomic_store_n(&r->early_pos, pos, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&s->early_seen, copied_at, __ATOMIC_RELEASE);
-	return fast;
+	return want;
 }
 
 static void *early_main(void *arg)
 {
 	struct sampler *s = arg;
-	struct pollfd stop = { .fd = s->early_stop, .events = POLLIN };
+	struct pollfd pfds[2] = { { .fd = s->early_stop, .events = POLLIN },
+				  { .fd = s->early_kick, .events = POLLIN } };
 	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	bool fast = false, high = false;
+	enum early_want want = EARLY_SOON;
+	bool high = false;
 
 	if (!scratch)
 		return NULL;
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+	prctl(PR_SET_NAME, "dlflame-early", 0, 0, 0);
 	for (;;) {
-		struct timespec wait = { .tv_nsec = fast ? EARLY_FAST_US * 1000L
-							 : EARLY_SLOW_MS * 1000000L };
+		/*
+		 * The rings looked at every EARLY_FAST_US or EARLY_SLOW_MS, as
+		 * the callback asks; else it sleeps until the drain thread has
+		 * copied records (the rings' watermark, or its idle wait).
+		 */
+		struct timespec wait = { .tv_nsec = want == EARLY_FAST ? EARLY_FAST_US * 1000L
+						    : want == EARLY_SOON
+							    ? EARLY_SLOW_MS * 1000000L
+							    : (long)s->idle_ms * 1000000L };
 
-		if (ppoll(&stop, 1, &wait, NULL) < 0 && errno != EINTR)
+		if (ppoll(pfds, 2, &wait, NULL) < 0 && errno != EINTR)
 			break;
-		if (stop.revents)
+		if (pfds[0].revents)
 			break;
-		locked_pass(s, scratch);
-		fast = early_pass(s, fast);
+		if (pfds[1].revents)
+			unkick(s->early_kick);
+		locked_pass(s, scratch, NULL);
+		want = early_pass(s, want);
+		kick(s->work_kick);
 		/*
 		 * Ahead of the trainer while the callback reads frames after
 		 * each sample: a read that waits finds a Python stack that has
 		 * moved on. Else at its priority.
 		 */
-		reader_priority(&high, fast, 1);
+		reader_priority(&high, want == EARLY_FAST, 1);
 	}
 	free(scratch);
 	return NULL;
@@ -285,6 +333,14 @@ int early_start(struct sampler *s)
 	s->early_stop = eventfd(0, EFD_CLOEXEC);
 	if (s->early_stop < 0)
 		return -errno;
+	s->early_kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->work_kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->early_kick < 0 || s->work_kick < 0) {
+		err = -errno;
+		goto fail;
+	}
+	/* a probe added for a library just mapped must come soon: see sampler_opts.on_map */
+	s->idle_ms = s->opts.on_map ? EARLY_SLOW_MS : DRAIN_IDLE_MS;
 	if (s->early) {
 		for (size_t i = 0; i < s->nr_rings; i++)
 			s->rings[i].early_pos = s->rings[i].read_pos;
@@ -317,5 +373,10 @@ void early_stop(struct sampler *s)
 		pthread_join(s->early_thread, NULL);
 	close(s->early_stop);
 	s->early_stop = -1;
+	if (s->early_kick >= 0)
+		close(s->early_kick);
+	if (s->work_kick >= 0)
+		close(s->work_kick);
+	s->early_kick = s->work_kick = -1;
 	s->drain_running = s->early_running = false;
 }

@@ -121,6 +121,14 @@ struct sampler {
 	pthread_t drain_thread, early_thread;
 	bool drain_running, early_running;
 	int early_stop; /* eventfd that stops both */
+	/*
+	 * eventfds: the drain thread wakes the early thread (early_kick)
+	 * after a pass that copied records, and the early thread (else the
+	 * drain thread) wakes sampler__poll (work_kick). No thread but a
+	 * fast early one wakes on a timer faster than idle_ms.
+	 */
+	int early_kick, work_kick;
+	unsigned idle_ms;
 	pthread_mutex_t copy_lock; /* one drain pass at a time */
 	/*
 	 * Every record the kernel wrote before copied_at is in the spills
@@ -220,7 +228,7 @@ void early_stop(struct sampler *s);
  * caller's once it is stopped (final: past the spill budget). False when
  * the budget left records in a ring.
  */
-bool drain_pass(struct sampler *s, uint8_t *scratch, bool final);
+bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, bool *copied);
 /* The bytes of a queued record, in its ring's spill or copied. */
 static inline const uint8_t *ring_rec_data(const struct sampler *s, const struct order_rec *p)
 {

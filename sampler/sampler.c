@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sampler/internal.h"
 
@@ -93,6 +94,8 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->go_fd = -1;
 	s->err_fd = -1;
 	s->early_stop = -1;
+	s->early_kick = -1;
+	s->work_kick = -1;
 	s->scratch = malloc(SCRATCH_SIZE);
 	if (!s->scratch) {
 		free(s);
@@ -300,23 +303,28 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 		/*
 		 * The drain thread empties the rings as records come; this thread
 		 * only needs to deliver them in time order. It waits up to
-		 * timeout_ms, in slices: what waits in the spills takes memory,
-		 * so it comes back within a slice of new records.
+		 * timeout_ms for new records in the spills: the early thread
+		 * (else the drain thread) wakes it once it has passed them on.
 		 */
 		uint64_t until =
 			monotonic_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000;
+		struct pollfd kick = { .fd = s->work_kick, .events = POLLIN };
 
 		while (!spills_pending(s)) {
 			uint64_t t = monotonic_ns(),
 				 left = t < until ? (until - t) / 1000000 + 1 : 0;
+			uint64_t cnt;
 
 			if (!left)
 				break;
-			if (poll(NULL, 0, left < EARLY_SLOW_MS ? (int)left : EARLY_SLOW_MS) < 0) {
+			n = poll(&kick, 1, (int)left);
+			if (n < 0) {
 				if (errno != EINTR)
 					return -errno;
 				break;
 			}
+			if (n > 0 && read(s->work_kick, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
+				return -errno;
 		}
 	} else if (live || timeout_ms >= 0) {
 		n = poll(s->pfds, s->nr_rings, timeout_ms);
@@ -343,6 +351,6 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx)
 		return -EINVAL;
 	early_stop(s); /* what is left is delivered now: no more early reads */
 	if (s->nr_rings)
-		drain_pass(s, s->scratch, true);
+		drain_pass(s, s->scratch, true, NULL);
 	return round_run(s, false, cb, ctx);
 }

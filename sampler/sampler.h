@@ -418,16 +418,27 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx);
  * from a thread of the sampler's own, started by the first sampler__poll
  * and stopped by sampler__drain or sampler__free: cb must not race with
  * the record callback. In attach mode a record may come twice here (see
- * deliverable()). Set it before the first poll. cb returns whether it wants
- * the next samples at once: then the rings are looked at every
- * EARLY_FAST_US microseconds, else every EARLY_SLOW_MS milliseconds. (The
+ * deliverable()). Set it before the first poll. cb returns how soon it
+ * wants the next samples: EARLY_FAST, the rings are looked at every
+ * EARLY_FAST_US microseconds; EARLY_SOON, every EARLY_SLOW_MS milliseconds
+ * (what it reads is there for a while, not for long: code objects of
+ * modules being imported); EARLY_IDLE, as the drain thread copies records
+ * (DRAIN_IDLE_MS below). Until the first call, EARLY_SOON. (The
  * rings are emptied by another thread of the sampler's, which no callback
  * holds up.) Samples carry their event: a probe's entry (returns are not
  * shown) may be any process's, system-wide, not only the recorded ones'.
  */
 #define EARLY_FAST_US 100
 #define EARLY_SLOW_MS 10
-typedef bool (*rec_early_cb)(void *ctx, const struct rec *r);
+/*
+ * Without a fast early callback the sampler's threads wait for the rings'
+ * wakeup (a quarter full) and look at them at least every DRAIN_IDLE_MS
+ * (EARLY_SLOW_MS with sampler_opts.on_map: a probe for a library just
+ * mapped is added that soon).
+ */
+#define DRAIN_IDLE_MS 100
+enum early_want { EARLY_IDLE, EARLY_SOON, EARLY_FAST };
+typedef enum early_want (*rec_early_cb)(void *ctx, const struct rec *r);
 void sampler__set_early(struct sampler *s, rec_early_cb cb, void *ctx);
 
 const struct sampler_stats *sampler__stats(const struct sampler *s);
