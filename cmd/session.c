@@ -640,8 +640,7 @@ int session__run(struct session *ss, pid_t child, uint64_t duration_ns, int *sta
 		 * A library mapped now may need its probe (watch_maps): its
 		 * mapping is read within 10 ms then.
 		 */
-		err = sampler__poll(ss->s, ss->watch_maps ? 10 : 100,
-				    collector__record, ss->col);
+		err = sampler__poll(ss->s, ss->watch_maps ? 10 : 100, collector__record, ss->col);
 		if (err)
 			break;
 		backlog = sampler__backlog(ss->s);
