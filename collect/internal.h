@@ -112,11 +112,19 @@ struct py_stacks {
 	size_t nr_queues, queues_cap;
 };
 
+#define PY_RETS 16
 /* A thread's records from the program, oldest first. */
 struct py_queue {
 	struct py_pending **items;
 	size_t head, n, cap; /* items[head .. n) wait */
 	uint64_t last_entry; /* the time of the thread's last probe entry sample taken */
+	/*
+	 * The times of the thread's latest probe returns, as the early
+	 * callback saw them (ahead of delivery): a probe entry's frames read
+	 * after one of them that followed the entry are not that call's.
+	 */
+	uint64_t rets[PY_RETS];
+	unsigned nrets; /* written so far; rets[i % PY_RETS] */
 };
 
 int py_init(struct py_stacks **out, struct collect_python_stats *st);

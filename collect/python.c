@@ -81,6 +81,7 @@ struct py_pending {
 	uint64_t ip; /* pybpf/'s records: the sampled ip, to join its sample */
 	uint64_t usp; /* ... and the user SP at a sample of user code (0: kernel code) */
 	bool probe; /* ... taken at a probe's entry, before its sample */
+	uint64_t read_at; /* a snapshot: when its read was over (CLOCK_MONOTONIC, as samples) */
 	uint32_t tid;
 	uint32_t bytes; /* its allocation, counted in py->queued while it waits in a queue */
 	struct py_snapshot snap; /* frames[snap.n] allocated */
@@ -428,6 +429,43 @@ static bool bpf_covers(const struct rec_sample *s)
 	return s->event == EV_ONCPU || s->event == EV_SWITCH || s->event == EV_FAULT;
 }
 
+/* A probe's return on thread tid at time t (the early callback: before any entry is delivered). */
+static void note_return(struct py_stacks *py, uint32_t tid, uint64_t t)
+{
+	struct py_queue *q = queue_of(py, tid, true);
+
+	if (q)
+		q->rets[q->nrets++ % PY_RETS] = t;
+}
+
+/*
+ * Whether a probe's entry at time t on thread tid was read (until read_at)
+ * after the thread returned from a probed call that it entered since: its
+ * frames then are another call's, or the caller's after it, never
+ * checkable against the entry's stack copy (the caller's next call reuses
+ * its frame's address). Nested probed calls make it say so too: a
+ * placeholder, not a wrong caller. Also when the returns kept do not
+ * reach back to t.
+ */
+static bool returned_before_read(struct py_stacks *py, uint32_t tid, uint64_t t, uint64_t read_at)
+{
+	struct py_queue *q = queue_of(py, tid, false);
+	unsigned n;
+	bool older = false;
+
+	if (!q || !q->nrets)
+		return false;
+	n = q->nrets < PY_RETS ? q->nrets : PY_RETS;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t r = q->rets[(q->nrets - 1 - i) % PY_RETS];
+
+		if (r > t && r <= read_at)
+			return true;
+		older |= r <= t;
+	}
+	return !older && q->nrets > PY_RETS;
+}
+
 static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool ours)
 {
 	struct py_proc *p = proc_of(py, s->pid, ours);
@@ -435,6 +473,11 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 	uint64_t key, v, now;
 	size_t size;
 
+	if (EV_IS_PROBE(s->event) && EV_PROBE_IS_RETURN(s->event)) {
+		if (proc_of(py, s->pid, false))
+			note_return(py, s->tid, s->time);
+		return;
+	}
 	if (!p || probe(py, p) != PY_YES || !s->stack_size)
 		return;
 	if (p->bpf && bpf_covers(s) && s->time >= p->bpf_since) {
@@ -463,6 +506,7 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 		return;
 	memcpy(&pp->snap, py->scratch, size - offsetof(struct py_pending, snap));
 	pp->time = s->time;
+	pp->read_at = monotonic_ns();
 	pp->tid = s->tid;
 	key = pending_key(s->tid, s->time);
 	if (u64map_get(&py->pending, key, &v))
@@ -595,8 +639,14 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 		return err;
 	}
 	py->st->samples++;
-	if (!pp ||
-	    pyreader__match(py->r, (pid_t)s->pid, &pp->snap, &copy, cfas, guessed, n, groups)) {
+	if (pp && !pp->snap.at_sample && probe_entry(s) &&
+	    returned_before_read(py, s->tid, s->time, pp->read_at)) {
+		/* read after the call it entered was over: not that call's frames */
+		for (size_t e = 0; e < n; e++)
+			groups[e] = (struct py_group){ .state = PY_GROUP_CHANGED };
+		py->st->entries_read_late++;
+	} else if (!pp || pyreader__match(py->r, (pid_t)s->pid, &pp->snap, &copy, cfas, guessed, n,
+					  groups)) {
 		for (size_t e = 0; e < n; e++)
 			groups[e] = (struct py_group){ .state = PY_GROUP_UNKNOWN };
 	}
@@ -659,6 +709,7 @@ enum early_want py_early(struct py_stacks *py, const struct rec_sample *s, bool 
 {
 	const struct pyreader_stats *rs;
 	enum early_want want = EARLY_IDLE;
+	struct py_proc *p;
 	uint64_t reads, procs;
 
 	pthread_mutex_lock(&py->lock);
@@ -667,7 +718,11 @@ enum early_want py_early(struct py_stacks *py, const struct rec_sample *s, bool 
 	procs = py->st->processes;
 	early_locked(py, s, ours);
 	/* the rings looked at quickly only while some process's frames are read after the sample */
+	p = proc_of(py, s->pid, false);
 	if (py->st->processes > py->st->bpf_processes || py->probe_reads) {
+		want = EARLY_FAST;
+	} else if (p && p->state == PY_NONE && p->soon) {
+		/* a CPython starting up: probed again at its next samples, and read from then on */
 		want = EARLY_FAST;
 	} else {
 		/* soon while code objects come and go (imports), or a process is new */

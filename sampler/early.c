@@ -270,9 +270,8 @@ static enum early_want early_pass(struct sampler *s, enum early_want want)
 			if (rec_decode(&s->layout, data, len, &dec) || dec.type != REC_SAMPLE)
 				continue;
 			dec.sample.event = early_event(s, dec.id);
-			/* a return's stack is not kept */
-			if (!EV_IS_PROBE(dec.sample.event) || !EV_PROBE_IS_RETURN(dec.sample.event))
-				want = s->early(s->early_ctx, &dec);
+			/* returns too: a read after one is not of the call that returned */
+			want = s->early(s->early_ctx, &dec);
 		}
 		__atomic_store_n(&r->early_pos, pos, __ATOMIC_RELEASE);
 	}

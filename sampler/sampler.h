@@ -425,8 +425,9 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx);
  * modules being imported); EARLY_IDLE, as the drain thread copies records
  * (DRAIN_IDLE_MS below). Until the first call, EARLY_SOON. (The
  * rings are emptied by another thread of the sampler's, which no callback
- * holds up.) Samples carry their event: a probe's entry (returns are not
- * shown) may be any process's, system-wide, not only the recorded ones'.
+ * holds up.) Samples carry their event: a probe's entry or return (whose
+ * stack is not kept) may be any process's, system-wide, not only the
+ * recorded ones'.
  */
 #define EARLY_FAST_US 100
 #define EARLY_SLOW_MS 10
