@@ -114,12 +114,31 @@ static uint64_t proc_of(const struct profile *p, const struct pf_thread *t)
  * or, for PyTorch's operators (record --probe-ops), "aten::NAME[.OVERLOAD]"
  * for the entry at::_ops::NAME[_OVERLOAD]::call(...).
  */
+/* want as record --probe takes it, FILE:FUNCTION: the FUNCTION part (a file has '/' or ".so") */
+static const char *probe_function(const char *want)
+{
+	for (const char *c = want; *c; c++) {
+		if (c[0] == ':' && c[1] == ':') {
+			c++;
+			continue;
+		}
+		if (*c == ':') {
+			size_t len = (size_t)(c - want);
+
+			if (memchr(want, '/', len) || memmem(want, len, ".so", 3))
+				return c + 1;
+			return want;
+		}
+	}
+	return want;
+}
+
 static bool call_named(const char *name, const char *want)
 {
 	static const char ops[] = "at::_ops::";
 	size_t i = sizeof(ops) - 1, k = 6;
 
-	if (!strcmp(name, want))
+	if (!strcmp(name, want) || !strcmp(name, probe_function(want)))
 		return true;
 	if (strncmp(want, "aten::", 6) || strncmp(name, ops, i))
 		return false;
