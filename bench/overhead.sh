@@ -23,7 +23,10 @@
 # and status of the recorder, not of the trainer): per thread name, the
 # median over the rounds of its user and system CPU in ms, that CPU as a
 # share of one CPU over the run, and its wakeups per second (voluntary +
-# involuntary context switches over the run's wall time).
+# involuntary context switches over the run's wall time); then all its
+# threads' CPU over the run, and over the span the trainer ran only (what
+# the trainer competes with; the recorder's start, and its naming and
+# writing after the trainer's exit, apart).
 #
 # On a machine shared with other work every figure is noisy: use more rounds
 # on a quiet one.
@@ -140,6 +143,8 @@ for t in $TRAINERS; do
     # per round: the wall time, then each thread name's figures
     awk -F'\t' '
       $2 == "wall_s" { wall[$1] = $3; next }
+      $2 == "child_s" { cw[$1] = $3; next }
+      $2 == "child_cpu_ms" { cc[$1] = $3; next }
       { key[$2] = 1; u[$2, $1] = $3; s[$2, $1] = $4; cs[$2, $1] = $5 + $6; n[$2, $1] = $7
         rounds[$1] = 1 }
       function med(a, k,   i, m, v, x, j, t) {
@@ -156,6 +161,9 @@ for t in $TRAINERS; do
         for (k in key) printf "    %-16s %7.0f %7.0f %6.1f%% %8.0f\n", k, med(u, k), med(s, k), med(cpu, k), med(wk, k)
         for (i in rounds) { w[i] = wall[i]; tt[i] = tot[i] }
         printf "    %-16s %15.0f %6.1f%% %8s  (run %.1f s)\n", "all", medv(tt), medv(all), "", medv(w)
+        nc = 0
+        for (i in cw) if (cw[i] > 0) { cp[i] = 100 * cc[i] / (1000 * cw[i]); nc++ }
+        if (nc) printf "    %-16s %15s %6.1f%% %8s  (while the trainer ran, %.1f s: its start and end apart)\n", "all, trainer on", "", medv(cp), "", medv(cw)
       }
       function medv(a,   i, m, v, j, t) {
         m = 0

@@ -8,7 +8,11 @@ thread that exits is counted up to at most 100 ms before it did. OUT gets one
 line per thread name (threads of one name summed), tab-separated:
     name  user_ms  system_ms  voluntary_cs  involuntary_cs  threads
 then "(exited)" for what the process's total holds beyond its threads' last
-readings, and "wall_s  SECONDS" (from the start to the exit).
+readings, and "wall_s  SECONDS" (from the start to the exit). When the
+command has a child (dlflame record's trainer): "child_s  SECONDS" from the
+child's first reading to the first reading without it, and "child_cpu_ms
+MS", the command's own CPU (all its threads, user + system) over that span:
+what it spent while the trainer ran, apart from its start and its end.
 Exits with the command's status.
 """
 import os
@@ -64,8 +68,20 @@ def main():
     t0 = time.monotonic()
     p = subprocess.Popen(sys.argv[3:])
     threads, total = {}, [0.0, 0.0]
+    child = child_t0 = child_t1 = None
+    cpu0 = cpu1 = 0.0
     while p.poll() is None:
         sample(p.pid, threads, total)
+        now, cpu = time.monotonic(), total[0] + total[1]
+        if child is None:
+            try:
+                kids = open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()
+            except OSError:
+                kids = []
+            if kids:
+                child, child_t0, cpu0 = kids[0], now, cpu
+        elif child_t1 is None and not os.path.exists(f"/proc/{child}"):
+            child_t1, cpu1 = now, cpu
         time.sleep(0.1)
     wall = time.monotonic() - t0
     by_name = {}
@@ -83,6 +99,9 @@ def main():
             f.write("%s\t%.0f\t%.0f\t%d\t%d\t%d\n" % (name.replace(" ", "_"), *a))
         f.write("(exited)\t%.0f\t%.0f\t0\t0\t0\n" % (max(total[0] - su, 0), max(total[1] - ss, 0)))
         f.write("wall_s\t%.3f\n" % wall)
+        if child_t0 is not None and child_t1 is not None:
+            f.write("child_s\t%.3f\n" % (child_t1 - child_t0))
+            f.write("child_cpu_ms\t%.0f\n" % (cpu1 - cpu0))
     sys.exit(p.returncode)
 
 
