@@ -542,8 +542,11 @@ int perfmap__read(struct perfmap *pm, const char *path, uid_t uid, struct strpoo
 const struct perfmap_entry *perfmap__find(const struct perfmap *pm, uint64_t addr);
 /* Like perfmap__find, but (re)reads /proc/PID/root/tmp/perf-NSPID.map first
  * when nothing covers addr, at most once per PERFMAP_REREAD_MS (NSPID: the
- * pid in the process's own PID namespace, from NSpid). */
-#define PERFMAP_REREAD_MS 50
+ * pid in the process's own PID namespace, from NSpid). Only what it grew by
+ * is read. (At 50 ms, a sample in a kernel made since the last read and
+ * unwound within 50 ms of it had no preamble: 2.3% of one MLP run's stacks
+ * at two threads were cut as "JIT preamble not read".) */
+#define PERFMAP_REREAD_MS 5
 const struct perfmap_entry *perfmap__lookup(struct symbolizer *s, struct proc *p, uint64_t addr);
 /*
  * symbolizer__resolve's hook for code outside files: names addr, which lies

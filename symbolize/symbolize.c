@@ -257,7 +257,7 @@ int symbolizer__jit_refresh(struct symbolizer *s, uint32_t pid)
 
 	if (!p)
 		return -ESRCH;
-	/* no kernel starts at 0: the map is read again if it grew (at most every 50 ms) */
+	/* no kernel starts at 0: the map is read again if it grew (at most every PERFMAP_REREAD_MS) */
 	perfmap__lookup(s, p, 0);
 	jitcaller__refresh(s, p);
 	return 0;
