@@ -113,11 +113,5 @@ struct py_ehframe {
  */
 int py_cold_parts(const uint8_t *code, size_t len, uint64_t vaddr, const struct py_ehframe *ef,
 		  uint64_t *lo, uint64_t *hi, size_t max);
-/*
- * The length of the x86-64 instruction at b (len bytes available), 0 if it
- * is not one gcc emits; *target: a direct jump's target relative to the
- * instruction's end, *jump whether it is one.
- */
-size_t py_insn_len(const uint8_t *b, size_t len, int64_t *target, bool *jump);
 
 #endif

@@ -91,6 +91,13 @@ static inline bool mul_overflows(size_t a, size_t b, size_t *res)
 	return __builtin_mul_overflow(a, b, res);
 }
 
+/*
+ * The length of the x86-64 instruction at b (len bytes available), 0 if it
+ * is not one gcc emits (util/x86.c); *target: a direct jump's target
+ * relative to the instruction's end, *jump whether it is one.
+ */
+size_t x86_insn_len(const uint8_t *b, size_t len, int64_t *target, bool *jump);
+
 /* Little-endian stores/loads for file formats (no alignment needed). */
 static inline void put_le32(uint8_t *p, uint32_t v)
 {

@@ -28,6 +28,7 @@
 #include "python/internal.h"
 #include "python/python.h"
 #include "tests/pythons.h"
+#include "util/util.h"
 
 #define SYSTEM_PYTHON "/usr/bin/python3" /* scripts/setup.sh installs it */
 
@@ -601,7 +602,7 @@ Test(python, insn_lengths)
 		int64_t t;
 		bool j;
 
-		cr_assert_eq(py_insn_len(cases[i].b, sizeof(cases[i].b), &t, &j), cases[i].len,
+		cr_assert_eq(x86_insn_len(cases[i].b, sizeof(cases[i].b), &t, &j), cases[i].len,
 			     "case %zu", i);
 		if (cases[i].len) {
 			cr_assert_eq(j, cases[i].jump, "case %zu", i);
