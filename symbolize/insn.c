@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "symbolize/internal.h"
+#include "util/util.h"
 
 enum call_form { CALL_NONE, CALL_INDIRECT, CALL_RIPREL, CALL_DIRECT };
 
@@ -96,6 +97,8 @@ static void preamble_step(struct preamble *p, size_t at)
  * ends it, and so does one that moves rsp by an amount not in the code (an
  * `and rsp` alignment, a move into rsp).
  */
+static void saved_sp_scan(const uint8_t *code, size_t len, struct preamble *p);
+
 int insn_preamble(const uint8_t *code, size_t len, struct preamble *p)
 {
 	size_t i = 0;
@@ -199,7 +202,228 @@ int insn_preamble(const uint8_t *code, size_t len, struct preamble *p)
 		break;
 	}
 	p->len = (uint16_t)(p->nsteps ? p->end[p->nsteps - 1] : 0);
+	saved_sp_scan(code, len, p);
 	return 0;
+}
+
+/* ---- where a kernel keeps the rsp it had before moving it ---- */
+
+#define SP_SCAN_MAX 64 /* instructions */
+
+/* General registers an instruction without a ModRM byte writes (bit per register), or ~0 unknown. */
+static uint32_t implicit_writes(uint8_t op, unsigned rex)
+{
+	switch (op) {
+	case 0x04:
+	case 0x05:
+	case 0x0c:
+	case 0x0d:
+	case 0x14:
+	case 0x15:
+	case 0x1c:
+	case 0x1d:
+	case 0x24:
+	case 0x25:
+	case 0x2c:
+	case 0x2d:
+	case 0x34:
+	case 0x35:
+	case 0x98:
+	case 0xa8:
+	case 0xa9:
+		return 1u << 0; /* rax (test with an immediate writes none: kept conservative) */
+	case 0x99:
+		return 1u << 2 | 1u; /* cqo: rdx */
+	case 0x3c:
+	case 0x3d:
+		return 0; /* cmp */
+	case 0x50 ... 0x57:
+		return 0;
+	case 0x58 ... 0x5f:
+		return 1u << ((op - 0x58) | (rex & 1) << 3);
+	case 0x90 ... 0x97:
+		return 1u | 1u << ((op - 0x90) | (rex & 1) << 3);
+	case 0xb0 ... 0xbf:
+		return 1u << ((op & 7) | (rex & 1) << 3);
+	case 0x70 ... 0x7f:
+	case 0xe9:
+	case 0xeb:
+	case 0x0f:
+		return 0;
+	default:
+		return ~0u;
+	}
+}
+
+/*
+ * Decode past the prologue for where the code keeps its entry rsp once it
+ * moves rsp by an amount the code does not hold (aligns it, or loads it
+ * from an argument: oneDNN's f32 GEMM kernels run on a buffer below the
+ * stack or on a heap workspace): a copy of rsp into a register while rsp is
+ * still known (`mov rbp, rsp` after the pushes), rsp then moved, then a
+ * store of that register to [rsp + disp]. Sets p->sp_slot (disp) and
+ * p->sp_depth (how far below the entry SP the copied rsp was); -1 when no
+ * such store comes before the first instruction the scan cannot follow
+ * (a call or a return, an instruction it cannot decode, a write to the
+ * copy it cannot rule out). What it finds is a candidate: the unwinder
+ * checks the word there against the copy, as every recovered caller.
+ */
+static void saved_sp_scan(const uint8_t *code, size_t len, struct preamble *p)
+{
+	int copy = -1; /* the register holding rsp, as it was copy_depth below the entry SP */
+	uint32_t depth = 0, copy_depth = 0;
+	bool moved = false;
+	size_t i = 0;
+
+	p->sp_slot = -1;
+	for (unsigned k = 0; k < SP_SCAN_MAX && i < len; k++) {
+		const uint8_t *b = code + i;
+		int64_t target;
+		bool jump;
+		size_t n = x86_insn_len(b, len - i, &target, &jump), at = 0;
+		unsigned rex = 0, op, mod = 0, reg = 0, rm = 0;
+		bool has_modrm, vex = false;
+
+		if (!n)
+			return;
+		i += n;
+		if (b[0] == 0xf3 && n == 4 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa)
+			continue; /* endbr64 */
+		if (b[0] == 0xc4 || b[0] == 0xc5 || b[0] == 0x62) {
+			/* VEX/EVEX: the ModRM byte after the prefix and the opcode; R from the prefix */
+			size_t pfx = b[0] == 0xc5 ? 1 : b[0] == 0xc4 ? 2 : 3;
+
+			if (1 + pfx + 1 >= n)
+				return;
+			vex = true;
+			rex = (b[1] & 0x80) ? 0 : 4;
+			at = 1 + pfx + 1;
+			op = b[1 + pfx];
+		} else {
+			if ((b[0] & 0xf0) == 0x40)
+				rex = b[at++];
+			if (at >= n)
+				return;
+			op = b[at++];
+			if (b[0] == 0x66 || b[0] == 0xf2 || b[0] == 0xf3 || b[0] == 0xf0)
+				return; /* a prefixed form: not followed */
+			if (op == 0x0f) {
+				if (at >= n)
+					return;
+				op = 0x100 | b[at++];
+				if (op == 0x10f || op == 0x138 || op == 0x13a)
+					return;
+			}
+		}
+		if (op == 0xc3 || op == 0xc2 || op == 0xe8 || op == 0xc9 || op == 0xcc ||
+		    (op == 0xff && at < n && ((b[at] >> 3 & 7) == 2 || (b[at] >> 3 & 7) == 4)))
+			return; /* ret, call, leave, int3, an indirect call or jump */
+		has_modrm = vex || (op >= 0x100 ? !(op >= 0x180 && op <= 0x18f) && op != 0x131 &&
+							  op != 0x1a2
+						: implicit_writes((uint8_t)op, rex) == ~0u);
+		if (!has_modrm) {
+			uint32_t w = op >= 0x100 ? (op == 0x131 || op == 0x1a2 ? 0xf : 0)
+						 : implicit_writes((uint8_t)op, rex);
+
+			if ((op & 0xf8) == 0x50 && op < 0x100 && !moved)
+				depth += 8; /* push r64 */
+			if ((op & 0xf8) == 0x58 && op < 0x100) {
+				if (w & 1u << REG_RSP)
+					return;
+				if (!moved && depth < 8)
+					return;
+				if (!moved)
+					depth -= 8; /* pop r64 */
+			}
+			if (copy >= 0 && (w & 1u << copy))
+				copy = -1;
+			continue;
+		}
+		if (at >= n)
+			return;
+		mod = b[at] >> 6;
+		reg = (b[at] >> 3 & 7) | (rex & 4) << 1;
+		rm = (b[at] & 7) | (rex & 1) << 3;
+		if (vex) {
+			/* a general register written through VEX (BMI): its ModRM reg */
+			if (copy >= 0 && reg == (unsigned)copy)
+				copy = -1;
+			continue;
+		}
+		/* mov r64, rsp: the copy, while rsp is known */
+		if ((rex & 8) && mod == 3 &&
+		    ((op == 0x89 && reg == REG_RSP) || (op == 0x8b && rm == REG_RSP))) {
+			unsigned dst = op == 0x89 ? rm : reg;
+
+			if (dst == REG_RSP)
+				continue;
+			copy = !moved ? (int)dst : -1;
+			copy_depth = depth;
+			continue;
+		}
+		/* mov [rsp + disp], r64 with the copy, after rsp moved: found */
+		if ((rex & 8) && op == 0x89 && (mod == 1 || mod == 2) && (b[at] & 7) == 4 &&
+		    at + 1 < n && (b[at + 1] & 7) == REG_RSP && (b[at + 1] >> 3 & 7) == 4 &&
+		    !(rex & 2) && copy >= 0 && reg == (unsigned)copy && moved) {
+			int32_t disp;
+
+			if (mod == 1) {
+				disp = (int8_t)b[at + 2];
+			} else {
+				if (at + 6 > n)
+					return;
+				memcpy(&disp, b + at + 2, 4);
+			}
+			if (disp < 0 || disp % 8)
+				return;
+			p->sp_slot = disp;
+			p->sp_depth = copy_depth;
+			return;
+		}
+		/* what writes rsp */
+		if (mod == 3 && rm == REG_RSP && (op == 0x81 || op == 0x83) &&
+		    ((reg & 7) == 5 || (reg & 7) == 0)) {
+			int64_t imm;
+
+			if (op == 0x83) {
+				imm = (int8_t)b[at + 1];
+			} else {
+				int32_t v;
+
+				if (at + 5 > n)
+					return;
+				memcpy(&v, b + at + 1, 4);
+				imm = v;
+			}
+			if ((reg & 7) == 0)
+				imm = -imm;
+			if (!moved && (imm >= 0 || (uint64_t)-imm <= depth) &&
+			    depth + imm <= PREAMBLE_MAX_DEPTH)
+				depth = (uint32_t)((int64_t)depth + imm);
+			else
+				moved = true;
+			continue;
+		}
+		if ((mod == 3 && rm == REG_RSP &&
+		     (op == 0x01 || op == 0x09 || op == 0x11 || op == 0x19 || op == 0x21 ||
+		      op == 0x29 || op == 0x31 || op == 0x81 || op == 0x83 || op == 0x89 ||
+		      op == 0xc1 || op == 0xc7 || op == 0xd1 || op == 0xf7)) ||
+		    (reg == REG_RSP &&
+		     (op == 0x03 || op == 0x0b || op == 0x13 || op == 0x1b || op == 0x23 ||
+		      op == 0x2b || op == 0x33 || op == 0x8b || op == 0x8d))) {
+			moved = true; /* by an amount not in the code */
+			continue;
+		}
+		/* what may write the copy: its ModRM reg as the destination, or its r/m register */
+		if (copy >= 0 &&
+		    ((mod == 3 && rm == (unsigned)copy && op != 0x39 && op != 0x3b && op != 0x85 &&
+		      !((op == 0x81 || op == 0x83) && (reg & 7) == 7)) ||
+		     (reg == (unsigned)copy && op != 0x89 && op != 0x39 && op != 0x85 &&
+		      op != 0x01 && op != 0x09 && op != 0x11 && op != 0x19 && op != 0x21 &&
+		      op != 0x29 && op != 0x31 && op != 0x81 && op != 0x83 && op != 0xc1 &&
+		      op != 0xc7 && op != 0xd1 && op != 0xf7 && op != 0x3b)))
+			copy = -1;
+	}
 }
 
 /*

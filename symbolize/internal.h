@@ -585,7 +585,7 @@ bool insn_is_call(const uint8_t *code, size_t len); /* also E8 rel32 and FF 15 *
 #define PREAMBLE_MAX_PUSHES 16
 #define PREAMBLE_MAX_STEPS 40
 #define PREAMBLE_MAX_DEPTH (1u << 20)
-#define PREAMBLE_CODE 128 /* bytes read from the start of a kernel */
+#define PREAMBLE_CODE 256 /* bytes read from the start of a kernel */
 struct preamble {
 	uint8_t npush;
 	uint8_t push
@@ -598,6 +598,14 @@ struct preamble {
 	uint16_t end[PREAMBLE_MAX_STEPS]; /* code offset after each step */
 	uint32_t depth[PREAMBLE_MAX_STEPS]; /* rsp below the entry SP after each step */
 	uint8_t npushed[PREAMBLE_MAX_STEPS]; /* pushes done after each step */
+	/*
+	 * Where the code keeps its rsp once it moved rsp by an amount not in
+	 * the code (oneDNN's f32 GEMM on its buffer or heap workspace):
+	 * [rsp + sp_slot] holds rsp as it was sp_depth bytes below the entry
+	 * SP. -1: no such slot was decoded.
+	 */
+	int32_t sp_slot;
+	uint32_t sp_depth;
 };
 /* Decode code[0..len); 0 (a preamble of no steps when the first instruction is no prologue's), -1 for NULL. */
 int insn_preamble(const uint8_t *code, size_t len, struct preamble *p);

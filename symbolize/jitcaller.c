@@ -45,14 +45,6 @@
 static const uint8_t preamble_2x[] = { 3, 5, 12, 13, 14, 15 };
 #define KERNEL_SLOTS 1024 /* power of two */
 #define JIT_MAX_TRIALS 64
-/*
- * oneDNN's f32 GEMM kernels keep the rsp they had after the preamble in a
- * slot of their workspace frame: [rsp + 120] in the AVX-512 one,
- * [rsp + 152] in the AVX/AVX2 one (which always moves rsp: down by up to
- * 512 KiB for its buffer, or onto the heap). Both are tried.
- */
-static const uint64_t gemm_orig_sp_off[] = { 120, 152 };
-#define GEMM_OFFS (sizeof(gemm_orig_sp_off) / sizeof(gemm_orig_sp_off[0]))
 #define JIT_RET_SLOTS 256 /* power of two */
 #define JIT_RET_WAYS 4
 #define EDGE_SLOTS 4096 /* power of two */
@@ -233,6 +225,7 @@ static const struct preamble *guess_preamble(struct uw_ctx *ctx, struct preamble
 		return &ctx->jit->last;
 	memset(buf, 0, sizeof(*buf));
 	buf->fp_at = -1;
+	buf->sp_slot = -1;
 	buf->npush = sizeof(preamble_2x);
 	memcpy(buf->push, preamble_2x, sizeof(preamble_2x));
 	buf->depth_now = 8 * sizeof(preamble_2x);
@@ -253,7 +246,7 @@ struct epi_slot {
 	int8_t n; /* registers popped from ip on; -1: not an epilogue */
 	uint8_t regs[PREAMBLE_MAX_PUSHES];
 };
-#define EPI_SLOTS 1024 /* power of two */
+#define EPI_SLOTS 8192 /* power of two: 256 KiB a process with JIT code */
 
 /* Is the sampled ip in an epilogue? Its pops, read from the process's memory once per ip. */
 static const struct epi_slot *epilogue_at(struct uw_ctx *ctx, uint64_t ip)
@@ -632,27 +625,30 @@ static enum walk_end graft_at(struct uw_ctx *ctx, struct frames *f, uint64_t sp,
 	return WALK_FAIL;
 }
 
+/*
+ * The rsp a kernel kept before it moved rsp by an amount not in its code
+ * (oneDNN's f32 GEMM: its buffer below the stack, or its heap workspace),
+ * from the slot its own code stores it to (insn.c's decode: [rsp + 120] in
+ * oneDNN 2.6's AVX-512 kernel, [rsp + 152] in its AVX/AVX2 one, each as
+ * rsp was after the preamble's pushes). False without such a slot, or when
+ * the word there cannot be a stack pointer.
+ */
+static bool kept_sp(struct uw_ctx *ctx, const struct preamble *pre, uint64_t sp, uint64_t *orig)
+{
+	return pre && pre->sp_slot >= 0 && stack_word(ctx, sp + (uint64_t)pre->sp_slot, orig) &&
+	       *orig && !(*orig % 8) && *orig != sp;
+}
+
 static enum walk_end graft_gemm(struct uw_ctx *ctx, struct frames *f, const struct jit_ret *jr)
 {
 	uint64_t sp = f->sps[f->n - 1], orig, off;
-	struct preamble guess;
 	const struct preamble *pre = kernel_preamble(ctx, f->ips[f->n - 1], &off);
 
-	if (!pre) {
-		pre = guess_preamble(ctx, &guess);
-		ctx->jit_guessed = true;
-	}
-
-	for (size_t i = 0; i < GEMM_OFFS; i++) {
-		/* the saved rsp lies above the kernel's own frame, or on the heap */
-		if (!stack_word(ctx, sp + gemm_orig_sp_off[i], &orig) || !orig || orig % 8 ||
-		    orig == sp)
-			continue;
-		/* the rsp saved is the one after the preamble: the return address is above it */
-		if (graft_at(ctx, f, orig + pre->depth_now + 8, jr) == WALK_ROOT)
-			return WALK_ROOT;
-	}
-	return WALK_FAIL;
+	/* a kernel whose code was not read has no slot to read: nothing is guessed */
+	if (!kept_sp(ctx, pre, sp, &orig))
+		return WALK_FAIL;
+	/* the return address lies sp_depth above the rsp kept */
+	return graft_at(ctx, f, orig + pre->sp_depth + 8, jr) == WALK_ROOT ? WALK_ROOT : WALK_FAIL;
 }
 
 /*
@@ -665,17 +661,16 @@ static enum walk_end graft_gemm(struct uw_ctx *ctx, struct frames *f, const stru
  * the MLP's samples are in the GEMM kernel: the search was most of the
  * unwinder's time.
  */
-static bool graft_first(const struct uw_ctx *ctx, const struct frames *f, const struct jit_ret *jr)
+static bool graft_first(struct uw_ctx *ctx, const struct frames *f, const struct jit_ret *jr)
 {
-	uint64_t orig;
+	uint64_t orig, off;
+	const struct preamble *pre;
 
 	if (!jr || !jr->grafted)
 		return false;
-	for (size_t i = 0; i < GEMM_OFFS; i++)
-		if (stack_word(ctx, f->sps[f->n - 1] + gemm_orig_sp_off[i], &orig) && orig &&
-		    !(orig % 8) && (orig < ctx->sp0 || orig - ctx->sp0 >= ctx->size))
-			return true;
-	return false;
+	pre = kernel_preamble(ctx, f->ips[f->n - 1], &off);
+	return kept_sp(ctx, pre, f->sps[f->n - 1], &orig) &&
+	       (orig < ctx->sp0 || orig - ctx->sp0 >= ctx->size);
 }
 
 /*
