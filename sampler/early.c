@@ -285,7 +285,7 @@ static void *early_main(void *arg)
 	struct pollfd pfds[2] = { { .fd = s->early_stop, .events = POLLIN },
 				  { .fd = s->early_kick, .events = POLLIN } };
 	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	enum early_want want = EARLY_SOON;
+	enum early_want want = EARLY_FAST; /* the first samples (a program just started) at once */
 	bool high = false;
 
 	if (!scratch)

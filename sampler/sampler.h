@@ -423,7 +423,7 @@ int sampler__drain(struct sampler *s, rec_cb cb, void *ctx);
  * EARLY_FAST_US microseconds; EARLY_SOON, every EARLY_SLOW_MS milliseconds
  * (what it reads is there for a while, not for long: code objects of
  * modules being imported); EARLY_IDLE, as the drain thread copies records
- * (DRAIN_IDLE_MS below). Until the first call, EARLY_SOON. (The
+ * (DRAIN_IDLE_MS below). Until the first call, EARLY_FAST. (The
  * rings are emptied by another thread of the sampler's, which no callback
  * holds up.) Samples carry their event: a probe's entry or return (whose
  * stack is not kept) may be any process's, system-wide, not only the
