@@ -30,6 +30,13 @@ enum py_state { PY_UNPROBED = 0, PY_NONE, PY_YES, PY_FAILED };
 /* One whose interpreter is there, not initialized yet: every 10 ms, for 10 s at most. */
 #define PY_REPROBE_SOON_NS 10000000ull
 #define PY_MAX_REPROBES_SOON 1000
+/*
+ * The first probes of any process also every 10 ms (and on top of the
+ * others'): the early thread looks at a launched program's first samples
+ * at once, when its interpreter may not even be mapped yet, and a second's
+ * wait cost a pyenv CPython its first 150 samples' frames.
+ */
+#define PY_YOUNG_PROBES 30
 /* Snapshots waiting for their sample: beyond this many, those older than a second go. */
 #define PY_PENDING_MAX 65536
 #define PY_PENDING_AGE_NS 1000000000ull
@@ -192,7 +199,8 @@ static enum py_state probe(struct py_stacks *py, struct py_proc *p)
 	if (p->state == PY_YES || p->state == PY_FAILED)
 		return p->state;
 	if (p->state == PY_NONE) {
-		if (p->probes >= (p->soon ? PY_MAX_REPROBES_SOON : PY_MAX_REPROBES) ||
+		if (p->probes >=
+			    (p->soon ? PY_MAX_REPROBES_SOON : PY_MAX_REPROBES + PY_YOUNG_PROBES) ||
 		    (now = monotonic_ns()) < p->next_probe)
 			return p->state;
 	}
@@ -200,7 +208,8 @@ static enum py_state probe(struct py_stacks *py, struct py_proc *p)
 	p->probes++;
 	p->probed_at = monotonic_ns();
 	p->soon = ret == 0 && pyreader__version(py->r, (pid_t)p->pid);
-	p->next_probe = p->probed_at + (p->soon ? PY_REPROBE_SOON_NS : PY_REPROBE_NS);
+	p->next_probe = p->probed_at + (p->soon || p->probes < PY_YOUNG_PROBES ? PY_REPROBE_SOON_NS
+									       : PY_REPROBE_NS);
 	if (ret == 1) {
 		struct py_walk w;
 
@@ -721,8 +730,8 @@ enum early_want py_early(struct py_stacks *py, const struct rec_sample *s, bool 
 	p = proc_of(py, s->pid, false);
 	if (py->st->processes > py->st->bpf_processes || py->probe_reads) {
 		want = EARLY_FAST;
-	} else if (p && p->state == PY_NONE && p->soon) {
-		/* a CPython starting up: probed again at its next samples, and read from then on */
+	} else if (p && p->state == PY_NONE && (p->soon || p->probes < PY_YOUNG_PROBES)) {
+		/* a CPython starting up (or any process just started): probed again at its next samples */
 		want = EARLY_FAST;
 	} else {
 		/* soon while code objects come and go (imports), or a process is new */
