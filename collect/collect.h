@@ -61,8 +61,6 @@ struct collect_python_stats {
 	uint64_t bpf_missing; /* samples of such a process that had no record */
 	uint64_t bpf_unnamed; /* records with a code object freed before it was named */
 	uint64_t bpf_before; /* its samples before the program was told of it (read after) */
-	/* probe entries whose frames were read after the thread returned from a probed call */
-	uint64_t entries_read_late;
 };
 
 struct collect_stats {

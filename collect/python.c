@@ -475,7 +475,8 @@ static bool returned_before_read(struct py_stacks *py, uint32_t tid, uint64_t t,
 	return !older && q->nrets > PY_RETS;
 }
 
-static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool ours)
+/* The early callback's work for sample s, under the lock; the sample's process, if known. */
+static struct py_proc *early_locked(struct py_stacks *py, const struct rec_sample *s, bool ours)
 {
 	struct py_proc *p = proc_of(py, s->pid, ours);
 	struct py_pending *pp;
@@ -483,18 +484,18 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 	size_t size;
 
 	if (EV_IS_PROBE(s->event) && EV_PROBE_IS_RETURN(s->event)) {
-		if (proc_of(py, s->pid, false))
+		if (p) /* a return is a probe's: ours is false, p a process seen before */
 			note_return(py, s->tid, s->time);
-		return;
+		return p;
 	}
 	if (!p || probe(py, p) != PY_YES || !s->stack_size)
-		return;
+		return p;
 	if (p->bpf && bpf_covers(s) && s->time >= p->bpf_since) {
 		drain_bpf(py); /* nothing to read: the program copied the frames */
-		return;
+		return p;
 	}
 	if (p->bpf && probe_entry(s) && s->time >= p->bpf_since && has_bpf(py, s))
-		return;
+		return p;
 	if (p->bpf && !ours)
 		py->probe_reads = true;
 	now = monotonic_ns();
@@ -505,14 +506,14 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 	}
 	if (pyreader__snapshot(py->r, (pid_t)s->pid, (pid_t)s->tid, py->scratch)) {
 		py->st->snapshot_failures++;
-		return;
+		return p;
 	}
 	py->st->snapshots++;
 	size = offsetof(struct py_pending, snap.frames) +
 	       py->scratch->n * sizeof(py->scratch->frames[0]);
 	pp = malloc(size);
 	if (!pp)
-		return;
+		return p;
 	memcpy(&pp->snap, py->scratch, size - offsetof(struct py_pending, snap));
 	pp->time = s->time;
 	pp->read_at = monotonic_ns();
@@ -522,10 +523,11 @@ static void early_locked(struct py_stacks *py, const struct rec_sample *s, bool 
 		free((void *)(uintptr_t)v); /* the same sample twice (attach), or a collision */
 	if (u64map_put(&py->pending, key, (uint64_t)(uintptr_t)pp)) {
 		free(pp);
-		return;
+		return p;
 	}
 	if (py->pending.len > PY_PENDING_MAX && s->time > PY_PENDING_AGE_NS)
 		drop_pending(py, false, s->time - PY_PENDING_AGE_NS);
+	return p;
 }
 
 static void exec_locked(struct py_stacks *py, uint32_t pid, uint64_t time)
@@ -653,7 +655,6 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 		/* read after the call it entered was over: not that call's frames */
 		for (size_t e = 0; e < n; e++)
 			groups[e] = (struct py_group){ .state = PY_GROUP_CHANGED };
-		py->st->entries_read_late++;
 	} else if (!pp || pyreader__match(py->r, (pid_t)s->pid, &pp->snap, &copy, cfas, guessed, n,
 					  groups)) {
 		for (size_t e = 0; e < n; e++)
@@ -725,14 +726,15 @@ enum early_want py_early(struct py_stacks *py, const struct rec_sample *s, bool 
 	rs = pyreader__stats(py->r);
 	reads = rs->code_reads;
 	procs = py->st->processes;
-	early_locked(py, s, ours);
+	p = early_locked(py, s, ours);
 	/* the rings looked at quickly only while some process's frames are read after the sample */
-	p = proc_of(py, s->pid, false);
-	if (py->st->processes > py->st->bpf_processes || py->probe_reads) {
+	if (py->st->processes > py->st->bpf_processes || py->probe_reads ||
+	    (p && p->state == PY_NONE && p->soon)) {
+		/* (or a CPython starting up: probed again at its next samples) */
 		want = EARLY_FAST;
-	} else if (p && p->state == PY_NONE && (p->soon || p->probes < PY_YOUNG_PROBES)) {
-		/* a CPython starting up (or any process just started): probed again at its next samples */
-		want = EARLY_FAST;
+	} else if (p && p->state == PY_NONE && p->probes < PY_YOUNG_PROBES) {
+		/* a process just started: its next probe at the next look */
+		want = EARLY_SOON;
 	} else {
 		/* soon while code objects come and go (imports), or a process is new */
 		if (rs->code_reads != reads || py->st->processes != procs)

@@ -152,25 +152,6 @@ bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, bool *copied)
 	return all;
 }
 
-/* Wake the thread waiting on eventfd fd (the early thread, or sampler__poll's). */
-static void kick(int fd)
-{
-	uint64_t one = 1;
-
-	/* a full counter (EAGAIN) has a wakeup pending already */
-	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		return;
-}
-
-/* Take the wakeups sent to eventfd fd so far. */
-static void unkick(int fd)
-{
-	uint64_t n;
-
-	if (fd >= 0 && read(fd, &n, sizeof(n)) < 0)
-		return; /* EAGAIN: none */
-}
-
 /*
  * Above the trainer's threads (real-time prio, else nice -10) or at their
  * priority: *high says which the calling thread is at, and changes with it.
@@ -245,7 +226,7 @@ static void *drain_main(void *arg)
 		left = !locked_pass(s, scratch, &copied);
 		/* what was copied goes on to the early thread, else to sampler__poll */
 		if (copied)
-			kick(s->early_running ? s->early_kick : s->work_kick);
+			eventfd_kick(s->early_running ? s->early_kick : s->work_kick);
 	}
 out:
 	free(pfds);
@@ -253,8 +234,11 @@ out:
 	return NULL;
 }
 
-/* The early callback for each sample copied since the last pass. */
-static enum early_want early_pass(struct sampler *s, enum early_want want)
+/*
+ * The early callback for each sample copied since the last pass; *handed:
+ * whether the pass went past any record (sampler__poll has work then).
+ */
+static enum early_want early_pass(struct sampler *s, enum early_want want, bool *handed)
 {
 	/* loaded first: what was copied by then is below the heads loaded next */
 	uint64_t copied_at = __atomic_load_n(&s->copied_at, __ATOMIC_ACQUIRE);
@@ -273,6 +257,7 @@ static enum early_want early_pass(struct sampler *s, enum early_want want)
 			/* returns too: a read after one is not of the call that returned */
 			want = s->early(s->early_ctx, &dec);
 		}
+		*handed |= pos != r->early_pos;
 		__atomic_store_n(&r->early_pos, pos, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&s->early_seen, copied_at, __ATOMIC_RELEASE);
@@ -293,6 +278,7 @@ static void *early_main(void *arg)
 	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	prctl(PR_SET_NAME, "dlflame-early", 0, 0, 0);
 	for (;;) {
+		bool handed = false;
 		/*
 		 * The rings looked at every EARLY_FAST_US or EARLY_SLOW_MS, as
 		 * the callback asks; else it sleeps until the drain thread has
@@ -308,10 +294,11 @@ static void *early_main(void *arg)
 		if (pfds[0].revents)
 			break;
 		if (pfds[1].revents)
-			unkick(s->early_kick);
+			eventfd_take(s->early_kick);
 		locked_pass(s, scratch, NULL);
-		want = early_pass(s, want);
-		kick(s->work_kick);
+		want = early_pass(s, want, &handed);
+		if (handed)
+			eventfd_kick(s->work_kick);
 		/*
 		 * Ahead of the trainer while the callback reads frames after
 		 * each sample: a read that waits finds a Python stack that has

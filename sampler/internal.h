@@ -127,7 +127,7 @@ struct sampler {
 	 * drain thread) wakes sampler__poll (work_kick). No thread but a
 	 * fast early one wakes on a timer faster than idle_ms.
 	 */
-	int early_kick, work_kick;
+	int early_kick, work_kick; /* eventfd_kick, eventfd_take */
 	unsigned idle_ms;
 	pthread_mutex_t copy_lock; /* one drain pass at a time */
 	/*
@@ -229,6 +229,26 @@ void early_stop(struct sampler *s);
  * the budget left records in a ring.
  */
 bool drain_pass(struct sampler *s, uint8_t *scratch, bool final, bool *copied);
+
+/* Wake the thread polling eventfd fd; a full counter has a wakeup pending already. */
+static inline void eventfd_kick(int fd)
+{
+	uint64_t one = 1;
+
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0) {
+		/* EAGAIN only: the counter is full, the wakeup is pending */
+	}
+}
+
+/* Take the wakeups sent to nonblocking eventfd fd so far (none: EAGAIN, nothing taken). */
+static inline void eventfd_take(int fd)
+{
+	uint64_t n;
+
+	if (fd >= 0 && read(fd, &n, sizeof(n)) < 0) {
+		/* EAGAIN: none pending */
+	}
+}
 /* The bytes of a queued record, in its ring's spill or copied. */
 static inline const uint8_t *ring_rec_data(const struct sampler *s, const struct order_rec *p)
 {

@@ -9,7 +9,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "sampler/internal.h"
 
@@ -313,7 +312,6 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 		while (!spills_pending(s)) {
 			uint64_t t = monotonic_ns(),
 				 left = t < until ? (until - t) / 1000000 + 1 : 0;
-			uint64_t cnt;
 
 			if (!left)
 				break;
@@ -323,8 +321,8 @@ int sampler__poll(struct sampler *s, int timeout_ms, rec_cb cb, void *ctx)
 					return -errno;
 				break;
 			}
-			if (n > 0 && read(s->work_kick, &cnt, sizeof(cnt)) < 0 && errno != EAGAIN)
-				return -errno;
+			if (n > 0)
+				eventfd_take(s->work_kick);
 		}
 	} else if (live || timeout_ms >= 0) {
 		n = poll(s->pfds, s->nr_rings, timeout_ms);

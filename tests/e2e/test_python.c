@@ -717,9 +717,9 @@ Test(python, probe_entries_have_python_frames_with_bpf)
  * before a recorder reads the frames after the sample (read mode shows
  * hundreds as [python frames changed before read]). With the program on
  * the probes' entries every call is counted under the caller that made it.
- * The calls before the program read the process (the first few: how many
- * depends on when the recorder first sees the new process, 0 to 13 in 10
- * runs on an idle machine) are read after their entry: a read after the
+ * The calls before the program read the process (the first few, if any:
+ * how many depends on when the recorder first sees the new process) are
+ * read after their entry: a read after the
  * call returned is not that call's (the caller's next call reuses its
  * frame's address, so the stack copy cannot tell), and shows a
  * placeholder, never another caller. From the 500th call on (--from-call)
