@@ -256,6 +256,116 @@ static uint32_t implicit_writes(uint8_t op, unsigned rex)
 }
 
 /*
+ * Whether an instruction with a ModRM byte (one-byte or 0F map opcode op)
+ * leaves general register r alone: true only where it is known to, as an
+ * operand it reads, or where ModRM.reg is an opcode extension and r is not
+ * the r/m register of a register form (mod 3).
+ */
+static bool reg_only_read(unsigned op)
+{
+	switch (op) {
+	case 0x00:
+	case 0x01:
+	case 0x08:
+	case 0x09:
+	case 0x10:
+	case 0x11:
+	case 0x18:
+	case 0x19:
+	case 0x20:
+	case 0x21:
+	case 0x28:
+	case 0x29:
+	case 0x30:
+	case 0x31:
+	case 0x38:
+	case 0x39:
+	case 0x3a:
+	case 0x3b:
+	case 0x84:
+	case 0x85:
+	case 0x88:
+	case 0x89:
+	/* groups: ModRM.reg extends the opcode */
+	case 0x80:
+	case 0x81:
+	case 0x83:
+	case 0xc0:
+	case 0xc1:
+	case 0xc6:
+	case 0xc7:
+	case 0xd0:
+	case 0xd1:
+	case 0xd2:
+	case 0xd3:
+	case 0xf6:
+	case 0xf7:
+	case 0xfe:
+	case 0xff:
+	case 0x8f:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool rm_only_read(unsigned op, unsigned reg)
+{
+	switch (op) {
+	case 0x02:
+	case 0x03:
+	case 0x0a:
+	case 0x0b:
+	case 0x12:
+	case 0x13:
+	case 0x1a:
+	case 0x1b:
+	case 0x22:
+	case 0x23:
+	case 0x2a:
+	case 0x2b:
+	case 0x32:
+	case 0x33:
+	case 0x38:
+	case 0x39:
+	case 0x3a:
+	case 0x3b:
+	case 0x84:
+	case 0x85:
+	case 0x8a:
+	case 0x8b:
+	case 0x8d:
+	case 0x63:
+	case 0x69:
+	case 0x6b:
+	case 0x1af:
+	case 0x1b6:
+	case 0x1b7:
+	case 0x1be:
+	case 0x1bf:
+	case 0x140 ... 0x14f:
+		return true;
+	case 0x80:
+	case 0x81:
+	case 0x83:
+		return (reg & 7) == 7; /* cmp */
+	case 0xf6:
+	case 0xf7:
+		return (reg & 7) < 2; /* test */
+	case 0xff:
+		return (reg & 7) == 6; /* push */
+	default:
+		return false;
+	}
+}
+
+/* May the instruction write general register r (as its ModRM reg, or as its r/m register)? */
+static bool may_write(unsigned op, unsigned mod, unsigned reg, unsigned rm, unsigned r)
+{
+	return (reg == r && !reg_only_read(op)) || (mod == 3 && rm == r && !rm_only_read(op, reg));
+}
+
+/*
  * Decode past the prologue for where the code keeps its entry rsp once it
  * moves rsp by an amount the code does not hold (aligns it, or loads it
  * from an argument: oneDNN's f32 GEMM kernels run on a buffer below the
@@ -367,31 +477,30 @@ static void saved_sp_scan(const uint8_t *code, size_t len, struct preamble *p)
 		    !(rex & 2) && copy >= 0 && reg == (unsigned)copy && moved) {
 			int32_t disp;
 
-			if (mod == 1) {
+			if (at + (mod == 1 ? 3 : 6) > n)
+				return;
+			if (mod == 1)
 				disp = (int8_t)b[at + 2];
-			} else {
-				if (at + 6 > n)
-					return;
+			else
 				memcpy(&disp, b + at + 2, 4);
-			}
 			if (disp < 0 || disp % 8)
 				return;
 			p->sp_slot = disp;
 			p->sp_depth = copy_depth;
 			return;
 		}
-		/* what writes rsp */
+		/* add/sub rsp, imm: rsp still known */
 		if (mod == 3 && rm == REG_RSP && (op == 0x81 || op == 0x83) &&
 		    ((reg & 7) == 5 || (reg & 7) == 0)) {
 			int64_t imm;
 
+			if (at + (op == 0x83 ? 2 : 5) > n)
+				return;
 			if (op == 0x83) {
 				imm = (int8_t)b[at + 1];
 			} else {
 				int32_t v;
 
-				if (at + 5 > n)
-					return;
 				memcpy(&v, b + at + 1, 4);
 				imm = v;
 			}
@@ -404,24 +513,11 @@ static void saved_sp_scan(const uint8_t *code, size_t len, struct preamble *p)
 				moved = true;
 			continue;
 		}
-		if ((mod == 3 && rm == REG_RSP &&
-		     (op == 0x01 || op == 0x09 || op == 0x11 || op == 0x19 || op == 0x21 ||
-		      op == 0x29 || op == 0x31 || op == 0x81 || op == 0x83 || op == 0x89 ||
-		      op == 0xc1 || op == 0xc7 || op == 0xd1 || op == 0xf7)) ||
-		    (reg == REG_RSP &&
-		     (op == 0x03 || op == 0x0b || op == 0x13 || op == 0x1b || op == 0x23 ||
-		      op == 0x2b || op == 0x33 || op == 0x8b || op == 0x8d))) {
-			moved = true; /* by an amount not in the code */
-			continue;
-		}
-		/* what may write the copy: its ModRM reg as the destination, or its r/m register */
-		if (copy >= 0 &&
-		    ((mod == 3 && rm == (unsigned)copy && op != 0x39 && op != 0x3b && op != 0x85 &&
-		      !((op == 0x81 || op == 0x83) && (reg & 7) == 7)) ||
-		     (reg == (unsigned)copy && op != 0x89 && op != 0x39 && op != 0x85 &&
-		      op != 0x01 && op != 0x09 && op != 0x11 && op != 0x19 && op != 0x21 &&
-		      op != 0x29 && op != 0x31 && op != 0x81 && op != 0x83 && op != 0xc1 &&
-		      op != 0xc7 && op != 0xd1 && op != 0xf7 && op != 0x3b)))
+		/* anything else that may write rsp moves it by an amount not in the code */
+		if (may_write(op, mod, reg, rm, REG_RSP))
+			moved = true;
+		/* one that may write the copy ends it */
+		if (copy >= 0 && may_write(op, mod, reg, rm, (unsigned)copy))
 			copy = -1;
 	}
 }
