@@ -621,5 +621,7 @@ bool preamble_at(const struct preamble *p, uint64_t off, uint32_t *depth, uint8_
  */
 int insn_epilogue(const uint8_t *code, size_t len, uint8_t *regs, size_t max);
 #define EPILOGUE_CODE 32 /* bytes read at a sampled IP */
+/* jitcaller.c keeps a copy of each kernel's code up to this size, for reading after its process exits */
+#define JIT_TEXT_MAX (1u << 20)
 
 #endif
