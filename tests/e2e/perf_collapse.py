@@ -3,8 +3,12 @@
 
 Usage: perf_collapse.py MODULE < script.txt
        perf_collapse.py --keep NAME,NAME,... < folded.txt
+       perf_collapse.py --keep-from FOLDED < folded.txt
 The second form filters folded stacks (dlflame's) down to the named frames and
 merges the lines that become equal, so both tools' outputs compare line by line.
+The third keeps the names that FOLDED (the first form's output) has below its
+first frame: every function of MODULE perf named, so that a frame dlflame
+names otherwise, or drops, shows in the comparison.
 Keeps only frames whose dso path ends with MODULE (so that two tools can be
 compared on the frames both must name identically), prints `comm;f1;...;fn count`
 lines sorted, root first, like stackcollapse-perf.pl.
@@ -28,6 +32,13 @@ def keep_only(names):
 def main():
     if sys.argv[1] == '--keep':
         keep_only(set(sys.argv[2].split(',')))
+        return
+    if sys.argv[1] == '--keep-from':
+        names = set()
+        with open(sys.argv[2]) as f:
+            for line in f:
+                names.update(line.rstrip('\n').rpartition(' ')[0].split(';')[1:])
+        keep_only(names)
         return
     module = sys.argv[1]
     counts = collections.Counter()

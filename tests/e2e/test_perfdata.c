@@ -69,13 +69,17 @@ static unsigned long perf_samples(const char *data)
 	return n;
 }
 
-/* dlflame's and perf's folded stacks of `data`, cut to the fixture's frames, are identical. */
-static void compare_with_perf(const char *data, const char *module, const char *names)
+/*
+ * dlflame's and perf's folded stacks of `data`, cut to the frames perf shows
+ * in `module` (the fixture's functions, whatever they are: once, the names
+ * were a fixed list, and a sample in the fixture's thread_ns or, at exit,
+ * its __do_global_dtors_aux, kept by perf's side only, failed the diff),
+ * are identical.
+ */
+static void compare_with_perf(const char *data, const char *module)
 {
 	const char *dl = need_env("DLFLAME"), *collapse = need_env("PERF_COLLAPSE");
 
-	sh("cd '%s' && '%s' report -i '%s' --folded > dl.all 2>dl.err", dir, dl, data);
-	sh("cd '%s' && python3 '%s' --keep %s < dl.all > dl.folded", dir, collapse, names);
 	/*
 	 * --no-demangle: perf 6.12 runs C names through a demangler and shows
 	 * the fixture's a, b and c as "signed char", "bool" and "char"
@@ -83,6 +87,8 @@ static void compare_with_perf(const char *data, const char *module, const char *
 	sh("cd '%s' && perf script --no-demangle -i '%s' -F comm,tid,ip,sym,dso 2>/dev/null | "
 	   "python3 '%s' %s > perf.folded",
 	   dir, data, collapse, module);
+	sh("cd '%s' && '%s' report -i '%s' --folded > dl.all 2>dl.err", dir, dl, data);
+	sh("cd '%s' && python3 '%s' --keep-from perf.folded < dl.all > dl.folded", dir, collapse);
 	char *all = path_in(dir, "dl.all");
 	cr_assert_eq(sum_counts(all), perf_samples(data),
 		     "the same number of samples as perf script");
@@ -96,7 +102,7 @@ Test(perfdata, fp_file_gives_perf_scripts_stacks)
 
 	sh("perf record -q -g -F 999 -o '%s' -- '%s' 60 >/dev/null 2>&1", data,
 	   need_env("FIXTURE_SPLIT"));
-	compare_with_perf(data, "/split", "main,alpha,bravo,charlie");
+	compare_with_perf(data, "/split");
 	free(data);
 }
 
@@ -243,7 +249,7 @@ Test(perfdata, compressed_fp_file_gives_perf_scripts_stacks)
 	sh("perf record -q -z -g -F 999 -o '%s' -- '%s' 60 >/dev/null 2>&1", data,
 	   need_env("FIXTURE_SPLIT"));
 	cr_assert_neq(middle_compressed(data), 0);
-	compare_with_perf(data, "/split", "main,alpha,bravo,charlie");
+	compare_with_perf(data, "/split");
 	free(data);
 }
 
@@ -257,7 +263,7 @@ Test(perfdata, compressed_dwarf_file_gives_perf_scripts_stacks)
 	   chain);
 	cr_assert_neq(middle_compressed(data), 0);
 	/* DWARF copies compress hundreds of times: records span COMPRESSED records */
-	compare_with_perf(data, "/chain", "_start,main,a,b,c,hot");
+	compare_with_perf(data, "/chain");
 	char *text = read_text(all);
 	unsigned long hot = count_frame(text, "hot", NULL),
 		      whole = count_chain(text, "main;a;b;c;hot");
