@@ -47,6 +47,7 @@ struct op {
 struct ops {
 	struct op v[MAX_OPS];
 	size_t n;
+	double sum; /* self time of all operators */
 };
 
 static struct op *op_get(struct ops *o, const char *name, size_t len)
@@ -81,7 +82,21 @@ static void shares(struct ops *o)
 	cr_assert_gt(sum, 0);
 	for (size_t i = 0; i < o->n; i++)
 		o->v[i].share = 100.0 * o->v[i].self / sum;
+	o->sum = sum;
 	qsort(o->v, o->n, sizeof(o->v[0]), by_share);
+}
+
+/*
+ * Two standard errors, in points, of a share p (percent) of dlflame's
+ * operator time: record samples at 999 Hz, so o->sum ms of self time are
+ * about that many samples. Shares closer than this are a tie that sampling
+ * cannot order.
+ */
+static double tie_points(const struct ops *o, double p)
+{
+	double n = o->sum * 0.999, q = p / 100.0;
+
+	return n > 0 ? 200.0 * sqrt(q * (1.0 - q) / n) : 100.0;
 }
 
 /* examples/cnn_torchprof.py's lines: NAME \t SELF_US \t TOTAL_US \t CALLS, aten:: ones kept. */
@@ -235,8 +250,17 @@ Test(ops, cnn_beside_torch_profiler)
 
 		for (size_t k = 0; k < 5; k++)
 			top5 |= !strcmp(dl->v[k].name, tp->v[i].name);
-		cr_expect(top5, "%s is in torch.profiler's top five (%.1f%%), not in dlflame's",
-			  tp->v[i].name, tp->v[i].share);
+		/*
+		 * Outside dlflame's top five only in a tie with its fifth
+		 * (once 6.5% against threshold_backward's 6.6%, torch.profiler
+		 * 6.6% and 6.3%: the two swapped places).
+		 */
+		cr_expect(
+			top5 || (d && d->share >= dl->v[4].share - tie_points(dl, dl->v[4].share)),
+			"%s is in torch.profiler's top five (%.1f%%), not in dlflame's (%.1f%%, "
+			"its fifth %.1f%%, a tie within %.1f points)",
+			tp->v[i].name, tp->v[i].share, d ? d->share : 0.0, dl->v[4].share,
+			tie_points(dl, dl->v[4].share));
 		cr_expect(d && fabs(d->share - tp->v[i].share) <= 5.0,
 			  "%s: %.1f%% of the operators' self time, torch.profiler %.1f%%",
 			  tp->v[i].name, d ? d->share : 0.0, tp->v[i].share);
