@@ -689,8 +689,8 @@ static void probe_callers(const char *frames)
 	r = run(dir, NULL, NULL, rep);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_log_info("%s", r.out);
-	cr_assert_eq(calls_of(r.out, "<- napper (napper.py:9)"), 40, "%s", r.out);
-	cr_assert_eq(calls_of(r.out, "<- dozer (napper.py:13)"), 20, "%s", r.out);
+	cr_assert_eq(calls_of(r.out, "<- napper (napper.py:12)"), 40, "%s", r.out);
+	cr_assert_eq(calls_of(r.out, "<- dozer (napper.py:16)"), 20, "%s", r.out);
 	run_free(&r);
 	free(script);
 	free(data);
