@@ -4,7 +4,9 @@
 # defaults; per run:
 #   - JIT-leaf samples (the innermost user frame is a JIT kernel, `_[j]`)
 #     and the share of them, by weight, that pass through
-#     dnnl_primitive_execute in a stack unwound whole (report --complete);
+#     dnnl_primitive_execute (the calling thread) or libgomp's thread start
+#     (the OpenMP team's workers, THREADS > 1) in a stack unwound whole
+#     (report --complete);
 #   - stacks counted complete whose outermost frame is not a thread entry
 #     (_start, clone3, clone, ld.so's entry code): must be none.
 # Then the worst and the median share over the runs.
@@ -29,7 +31,10 @@ jitleaf() {
   awk '{ w = $NF; $NF = ""; n = split($0, f, ";"); sub(/ +$/, "", f[n])
          while (n > 1 && f[n] ~ /_\[k\] *$/) { n--; sub(/ +$/, "", f[n]) }
          if (f[n] !~ /_\[j\]$/) next
-         all += w; if (index($0, ";dnnl_primitive_execute;")) through += w }
+         all += w
+         # the thread that called the primitive, or a worker of its OpenMP team
+         # (libgomp has no symbols without its debug package: its frame is libgomp.so.1+0x...)
+         if (index($0, ";dnnl_primitive_execute;") || $0 ~ /;start_thread;(gomp_thread_start|libgomp\.so[.0-9]*\+0x[0-9a-f]+);/) through += w }
        END { printf "%d %d\n", all, through }' "$1"
 }
 
@@ -55,9 +60,13 @@ for ((i = 1; i <= RUNS; i++)); do
            n += $NF }
          END { print n + 0 }' "$tmp/complete.folded")
   bad_all=$((bad_all + bad))
+  # an outermost frame without a name cannot be told to be a thread entry
+  if [ "$bad" -gt 0 ] && grep -q '^[^;]*;libc\.so\.6+0x' "$tmp/complete.folded"; then
+    echo "jitstacks: libc has no symbols here, so its thread entries (clone3) are not named and count above; install libc6-dbg" >&2
+  fi
   share=$(awk -v a="$all" -v o="$ok" 'BEGIN { printf "%.2f", a ? 100 * o / a : 0 }')
   echo "$share" >> "$tmp/shares"
-  printf 'run %2d: %5d JIT-leaf samples, %6s%% through dnnl_primitive_execute to a thread entry; %d complete stacks not at a thread entry\n' \
+  printf 'run %2d: %5d JIT-leaf samples, %6s%% through dnnl_primitive_execute or an OpenMP worker start to a thread entry; %d complete stacks not at a thread entry\n' \
     "$i" "$all" "$share" "$bad"
 done
 sort -g "$tmp/shares" | awk -v runs="$RUNS" -v bad="$bad_all" -v t="$THREADS" -v b="$BUILD" \
