@@ -20,7 +20,7 @@ packages=(
   python3-dev                                   # tests: CPython's headers, to check the offsets read
   iproute2                                      # tests: two hosts in network namespaces
   tmux                                          # tests: the status line on a real terminal
-  podman runc                                   # tests: trainers in real containers
+  podman runc catatonit                         # tests: trainers in real containers and a pod
   openmpi-bin                                   # tests: mpirun, where PyTorch has MPI (Debian 13 on)
 )
 

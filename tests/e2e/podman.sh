@@ -12,6 +12,11 @@
 #   podman.sh inspect NAME FORMAT   podman inspect -f FORMAT NAME
 #   podman.sh wait NAME          its exit code once it stops
 #   podman.sh rm NAME            kill and remove it
+#   podman.sh pod-create POD     a pod, as Kubernetes makes one: its infra
+#     (pause) container, whose network, IPC and UTS namespaces the pod's
+#     containers share, and a cgroup that holds theirs; `run NAME ... --pod
+#     POD -- cmd` starts a container in it
+#   podman.sh pod-rm POD         kill and remove it with its containers
 # The runtime is runc: crun 1.8 (Debian 12) refuses a host whose cgroup v1
 # controllers sit beside a cgroup v2 hierarchy ("cgroups in hybrid mode not
 # supported"), runc puts the container in both. The limits are set below
@@ -35,7 +40,12 @@ run | fg)
 	done
 	[ $# -gt 0 ] || { echo "podman.sh: no -- before the command" >&2; exit 2; }
 	shift
-	common=(--name "$name" --network none --ulimit nofile=1024:1024
+	# a pod's container has the pod's network
+	net=(--network none)
+	for o in "${opts[@]}"; do
+		[ "$o" != --pod ] || net=()
+	done
+	common=(--name "$name" "${net[@]}" --ulimit nofile=1024:1024
 		--ulimit nproc=1024:1024 -v "$src:/tmp/src:ro" "${opts[@]}"
 		--rootfs "$root:O")
 	if [ "$what" = run ]; then
@@ -58,8 +68,26 @@ wait)
 rm)
 	exec "${podman[@]}" rm -f -t 0 "$1" >/dev/null
 	;;
+pod-create)
+	# the infra container takes its limits from containers.conf (pod create
+	# has no --ulimit in podman 4.3); catatonit is its pause process
+	command -v catatonit >/dev/null || {
+		echo "podman.sh: catatonit is missing: scripts/setup.sh installs it (apt-get install catatonit)" >&2
+		exit 1
+	}
+	conf=$(mktemp)
+	printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n' >"$conf"
+	"${podman[@]}" pod rm -f "$1" >/dev/null 2>&1 || true
+	st=0
+	CONTAINERS_CONF=$conf "${podman[@]}" pod create --name "$1" --network none >/dev/null || st=$?
+	rm -f "$conf"
+	exit $st
+	;;
+pod-rm)
+	exec "${podman[@]}" pod rm -f "$1" >/dev/null
+	;;
 *)
-	echo "podman.sh: run|fg|exec|rm" >&2
+	echo "podman.sh: run|fg|exec|inspect|wait|rm|pod-create|pod-rm" >&2
 	exit 2
 	;;
 esac

@@ -3,12 +3,13 @@
  * Trainers in real containers: rootful podman (tests/e2e/podman.sh), each
  * container with its own PID, mount, UTS and IPC namespaces, an overlay
  * root and a cgroup of the runtime's making. Recorded from the host by
- * the pid podman gives, by the container's cgroup, and from inside the
- * container. The root is $DLFLAME_CONTAINER_ROOT when set (a debootstrapped
+ * the pid podman gives, by the container's cgroup, by a pod's cgroup, and
+ * from inside the container. The root is $DLFLAME_CONTAINER_ROOT when set (a debootstrapped
  * Debian whose python3 and torch differ from the host's), else our own "/"
  * (overlaid: the container writes to a layer of its own).
  *
- * scripts/setup.sh installs podman and runc: their absence fails the test.
+ * scripts/setup.sh installs podman, runc and catatonit (a pod's pause
+ * process): their absence fails the test.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -28,11 +29,13 @@
 static char *dir;
 static char names[8][64];
 static int nnames;
+static char pod[64]; /* the pod of this test run, if any */
 
 static void setup(void)
 {
 	dir = make_dir();
 	nnames = 0;
+	pod[0] = '\0';
 }
 
 static void podman_rm(const char *name)
@@ -47,6 +50,12 @@ static void teardown(void)
 {
 	for (int i = 0; i < nnames; i++)
 		podman_rm(names[i]);
+	if (pod[0]) {
+		const char *argv[] = { need_env("PODMAN_SH"), "pod-rm", pod, NULL };
+		struct run_result r = run(dir, NULL, NULL, argv);
+
+		run_free(&r);
+	}
 	rm_dir(dir);
 }
 
@@ -599,6 +608,79 @@ Test(podman, cgroup_whole)
 	free(id);
 	free(cg);
 	free(pt);
+}
+
+/*
+ * A pod, as a Kubernetes node runs one: podman's pod (its infra container
+ * holding the network, IPC and UTS namespaces, one cgroup over its
+ * containers' own) with two containers, each a Python process in its own
+ * PID namespace. `record --cgroup` on the pod's cgroup: both processes,
+ * each with its Python frames and labelled with its own container's id.
+ * (Kubernetes itself cannot run here; a pod's cgroup under kubepods.slice
+ * is the same shape: docs/containers.md.)
+ */
+Test(podman, pod_whole)
+{
+	const char *a = new_name("pa"), *b = new_name("pb"), *root = container_root();
+	const char *opts[] = { "--pod", pod, NULL };
+	const char *cmd[] = { "python3", "/tmp/src/split.py", "20", NULL };
+	char *data = path_in(dir, "pod.data"), *pt, *cg[2], *id[2], *podcg;
+	const char *rec[] = { "record", "--cgroup", NULL, "-d", "6", "-o", data, NULL };
+	struct run_result r;
+	pid_t p[2];
+
+	need_podman();
+	snprintf(pod, sizeof(pod), "dlflame-pod-%d", (int)getpid());
+	{
+		const char *argv[] = { need_env("PODMAN_SH"), "pod-create", pod, NULL };
+
+		r = run(dir, NULL, NULL, argv);
+		cr_assert_eq(r.status, 0, "podman pod create failed: %s", r.err);
+		run_free(&r);
+	}
+	podman_run(a, root, need_env("PY_FIXTURES"), opts, cmd);
+	podman_run(b, root, need_env("PY_FIXTURES"), opts, cmd);
+	for (int i = 0; i < 2; i++) {
+		p[i] = host_pid(i ? b : a, "python3");
+		id[i] = inspect(i ? b : a, "{{.Id}}");
+		cg[i] = cgroup_of(p[i]);
+		cr_log_info("container %d: pid %d, cgroup %s", i, (int)p[i], cg[i]);
+		cr_assert_not_null(strstr(cg[i], id[i]), "cgroup %s does not name the container %s",
+				   cg[i], id[i]);
+	}
+	/* the pod's cgroup: the directory over both containers' */
+	podcg = strdup(cg[0]);
+	cr_assert_not_null(podcg);
+	*strrchr(podcg, '/') = '\0';
+	cr_assert_eq(strncmp(cg[1], podcg, strlen(podcg)), 0, "%s is not in the pod's %s", cg[1],
+		     podcg);
+	cr_assert_eq(cg[1][strlen(podcg)], '/');
+	usleep(1000000); /* past the imports, into its loop */
+	rec[2] = podcg;
+	r = dlflame(rec);
+	cr_log_info("%s", r.err);
+	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
+	assert_container_frames(r.err);
+	run_free(&r);
+	pt = folded(data, "pod-thread.folded", "--per-thread");
+	for (int i = 0; i < 2; i++) {
+		unsigned long n, init;
+		double share = python_share(pt, p[i], &n, &init);
+
+		cr_log_info("container %d, pid %d: %lu samples, %.1f%% with Python frames", i,
+			    (int)p[i], n, share);
+		cr_assert_gt(n, 100, "container %d: only %lu samples", i, n);
+		cr_assert_geq(share, 90.0,
+			      "container %d: Python frames in %.1f%% of its samples; heaviest "
+			      "without: %s",
+			      i, share, no_python);
+		assert_labelled(data, pt, p[i], id[i]);
+		free(id[i]);
+		free(cg[i]);
+	}
+	free(podcg);
+	free(pt);
+	free(data);
 }
 
 /* Record the container's pid 1 (running a C program) from the host for 4 s: the folded stacks. */
