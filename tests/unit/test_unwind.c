@@ -1243,31 +1243,44 @@ static void gen_map_size(const struct gen_kernel *k, uint64_t size)
 }
 
 /*
- * A sample in the kernel's epilogue, unwound after the code is gone (the
- * trainer has exited: unwinding runs behind the samples). The kernel's code
- * was copied when its preamble was read, and the copy says how many pops
- * are done at the sampled ip: the right caller, complete. (Before the copy,
- * an MLP run's last samples had 0.2-0.6% of its stacks guessed.)
+ * A sample of the kernel in *smp (built into k), taken in its epilogue after
+ * all pops but one (rsp 8 below the return address), unwound into *v after
+ * the kernel's code is gone (the trainer has exited: unwinding runs behind
+ * the samples); the perf-map line, and what was read from the code while it
+ * was there, stay. The body sample *smp was unwound whole first.
+ */
+static void epilogue_after_exit(struct gen_kernel *k, struct sample *smp, struct unwound *v)
+{
+	struct sample *at;
+	struct unwound u;
+	uint64_t slot;
+
+	jit_outer(k->fn, smp);
+	gen_whole(smp, &u);
+	slot = ret_slot(smp);
+	cr_assert_eq(munmap(k->mem, 4096), 0);
+	at = resampled(smp, last_pop_ip(k), slot - 8);
+	unwind_sample(at, at->stack, at->size, v);
+	log_chain(v);
+	sample_free(at);
+}
+
+/*
+ * The kernel's code was copied when its preamble was read, and the copy
+ * says how many pops are done at the sampled ip: the right caller,
+ * complete. (Before the copy, an MLP run's last samples had 0.2-0.6% of its
+ * stacks guessed.)
  */
 Test(unwind, jit_epilogue_after_exit_read_from_the_copy)
 {
-	struct sample *smp = sample_new(), *at;
+	struct sample *smp = sample_new();
 	struct gen_kernel k;
-	struct unwound u, v;
-	uint64_t slot;
+	struct unwound v;
 
 	gen_build(&k, dnnl26_gemm, sizeof(dnnl26_gemm), 0x200);
-	jit_outer(k.fn, smp);
-	gen_whole(smp, &u);
-	slot = ret_slot(smp);
-	cr_assert_eq(munmap(k.mem, 4096), 0);
-	/* after all pops but one: rsp 8 below the return address */
-	at = resampled(smp, last_pop_ip(&k), slot - 8);
-	unwind_sample(at, at->stack, at->size, &v);
-	log_chain(&v);
+	epilogue_after_exit(&k, smp, &v);
 	cr_assert_str_eq(v.names[1], "call_jit");
 	assert_reaches_root(&v);
-	sample_free(at);
 	unlink(map_path);
 	sample_free(smp);
 }
@@ -1285,28 +1298,18 @@ Test(unwind, jit_epilogue_after_exit_read_from_the_copy)
  */
 Test(unwind, jit_epilogue_unread_is_never_complete)
 {
-	struct sample *smp = sample_new(), *at;
+	struct sample *smp = sample_new();
 	struct gen_kernel k;
-	struct unwound u, v;
-	uint64_t slot;
+	struct unwound v;
 
 	gen_build(&k, dnnl26_gemm, sizeof(dnnl26_gemm), 0x200);
 	gen_map_size(&k, (uint64_t)JIT_TEXT_MAX + 4096);
-	jit_outer(k.fn, smp);
-	gen_whole(smp, &u);
-	slot = ret_slot(smp);
-	/* the code gone; the perf map line (and the preamble read from it) stay */
-	cr_assert_eq(munmap(k.mem, 4096), 0);
-	/* after all pops but one: rsp 8 below the return address */
-	at = resampled(smp, last_pop_ip(&k), slot - 8);
-	unwind_sample(at, at->stack, at->size, &v);
-	log_chain(&v);
+	epilogue_after_exit(&k, smp, &v);
 	cr_assert_neq(v.end, UNWIND_END_ROOT, "a guess counted complete: %s under %s", v.names[0],
 		      v.n > 1 ? v.names[1] : "nothing");
 	/* the slots an epilogue leaves the return address in are tried first: the right one */
 	cr_assert_eq(v.end, UNWIND_END_JIT_GUESSED);
 	cr_assert_str_eq(v.names[1], "call_jit");
-	sample_free(at);
 	/* the body sample again: its caller as before, complete */
 	unwind_sample(smp, smp->stack, smp->size, &v);
 	log_chain(&v);
