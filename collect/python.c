@@ -75,10 +75,13 @@ struct py_proc {
  */
 #define PY_BPF_QUEUE_BYTES (64u << 20)
 /*
- * How long after a process was probed, or a code object read for the first
- * time, the early callback asks for samples every EARLY_SLOW_MS (else it
- * waits for the drain thread): a module's body is freed once it ran, and
- * a record naming it must be read before.
+ * How long after a process was probed, or a module body's code object read
+ * for the first time, the early callback asks for samples every
+ * EARLY_SLOW_MS (else it waits for the drain thread): a module's body is
+ * freed once it ran, and a record naming it must be read before. Other code
+ * objects live as long as their functions: reading one is no reason (in
+ * Debian 13's CNN training loop a function sampled for the first time came
+ * every second or two, and kept the early thread at 100 wakeups a second).
  */
 #define PY_SOON_NS 1000000000ull
 
@@ -724,7 +727,7 @@ enum early_want py_early(struct py_stacks *py, const struct rec_sample *s, bool 
 
 	pthread_mutex_lock(&py->lock);
 	rs = pyreader__stats(py->r);
-	reads = rs->code_reads;
+	reads = rs->module_reads;
 	procs = py->st->processes;
 	p = early_locked(py, s, ours);
 	/* the rings looked at quickly only while some process's frames are read after the sample */
@@ -736,8 +739,8 @@ enum early_want py_early(struct py_stacks *py, const struct rec_sample *s, bool 
 		/* a process just started: its next probe at the next look */
 		want = EARLY_SOON;
 	} else {
-		/* soon while code objects come and go (imports), or a process is new */
-		if (rs->code_reads != reads || py->st->processes != procs)
+		/* soon while module bodies come and go (imports), or a process is new */
+		if (rs->module_reads != reads || py->st->processes != procs)
 			py->soon_until = s->time + PY_SOON_NS;
 		if (s->time < py->soon_until)
 			want = EARLY_SOON;

@@ -240,6 +240,8 @@ struct pyreader_stats {
 	uint64_t snapshot_partial; /* of the snapshots, those that kept only the outer frames */
 	uint64_t reads, bytes_read; /* process_vm_readv calls and bytes */
 	uint64_t code_cache_hits, code_reads;
+	/* of code_reads, module bodies ("<module>": an import's or exec()'s code, freed once run) */
+	uint64_t module_reads;
 	uint64_t leaf_checks, leaf_mismatches; /* newest frames checked against the registers */
 	uint64_t cold_evals; /* eval calls found by their slot, outside the eval symbol */
 	uint64_t placed; /* groups of chains copied at the sample placed by position */

@@ -1389,6 +1389,8 @@ static int64_t code_entry_for(struct pyreader *r, struct proc *p, uint64_t addr,
 	e.qualname = read_str(r, p, e.qualname_p);
 	e.filename = read_str(r, p, e.filename_p);
 	e.linetable = read_bytes(r, p, e.linetable_p, MAX_LINETABLE, &e.linetable_len);
+	if (e.qualname && !strcmp(e.qualname, "<module>"))
+		r->st.module_reads++;
 	if (!e.qualname || !e.filename ||
 	    grow_array((void **)&p->code, &p->code_cap, p->nr_code + 1, sizeof(*p->code)) ||
 	    u64map_put(&p->codes, addr, p->nr_code)) {
