@@ -2189,7 +2189,11 @@ static void __attribute__((noreturn)) churn_threads(void)
 
 struct dup_seen {
 	struct u64map last; /* tid -> 1 + whether its last switch was out */
+	struct u64map last_time; /* tid -> the time of its last switch */
 	uint64_t switches, dups, forks;
+	uint64_t same_time; /* of dups, those at the time of the one before: one record twice */
+	uint64_t
+		dup_gap; /* the first dup's time minus the one before's (ns; out of order if huge) */
 	uint32_t pid;
 };
 
@@ -2207,9 +2211,19 @@ static int collect_dups(void *ctx, const struct rec *r)
 	if (r->type != REC_SWITCH || r->sw.pid != d->pid)
 		return 0;
 	d->switches++;
-	if (u64map_get(&d->last, r->sw.tid, &v) && v == 1u + r->sw.out)
+	if (u64map_get(&d->last, r->sw.tid, &v) && v == 1u + r->sw.out) {
+		uint64_t t = 0;
+
+		/* a record delivered twice repeats its time; a reordered one does not */
+		u64map_get(&d->last_time, r->sw.tid, &t);
+		if (t == r->sw.time)
+			d->same_time++;
+		if (!d->dups)
+			d->dup_gap = r->sw.time - t;
 		d->dups++;
+	}
 	u64map_put(&d->last, r->sw.tid, 1u + r->sw.out);
+	u64map_put(&d->last_time, r->sw.tid, r->sw.time);
 	return 0;
 }
 
@@ -2228,6 +2242,7 @@ Test(attach, threads_created_while_attaching_are_not_doubled, .timeout = 60)
 	int err;
 
 	u64map_init(&d.last);
+	u64map_init(&d.last_time);
 	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
@@ -2250,7 +2265,19 @@ Test(attach, threads_created_while_attaching_are_not_doubled, .timeout = 60)
 	cr_assert_gt(d.forks, 100, "threads created after the attach are followed (inherit)");
 	cr_assert_gt(d.switches, 1000);
 	cr_assert_eq(sampler__stats(s)->lost, 0);
-	cr_assert_eq(d.dups, 0, "records delivered twice");
+	/*
+	 * Two outs or two ins in a row: a record delivered twice (the same
+	 * time) or switches delivered out of their order. Either fails; the
+	 * message says which. (Once under ASan, with the suite running beside
+	 * it: 1 of 16,553 switches.)
+	 */
+	cr_assert_eq(d.dups, 0,
+		     "%llu switches came twice in a row for their thread: %llu at the same time "
+		     "(delivered twice), the rest not (out of order; the first %lld ns after the "
+		     "one before)",
+		     (unsigned long long)d.dups, (unsigned long long)d.same_time,
+		     (long long)d.dup_gap);
 	u64map_free(&d.last);
+	u64map_free(&d.last_time);
 	sampler__free(s);
 }
