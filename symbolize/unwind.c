@@ -186,51 +186,57 @@ static void remember(struct uw_ctx *ctx, struct elf_file *mu, uint64_t bias)
 }
 
 /*
- * Module bytes at a runtime address. Parts of a module that perf announces no
- * mapping for (its read-only segment holds .eh_frame) are found through the
- * modules this unwind has already used.
+ * The module image (and its bias) that holds a runtime address: one this
+ * unwind has used already (their ranges cover the segments perf announces
+ * no mapping for: the read-only one holds .eh_frame), else the one behind
+ * the mapping there, remembered from now on. NULL if none.
  */
-static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len)
+static struct elf_file *module_at(struct uw_ctx *ctx, uint64_t addr, uint64_t *bias)
 {
 	struct elf_file *mu;
 	struct map *m;
-	uint64_t bias;
 
 	for (unsigned i = 0; i < ctx->nrecent; i++) {
 		struct uw_recent *r = &ctx->recent[i];
 
-		if (addr >= r->start && addr < r->end)
-			return elf_file__read(r->mu, addr - r->bias, dst, len);
+		if (addr >= r->start && addr < r->end) {
+			*bias = r->bias;
+			return r->mu;
+		}
 	}
 	m = proc_lookup(ctx->p, addr);
-	if (!m)
-		return -1;
-	mu = map_unwind(ctx, m, &bias);
-	if (!mu)
-		return -1;
-	remember(ctx, mu, bias);
-	return elf_file__read(mu, addr - bias, dst, len);
+	mu = m ? map_unwind(ctx, m, bias) : NULL;
+	if (mu)
+		remember(ctx, mu, *bias);
+	return mu;
+}
+
+/* Module bytes at a runtime address. */
+static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len)
+{
+	uint64_t bias;
+	struct elf_file *mu = module_at(ctx, addr, &bias);
+
+	return mu ? elf_file__read(mu, addr - bias, dst, len) : -1;
 }
 
 /*
  * One unw_step of a cursor at code address at (its ip, or a return address
- * minus one). The module of that code is remembered first: libunwind's
- * per-thread cache holds a frame's rule by IP, and a rule that is a DWARF
- * expression (a CFA of *(rbp - 24) in a function that realigns its stack,
- * as libtorch 1.13's max-pool kernel does) is kept as the address of its
- * bytes in .eh_frame, which a cache hit reads again without calling
- * find_proc_info. Those bytes lie in a segment perf announces no mapping
- * for: unremembered, the read failed and 2.7% of a CNN run's stacks ended
- * at that kernel with an unwind error.
+ * minus one). The module of that code is found first (module_at: from the
+ * ones used, else remembered now): libunwind's per-thread cache holds a
+ * frame's rule by IP, and a rule that is a DWARF expression (a CFA of
+ * *(rbp - 24) in a function that realigns its stack, as libtorch 1.13's
+ * max-pool kernel does) is kept as the address of its bytes in .eh_frame,
+ * which a cache hit reads again without calling find_proc_info. Those
+ * bytes lie in a segment perf announces no mapping for: unremembered, the
+ * read failed and 2.7% of a CNN run's stacks ended at that kernel with an
+ * unwind error.
  */
 static int step(struct uw_ctx *ctx, struct walker *w, uint64_t at)
 {
-	struct map *m = proc_lookup(ctx->p, at);
-	struct elf_file *mu;
 	uint64_t bias;
 
-	if (m && (m->prot & PROT_EXEC) && (mu = map_unwind(ctx, m, &bias)))
-		remember(ctx, mu, bias);
+	module_at(ctx, at, &bias);
 	return unw_step(&w->c);
 }
 
