@@ -165,6 +165,24 @@ static void keep_text(struct uw_ctx *ctx, struct jit_kernel *k, const struct per
 	jp->text_bytes += len;
 }
 
+/*
+ * Up to len bytes of code at addr, from kernel k's copy where it holds them
+ * (k may be NULL), else from the live process; how many.
+ */
+static size_t code_at(struct uw_ctx *ctx, const struct jit_kernel *k, uint64_t addr, uint8_t *buf,
+		      size_t len)
+{
+	if (k && k->text && addr >= k->code && addr - k->code < k->text_len) {
+		size_t off = addr - k->code;
+
+		if (len > k->text_len - off)
+			len = k->text_len - off;
+		memcpy(buf, k->text + off, len);
+		return len;
+	}
+	return read_code(ctx->p->pid, addr, buf, len);
+}
+
 /* The kernel of a perf-map line, its code read and its preamble decoded the first time. */
 static struct jit_kernel *kernel_of(struct uw_ctx *ctx, const struct perfmap_entry *e)
 {
@@ -180,13 +198,8 @@ static struct jit_kernel *kernel_of(struct uw_ctx *ctx, const struct perfmap_ent
 	free(k->text);
 	*k = (struct jit_kernel){ .code = e->code, .seq = e->seq };
 	keep_text(ctx, k, e);
-	if (k->text) {
-		len = k->text_len < sizeof(code) ? k->text_len : sizeof(code);
-		memcpy(code, k->text, len);
-	} else {
-		len = e->end - e->code < sizeof(code) ? e->end - e->code : sizeof(code);
-		len = read_code(ctx->p->pid, e->code, code, len);
-	}
+	len = e->end - e->code < sizeof(code) ? e->end - e->code : sizeof(code);
+	len = code_at(ctx, k, e->code, code, len);
 	if (len && !insn_preamble(code, len, &k->pre)) {
 		k->read = true;
 		ctx->s->stats.jit_preambles_read++;
@@ -311,13 +324,7 @@ static const struct epi_slot *epilogue_at(struct uw_ctx *ctx, const struct jit_k
 	e = &jp->epis[hash_u64(ip) & (EPI_SLOTS - 1)];
 	if (e->ip == ip)
 		return e;
-	if (k && k->text && ip >= k->code && ip - k->code < k->text_len) {
-		len = k->text_len - (ip - k->code) < sizeof(code) ? k->text_len - (ip - k->code)
-								  : sizeof(code);
-		memcpy(code, k->text + (ip - k->code), len);
-	} else {
-		len = read_code(ctx->p->pid, ip, code, sizeof(code));
-	}
+	len = code_at(ctx, k, ip, code, sizeof(code));
 	if (!len)
 		return NULL;
 	e->ip = ip;
