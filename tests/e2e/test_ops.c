@@ -88,7 +88,7 @@ static void shares(struct ops *o)
 
 /*
  * Two standard errors, in points, of a share p (percent) of dlflame's
- * operator time: record samples at 999 Hz, so o->sum ms of self time are
+ * operator time: the test records at -F 999, so o->sum ms of self time are
  * about that many samples. Shares closer than this are a tie that sampling
  * cannot order.
  */
@@ -221,9 +221,9 @@ Test(ops, cnn_beside_torch_profiler)
 	ref_script = path_in(need_env("EXAMPLES"), "cnn_torchprof.py");
 	/* the trainer's stdout (torch.profiler's table) passes through record's */
 	r = run(dir, NULL, NULL,
-		(const char *[]){ need_env("DLFLAME"), "record", "--probe-ops", "--no-faults", "-o",
-				  data, "--", "/usr/bin/python3", ref_script, STEPS, "--threads",
-				  "1", NULL });
+		(const char *[]){ need_env("DLFLAME"), "record", "--probe-ops", "--no-faults", "-F",
+				  "999", "-o", data, "--", "/usr/bin/python3", ref_script, STEPS,
+				  "--threads", "1", NULL });
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_log_info("%s", r.err);
 	torch_ops(r.out, tp);
