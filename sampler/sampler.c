@@ -27,6 +27,14 @@
  * in the next round. drain() delivers everything.
  */
 #define HOLDBACK_NS 50000000ull
+/*
+ * When the held-back records grow too large, only this much is held back
+ * from the last whole copy of the rings: every record older than that is
+ * in a spill by then. Delivering everything instead sorts a record that
+ * one ring had and another ring's older record, not yet copied, in the
+ * wrong order: a thread switched in twice (once under ASan, 694 us apart).
+ */
+#define SHORT_HOLDBACK_NS 5000000ull
 /* While records are being handed out, the rings are emptied this often. */
 #define REINGEST_NS 2000000ull
 /*
@@ -227,9 +235,15 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	s->stats.stacks_dropped += __atomic_exchange_n(&s->stacks_dropped, 0, __ATOMIC_RELAXED);
 	for (i = 0; i < s->nr_rings && !err; i++)
 		err = ring_ingest(s, i);
-	/* Held-back records must not fill a ring, nor the round buffer grow past the rings. */
-	if (rings_filling(s) || order_held(&s->q) > s->ring_bytes)
-		cut = UINT64_MAX;
+	/*
+	 * Held-back records must not fill a ring, nor the round buffer grow
+	 * past the rings: then only what every ring was surely copied past
+	 * waits (a clock is needed to tell; without one, nothing does).
+	 */
+	if (cut != UINT64_MAX && (rings_filling(s) || order_held(&s->q) > s->ring_bytes)) {
+		s->stats.short_rounds++;
+		cut = now > SHORT_HOLDBACK_NS ? now - SHORT_HOLDBACK_NS : 0;
+	}
 
 	order_sort(&s->q);
 	due = order_due(&s->q, cut);

@@ -311,6 +311,11 @@ struct sampler_stats {
 	 * (records are lost only past all of it).
 	 */
 	uint64_t stacks_dropped;
+	/*
+	 * Rounds that held back less than usual: the records waiting to be
+	 * sorted had grown past the rings' size (a burst, a slow callback).
+	 */
+	uint64_t short_rounds;
 	int bpf_err; /* the first refusal to attach it (negative errno), 0 if none */
 	/* the same for bpf_probe_fd on probes' entry events: their frames are then read */
 	int bpf_probe_err;
