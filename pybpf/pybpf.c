@@ -29,6 +29,13 @@ struct pybpf {
 	bool nested;
 	uint64_t ns_dev, ns_ino;
 	struct pybpf_sample sample;
+	/* the names record just read, for the frames record of the same run after it */
+	uint64_t names_time;
+	uint32_t names_tid, nr_names;
+	struct {
+		uint32_t frame;
+		char text[4 + PYBPF_NAME_BYTES * 4 + 1]; /* "..." when cut, then UTF-8 */
+	} names[PYBPF_MAX_NAMES];
 };
 
 /* libbpf's words are kept, never printed: the last one says why a load failed. */
@@ -55,6 +62,42 @@ const char *pybpf__last_error(void)
 	return last_error;
 }
 
+/*
+ * A names record (PYBPF_H_NAMES): kept, decoded, for the frames record the
+ * same run writes next. One that does not hold together is counted bad.
+ */
+static int on_names(struct pybpf *b, const struct pybpf_head *h, size_t size)
+{
+	const struct pybpf_name *nm = (const struct pybpf_name *)(h + 1);
+
+	b->nr_names = 0;
+	if (!h->n || h->n > PYBPF_MAX_NAMES || size != sizeof(*h) + h->n * sizeof(*nm)) {
+		b->st.bad++;
+		return 0;
+	}
+	for (uint32_t k = 0; k < h->n; k++) {
+		uint32_t kind = nm[k].kind, bytes = nm[k].bytes;
+		char *t = b->names[b->nr_names].text;
+		bool cut;
+
+		if ((kind != 1 && kind != 2 && kind != 4) || bytes > PYBPF_NAME_BYTES ||
+		    bytes % kind || nm[k].frame >= PYBPF_MAX_FRAMES ||
+		    (uint64_t)nm[k].length * kind < bytes) {
+			b->st.bad++;
+			b->nr_names = 0;
+			return 0;
+		}
+		cut = (uint64_t)nm[k].length * kind > bytes;
+		if (cut)
+			memcpy(t, "...", 3);
+		py_str_utf8(nm[k].data, bytes / kind, kind, t + (cut ? 3 : 0));
+		b->names[b->nr_names++].frame = nm[k].frame;
+	}
+	b->names_time = h->time;
+	b->names_tid = h->tid;
+	return 0;
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	struct pybpf *b = ctx;
@@ -64,6 +107,8 @@ static int on_record(void *ctx, void *data, size_t size)
 
 	if (b->stop)
 		return b->stop;
+	if (size >= sizeof(*h) && (h->flags & PYBPF_H_NAMES))
+		return on_names(b, h, size);
 	if (size < sizeof(*h) || h->n > PYBPF_MAX_FRAMES ||
 	    size != sizeof(*h) + h->n * sizeof(*f) || h->status > PYBPF_NO_NS) {
 		b->st.bad++;
@@ -91,6 +136,13 @@ static int on_record(void *ctx, void *data, size_t size)
 			.entry = f[i].flags & PYBPF_F_ENTRY,
 			.stub = f[i].flags & PYBPF_F_STUB,
 		};
+	/* module bodies' filenames, copied by the same run just before */
+	if (b->nr_names && b->names_tid == h->tid && b->names_time == h->time) {
+		for (uint32_t k = 0; k < b->nr_names; k++)
+			if (b->names[k].frame < h->n)
+				s->frames[b->names[k].frame].copied_filename = b->names[k].text;
+	}
+	b->nr_names = 0;
 	b->st.received++;
 	b->st.by_status[s->status]++;
 	b->handed++;
@@ -303,6 +355,22 @@ int pybpf__add(struct pybpf *b, pid_t pid, const struct py_walk *w)
 		c.co_bytes = c.co_filename + 8;
 	if (c.co_firstlineno + 4 > c.co_bytes)
 		c.co_bytes = c.co_firstlineno + 4;
+	/* module bodies' filenames: the offsets of a str's header, checked as the frame's */
+	if (w->module_qualname && w->uni_ascii_size && w->uni_ascii_size <= PYBPF_FRAME_BUF &&
+	    w->uni_compact_size <= (1u << 12) && w->uni_length <= w->uni_ascii_size - 8 &&
+	    w->uni_state <= w->uni_ascii_size - 4 && w->ob_type <= w->uni_ascii_size - 8 &&
+	    w->str_kind_shift < 30 && w->str_compact_bit < 32 && w->str_ascii_bit < 32) {
+		c.module_qualname = w->module_qualname;
+		c.str_type = w->str_type;
+		c.ob_type = w->ob_type;
+		c.uni_length = w->uni_length;
+		c.uni_state = w->uni_state;
+		c.uni_ascii_size = w->uni_ascii_size;
+		c.uni_compact_size = w->uni_compact_size;
+		c.str_kind_shift = w->str_kind_shift;
+		c.str_compact_bit = w->str_compact_bit;
+		c.str_ascii_bit = w->str_ascii_bit;
+	}
 	if (bpf_map_update_elem(b->procs_fd, &key, &c, BPF_ANY))
 		return -errno;
 	return 0;

@@ -43,6 +43,11 @@ struct scratch {
 	struct pybpf_head h;
 	struct pybpf_frame f[PYBPF_MAX_FRAMES];
 	__u8 fb[PYBPF_FRAME_BUF + 8];
+	__u32 name_at[PYBPF_MAX_NAMES]; /* the module bodies' frames, innermost first */
+	__u32 nn;
+	/* the record of their filenames, written before the frames' (PYBPF_H_NAMES) */
+	struct pybpf_head nh;
+	struct pybpf_name names[PYBPF_MAX_NAMES];
 };
 
 /*
@@ -237,6 +242,11 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 		w->status = PYBPF_BAD_FRAME;
 		return 1;
 	}
+	/* a module body: its filename is copied after the walk */
+	if (c->module_qualname && f->qualname == c->module_qualname && s->nn < PYBPF_MAX_NAMES) {
+		s->name_at[s->nn & (PYBPF_MAX_NAMES - 1)] = n;
+		s->nn++;
+	}
 	/*
 	 * Not kept: another frame the interpreter owns (no code to show), and
 	 * 3.14's frame whose executable is still NULL (being set up).
@@ -245,6 +255,52 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 	    ((c->stub_owner != PYBPF_NO_FIELD && owner >= c->stub_owner) || (c->tag_mask && !code)))
 		return 0;
 	w->n = n + 1;
+	return 0;
+}
+
+struct names_ctx {
+	const struct pybpf_conf *c;
+	struct scratch *s;
+	__u32 k; /* names copied */
+};
+
+/* The filename of the i-th module body's frame into names[k], when it is a compact str. */
+static long name_step(__u32 i, struct names_ctx *x)
+{
+	const struct pybpf_conf *c = x->c;
+	struct scratch *s = x->s;
+	struct pybpf_name *nm;
+	__u64 fname, len, total, from;
+	__u32 idx, state, kind, ascii, bytes, hdr = c->uni_ascii_size;
+
+	if (i >= s->nn || i >= PYBPF_MAX_NAMES || x->k >= PYBPF_MAX_NAMES)
+		return 1;
+	idx = s->name_at[i & (PYBPF_MAX_NAMES - 1)];
+	if (idx >= PYBPF_MAX_FRAMES)
+		return 0;
+	fname = s->f[idx].filename;
+	if (!fname || hdr > PYBPF_FRAME_BUF || hdr == 0 || rd(s->fb, hdr, fname))
+		return 0;
+	if (c->str_type && fb_u64(s, c->ob_type) != c->str_type)
+		return 0;
+	len = fb_u64(s, c->uni_length);
+	state = fb_u32(s, c->uni_state);
+	kind = state >> (c->str_kind_shift & 31) & 7;
+	ascii = state >> (c->str_ascii_bit & 31) & 1;
+	if (!(state >> (c->str_compact_bit & 31) & 1) || (kind != 1 && kind != 2 && kind != 4) ||
+	    (ascii && kind != 1) || !len || len > (1u << 16))
+		return 0;
+	total = len * kind;
+	bytes = total > PYBPF_NAME_BYTES ? PYBPF_NAME_BYTES : (__u32)total;
+	from = fname + (ascii ? c->uni_ascii_size : c->uni_compact_size) + total - bytes;
+	nm = &s->names[x->k & (PYBPF_MAX_NAMES - 1)];
+	if (bytes > PYBPF_NAME_BYTES || rd(nm->data, bytes, from))
+		return 0;
+	nm->frame = idx;
+	nm->length = (__u32)len;
+	nm->kind = kind;
+	nm->bytes = bytes;
+	x->k++;
 	return 0;
 }
 
@@ -323,6 +379,7 @@ static __always_inline int copy_frames(__u64 ip, __u64 sp, __u32 flags)
 	s->h.status = PYBPF_OK;
 	s->h.flags = flags;
 	s->h.pad = 0;
+	s->nn = 0;
 	ntid = (__u32)id;
 	if (c->ns_ino) {
 		struct bpf_pidns_info ns = { 0 };
@@ -363,6 +420,22 @@ static __always_inline int copy_frames(__u64 ip, __u64 sp, __u32 flags)
 	bpf_loop(PYBPF_MAX_FRAMES + 1, walk_step, &w, 0);
 	s->h.n = w.n;
 	s->h.status = w.status;
+	if (s->nn) {
+		struct names_ctx x = { .c = c, .s = s };
+		__u32 k;
+
+		bpf_loop(PYBPF_MAX_NAMES, name_step, &x, 0);
+		k = x.k;
+		if (k && k <= PYBPF_MAX_NAMES) {
+			s->nh = s->h;
+			s->nh.n = k;
+			s->nh.flags = flags | PYBPF_H_NAMES;
+			if (bpf_ringbuf_output(&records, &s->nh,
+					       sizeof(struct pybpf_head) + k * sizeof(struct pybpf_name),
+					       0))
+				count(PYBPF_C_DROPPED);
+		}
+	}
 out:
 	size = s->h.n;
 	if (size > PYBPF_MAX_FRAMES)

@@ -18,6 +18,8 @@
 #define PYBPF_MAX_INTERPS 8 /* interpreters walked */
 #define PYBPF_FRAME_BUF 128 /* bytes of one frame read at once (its fields lie there) */
 #define PYBPF_NO_FIELD 0xffffffffu /* the version has no such field */
+#define PYBPF_MAX_NAMES 16 /* module bodies' filenames copied per sample (the innermost) */
+#define PYBPF_NAME_BYTES 192 /* of one filename: its last ones when it is longer */
 
 /* One process whose frames are read, keyed by its pid (the host's). */
 struct pybpf_conf {
@@ -39,6 +41,17 @@ struct pybpf_conf {
 	 * offsets from co_from
 	 */
 	__u32 co_from, co_bytes, co_qualname, co_filename, co_firstlineno;
+	/*
+	 * A module body's code object (co_qualname this static "<module>"
+	 * string; 0: not known yet) is freed once it has run, often before it
+	 * is named: its co_filename's characters are copied at the sample. A
+	 * str: its type (0: not checked), where its length and state lie, the
+	 * state's bits (kind, compact, ascii) and its header's size (ascii,
+	 * other compact).
+	 */
+	__u64 module_qualname, str_type;
+	__u32 uni_length, uni_state, uni_ascii_size, uni_compact_size;
+	__u32 str_kind_shift, str_compact_bit, str_ascii_bit, ob_type;
 };
 
 /*
@@ -98,6 +111,20 @@ struct pybpf_head {
 
 /* pybpf_head.flags: taken at a probe's entry (pyframes_probe), not at a sample */
 #define PYBPF_H_PROBE 1
+/*
+ * A record of names: the head of the frames record written right after it
+ * by the same run (time, tid), n struct pybpf_name instead of frames.
+ */
+#define PYBPF_H_NAMES 2
+
+/* A module body's co_filename, copied at the sample. */
+struct pybpf_name {
+	__u32 frame; /* the frame's index in the record that follows */
+	__u32 length; /* the string's length, in characters */
+	__u32 kind; /* bytes a character: 1, 2 or 4 */
+	__u32 bytes; /* copied into data: the last ones when length * kind is more */
+	__u8 data[PYBPF_NAME_BYTES];
+};
 
 /* Counters the program keeps, per CPU, summed by the loader. */
 enum pybpf_counter {

@@ -57,7 +57,11 @@ struct proc {
 	struct py_layout L;
 	bool free_threaded; /* a free-threaded build (not read) */
 	uint64_t runtime, code_type, none;
+	uint64_t runtime_size; /* _PyRuntime's symbol size; 0 if not known */
 	uint64_t str_type, bytes_type; /* 0 if not known: names are not checked for their type */
+	/* the static "<module>" string module bodies are named by (py_walk), 0 until seen */
+	uint64_t module_qualname;
+	struct u64map copied; /* hash of a copied filename -> its module body's entry in code[] */
 	/* _PyEval_EvalFrameDefault: its symbol's range, then the parts put apart */
 	uint64_t eval_lo[EVAL_PARTS], eval_hi[EVAL_PARTS];
 	uint32_t nr_eval;
@@ -123,6 +127,7 @@ static void proc_clear(struct proc *p)
 	}
 	free(p->code);
 	u64map_free(&p->codes);
+	u64map_free(&p->copied);
 	u64map_free(&p->tstates);
 	u64map_free(&p->nstids);
 	memset(p, 0, sizeof(*p));
@@ -173,6 +178,7 @@ static struct proc *proc_new(struct pyreader *r, pid_t pid)
 	p->other_ns = -1;
 	u64map_init(&p->tstates);
 	u64map_init(&p->codes);
+	u64map_init(&p->copied);
 	u64map_init(&p->nstids);
 	return p;
 }
@@ -384,6 +390,7 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 		return p->state = err == -EFAULT ? 0 : err;
 	p->version = version;
 	p->runtime = s.runtime + bias;
+	p->runtime_size = s.runtime_size;
 	p->code_type = s.code_type ? s.code_type + bias : 0;
 	p->str_type = s.str_type ? s.str_type + bias : 0;
 	p->bytes_type = s.bytes_type ? s.bytes_type + bias : 0;
@@ -470,6 +477,16 @@ int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out)
 		.co_qualname = L->co_qualname,
 		.co_filename = L->co_filename,
 		.co_firstlineno = L->co_firstlineno,
+		.module_qualname = p->module_qualname,
+		.str_type = p->str_type,
+		.ob_type = L->ob_type,
+		.uni_length = L->uni_length,
+		.uni_state = L->uni_state,
+		.uni_ascii_size = L->uni_ascii_size,
+		.uni_compact_size = L->uni_compact_size,
+		.str_kind_shift = PY_STR_KIND_SHIFT,
+		.str_compact_bit = PY_STR_COMPACT_BIT,
+		.str_ascii_bit = PY_STR_ASCII_BIT,
 	};
 	return 0;
 }
@@ -499,6 +516,7 @@ void pyreader__forget(struct pyreader *r, pid_t pid)
 		p->other_ns = -1;
 		u64map_init(&p->tstates);
 		u64map_init(&p->codes);
+		u64map_init(&p->copied);
 		u64map_init(&p->nstids);
 	}
 }
@@ -1275,7 +1293,7 @@ static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
 	uint64_t length;
 	uint32_t state, kind;
 	bool ascii, compact;
-	size_t hdr_len, n, len = 0;
+	size_t hdr_len, n;
 	char *out;
 
 	if (L->uni_compact_size > sizeof(hdr) || rd(r, p->pid, addr, hdr, L->uni_ascii_size))
@@ -1285,9 +1303,9 @@ static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
 		return NULL;
 	length = u64_at(hdr, L->uni_length);
 	state = u32_at(hdr, L->uni_state);
-	kind = state >> 2 & 7;
-	compact = state >> 5 & 1;
-	ascii = state >> 6 & 1;
+	kind = state >> PY_STR_KIND_SHIFT & 7;
+	compact = state >> PY_STR_COMPACT_BIT & 1;
+	ascii = state >> PY_STR_ASCII_BIT & 1;
 	if (!compact || length > MAX_STRING || (kind != 1 && kind != 2 && kind != 4) ||
 	    (ascii && kind != 1))
 		return NULL;
@@ -1300,7 +1318,16 @@ static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
 		free(out);
 		return NULL;
 	}
-	for (size_t i = 0; i < length; i++) {
+	py_str_utf8(raw, (size_t)length, kind, out);
+	free(raw);
+	return out;
+}
+
+size_t py_str_utf8(const uint8_t *raw, size_t chars, unsigned kind, char *out)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < chars; i++) {
 		uint32_t c = kind == 1	 ? raw[i]
 			     : kind == 2 ? (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
 					 : u32_at(raw, 4 * i);
@@ -1310,8 +1337,7 @@ static char *read_str(struct pyreader *r, const struct proc *p, uint64_t addr)
 		utf8_put(out, &len, c);
 	}
 	out[len] = '\0';
-	free(raw);
-	return out;
+	return len;
 }
 
 /* A bytes object's contents (malloc'ed, at most max bytes), or NULL. */
@@ -1389,8 +1415,13 @@ static int64_t code_entry_for(struct pyreader *r, struct proc *p, uint64_t addr,
 	e.qualname = read_str(r, p, e.qualname_p);
 	e.filename = read_str(r, p, e.filename_p);
 	e.linetable = read_bytes(r, p, e.linetable_p, MAX_LINETABLE, &e.linetable_len);
-	if (e.qualname && !strcmp(e.qualname, "<module>"))
+	if (e.qualname && !strcmp(e.qualname, "<module>")) {
 		r->st.module_reads++;
+		/* in _PyRuntime: the interpreter's own, never freed (3.13 on) */
+		if (!p->module_qualname && p->runtime_size && e.qualname_p >= p->runtime &&
+		    e.qualname_p - p->runtime < p->runtime_size)
+			p->module_qualname = e.qualname_p;
+	}
 	if (!e.qualname || !e.filename ||
 	    grow_array((void **)&p->code, &p->code_cap, p->nr_code + 1, sizeof(*p->code)) ||
 	    u64map_put(&p->codes, addr, p->nr_code)) {
@@ -1509,6 +1540,40 @@ static bool named_as_copied(struct pyreader *r, struct proc *p, struct py_snapsh
 	return true;
 }
 
+/*
+ * The entry that names a freed module body from what was copied at its
+ * sample: "<module>" (its co_qualname was the interpreter's static one)
+ * in the copied file, without a line table. One per file. Its index + 1,
+ * or a negative errno.
+ */
+static int64_t module_entry(struct pyreader *r, struct proc *p, const struct py_frame *f)
+{
+	uint64_t h = 0xcbf29ce484222325ull, v;
+	/* addr 0: the entry of no code object (pyreader__describe takes it for any frame) */
+	struct code_entry e = { .qualname_p = f->qualname, .filename_p = f->filename };
+
+	for (const char *c = f->copied_filename; *c; c++)
+		h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+	/* (a hash shared by two files: the later one gets an entry of its own each time) */
+	if (u64map_get(&p->copied, h, &v) && v < p->nr_code &&
+	    !strcmp(p->code[v].filename, f->copied_filename)) {
+		r->st.named_from_copy++;
+		return (int64_t)v + 1;
+	}
+	e.qualname = strdup("<module>");
+	e.filename = strdup(f->copied_filename);
+	if (!e.qualname || !e.filename ||
+	    grow_array((void **)&p->code, &p->code_cap, p->nr_code + 1, sizeof(*p->code)) ||
+	    u64map_put(&p->copied, h, p->nr_code)) {
+		free(e.qualname);
+		free(e.filename);
+		return -ENOMEM;
+	}
+	p->code[p->nr_code] = e;
+	r->st.named_from_copy++;
+	return (int64_t)++p->nr_code;
+}
+
 int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 {
 	struct proc *p = proc_get(r, pid);
@@ -1536,6 +1601,9 @@ int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 		/* another code object at the address: the one sampled was freed */
 		if (ref > 0 && not_the_sampled(p, hdr, f))
 			ref = -ESTALE;
+		if (ref <= 0 && f->copied_filename && p->module_qualname &&
+		    f->qualname == p->module_qualname)
+			ref = module_entry(r, p, f);
 		if (ref > 0)
 			f->code_ref = (uint32_t)ref;
 		else
@@ -1617,8 +1685,13 @@ int pyreader__describe(struct pyreader *r, pid_t pid, const struct py_frame *f,
 		return -ENODEV;
 	if (f->stub)
 		return -EFAULT;
-	/* a frame the snapshot did not name: its code object as it is now */
-	if (!ref || (size_t)ref > p->nr_code || p->code[ref - 1].addr != f->code) {
+	/*
+	 * A frame the snapshot did not name: its code object as it is now.
+	 * (An entry at address 0 names freed module bodies from their copied
+	 * file: module_entry.)
+	 */
+	if (!ref || (size_t)ref > p->nr_code ||
+	    (p->code[ref - 1].addr != f->code && p->code[ref - 1].addr)) {
 		if (code_hdr_len(p) > sizeof(hdr) || rd(r, pid, f->code, hdr, code_hdr_len(p)))
 			return -EFAULT;
 		ref = code_entry_for(r, p, f->code, hdr);
