@@ -430,9 +430,9 @@ static __always_inline int copy_frames(__u64 ip, __u64 sp, __u32 flags)
 			s->nh = s->h;
 			s->nh.n = k;
 			s->nh.flags = flags | PYBPF_H_NAMES;
-			if (bpf_ringbuf_output(&records, &s->nh,
-					       sizeof(struct pybpf_head) + k * sizeof(struct pybpf_name),
-					       0))
+			if (bpf_ringbuf_output(
+				    &records, &s->nh,
+				    sizeof(struct pybpf_head) + k * sizeof(struct pybpf_name), 0))
 				count(PYBPF_C_DROPPED);
 		}
 	}
