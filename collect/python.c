@@ -46,8 +46,6 @@ struct py_proc {
 	enum py_state state;
 	bool soon; /* its interpreter is there, not initialized yet: probed again soon */
 	bool bpf; /* its frames come from pybpf/'s records, copied at the sample */
-	/* the program was told its static "<module>" string: module bodies' files are copied */
-	bool bpf_modules;
 	uint64_t bpf_since; /* from its samples of this time on (before: read after the sample) */
 	uint32_t probes;
 	uint64_t probed_at, next_probe; /* monotonic ns, the clock of the records */
@@ -301,17 +299,9 @@ static int store_bpf(void *ctx, const struct pybpf_sample *b)
 	 */
 	if (pyreader__resolve(py->r, b->pid, &pp->snap) > 0)
 		py->st->bpf_unnamed++;
-	/* (the copied filenames were the record's: named now, or not at all) */
+	/* (the copied names were the record's: kept by the reader now, or not at all) */
 	for (uint32_t i = 0; i < pp->snap.n; i++)
-		pp->snap.frames[i].copied_filename = NULL;
-	/* a read showed the interpreter's "<module>": from now on, the program copies files */
-	if (!p->bpf_modules) {
-		struct py_walk w;
-
-		if (!pyreader__walk(py->r, b->pid, &w) && w.module_qualname &&
-		    !pybpf__add(py->bpf, b->pid, &w))
-			p->bpf_modules = true;
-	}
+		pp->snap.frames[i].copied_qualname = pp->snap.frames[i].copied_filename = NULL;
 	pp->bytes = (uint32_t)size;
 	while (q->n > q->head && py->queued + size > PY_BPF_QUEUE_BYTES) {
 		py->queued -= q->items[q->head]->bytes;

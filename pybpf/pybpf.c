@@ -34,7 +34,8 @@ struct pybpf {
 	uint32_t names_tid, nr_names;
 	struct {
 		uint32_t frame;
-		char text[4 + PYBPF_NAME_BYTES * 4 + 1]; /* "..." when cut, then UTF-8 */
+		/* UTF-8; "..." where a long one was cut */
+		char qual[PYBPF_QUAL_BYTES * 4 + 4], file[4 + PYBPF_FILE_BYTES * 4 + 1];
 	} names[PYBPF_MAX_NAMES];
 };
 
@@ -63,6 +64,30 @@ const char *pybpf__last_error(void)
 }
 
 /*
+ * One str the program copied (its first bytes, or its last when tail) as
+ * UTF-8 into out, "..." where it was cut; false when it does not hold
+ * together.
+ */
+static bool str_text(const struct pybpf_str *st, const uint8_t *data, uint32_t max, bool tail,
+		     char *out)
+{
+	uint32_t kind = st->kind, bytes = st->bytes;
+	bool cut;
+	size_t len;
+
+	if ((kind != 1 && kind != 2 && kind != 4) || bytes > max || bytes % kind ||
+	    (uint64_t)st->length * kind < bytes)
+		return false;
+	cut = (uint64_t)st->length * kind > bytes;
+	if (cut && tail)
+		memcpy(out, "...", 3);
+	len = py_str_utf8(data, bytes / kind, kind, out + (cut && tail ? 3 : 0));
+	if (cut && !tail)
+		memcpy(out + len, "...", 4);
+	return true;
+}
+
+/*
  * A names record (PYBPF_H_NAMES): kept, decoded, for the frames record the
  * same run writes next. One that does not hold together is counted bad.
  */
@@ -76,21 +101,15 @@ static int on_names(struct pybpf *b, const struct pybpf_head *h, size_t size)
 		return 0;
 	}
 	for (uint32_t k = 0; k < h->n; k++) {
-		uint32_t kind = nm[k].kind, bytes = nm[k].bytes;
-		char *t = b->names[b->nr_names].text;
-		bool cut;
-
-		if ((kind != 1 && kind != 2 && kind != 4) || bytes > PYBPF_NAME_BYTES ||
-		    bytes % kind || nm[k].frame >= PYBPF_MAX_FRAMES ||
-		    (uint64_t)nm[k].length * kind < bytes) {
+		if (nm[k].frame >= PYBPF_MAX_FRAMES ||
+		    !str_text(&nm[k].q, nm[k].qual, PYBPF_QUAL_BYTES, false,
+			      b->names[b->nr_names].qual) ||
+		    !str_text(&nm[k].f, nm[k].file, PYBPF_FILE_BYTES, true,
+			      b->names[b->nr_names].file)) {
 			b->st.bad++;
 			b->nr_names = 0;
 			return 0;
 		}
-		cut = (uint64_t)nm[k].length * kind > bytes;
-		if (cut)
-			memcpy(t, "...", 3);
-		py_str_utf8(nm[k].data, bytes / kind, kind, t + (cut ? 3 : 0));
 		b->names[b->nr_names++].frame = nm[k].frame;
 	}
 	b->names_time = h->time;
@@ -136,11 +155,14 @@ static int on_record(void *ctx, void *data, size_t size)
 			.entry = f[i].flags & PYBPF_F_ENTRY,
 			.stub = f[i].flags & PYBPF_F_STUB,
 		};
-	/* module bodies' filenames, copied by the same run just before */
+	/* code objects' names, copied by the same run just before */
 	if (b->nr_names && b->names_tid == h->tid && b->names_time == h->time) {
-		for (uint32_t k = 0; k < b->nr_names; k++)
-			if (b->names[k].frame < h->n)
-				s->frames[b->names[k].frame].copied_filename = b->names[k].text;
+		for (uint32_t k = 0; k < b->nr_names; k++) {
+			if (b->names[k].frame >= h->n)
+				continue;
+			s->frames[b->names[k].frame].copied_qualname = b->names[k].qual;
+			s->frames[b->names[k].frame].copied_filename = b->names[k].file;
+		}
 	}
 	b->nr_names = 0;
 	b->st.received++;
@@ -355,12 +377,12 @@ int pybpf__add(struct pybpf *b, pid_t pid, const struct py_walk *w)
 		c.co_bytes = c.co_filename + 8;
 	if (c.co_firstlineno + 4 > c.co_bytes)
 		c.co_bytes = c.co_firstlineno + 4;
-	/* module bodies' filenames: the offsets of a str's header, checked as the frame's */
-	if (w->module_qualname && w->uni_ascii_size && w->uni_ascii_size <= PYBPF_FRAME_BUF &&
+	/* names copied at the sample: the offsets of a str's header, checked as the frame's */
+	if (w->uni_ascii_size >= 16 && w->uni_ascii_size <= PYBPF_FRAME_BUF &&
 	    w->uni_compact_size <= (1u << 12) && w->uni_length <= w->uni_ascii_size - 8 &&
 	    w->uni_state <= w->uni_ascii_size - 4 && w->ob_type <= w->uni_ascii_size - 8 &&
 	    w->str_kind_shift < 30 && w->str_compact_bit < 32 && w->str_ascii_bit < 32) {
-		c.module_qualname = w->module_qualname;
+		c.names_ok = 1;
 		c.str_type = w->str_type;
 		c.ob_type = w->ob_type;
 		c.uni_length = w->uni_length;

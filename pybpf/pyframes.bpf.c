@@ -34,6 +34,14 @@ struct {
 	__type(value, __u64);
 } tstates SEC(".maps");
 
+/* code objects whose names were copied (struct pybpf_seen -> 1) */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct pybpf_seen);
+	__type(value, __u8);
+} seen SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20); /* the loader may set another size */
@@ -43,9 +51,10 @@ struct scratch {
 	struct pybpf_head h;
 	struct pybpf_frame f[PYBPF_MAX_FRAMES];
 	__u8 fb[PYBPF_FRAME_BUF + 8];
-	__u32 name_at[PYBPF_MAX_NAMES]; /* the module bodies' frames, innermost first */
+	__u32 name_at[PYBPF_MAX_NAMES]; /* frames of code objects not seen, innermost first */
 	__u32 nn;
-	/* the record of their filenames, written before the frames' (PYBPF_H_NAMES) */
+	struct pybpf_seen key;
+	/* the record of their names, written before the frames' (PYBPF_H_NAMES) */
 	struct pybpf_head nh;
 	struct pybpf_name names[PYBPF_MAX_NAMES];
 };
@@ -242,10 +251,16 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 		w->status = PYBPF_BAD_FRAME;
 		return 1;
 	}
-	/* a module body: its filename is copied after the walk */
-	if (c->module_qualname && f->qualname == c->module_qualname && s->nn < PYBPF_MAX_NAMES) {
-		s->name_at[s->nn & (PYBPF_MAX_NAMES - 1)] = n;
-		s->nn++;
+	/* a code object not seen before: its names are copied after the walk */
+	if (c->names_ok && f->qualname && s->nn < PYBPF_MAX_NAMES) {
+		s->key.code = f->code;
+		s->key.qualname = f->qualname;
+		s->key.filename = f->filename;
+		s->key.firstline = f->firstline;
+		if (!bpf_map_lookup_elem(&seen, &s->key)) {
+			s->name_at[s->nn & (PYBPF_MAX_NAMES - 1)] = n;
+			s->nn++;
+		}
 	}
 	/*
 	 * Not kept: another frame the interpreter owns (no code to show), and
@@ -258,49 +273,76 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 	return 0;
 }
 
+/*
+ * The str at addr into dst (at most max bytes: its first ones, or its last
+ * when tail), when it is a compact str; 0, or -1 (out untouched but zero).
+ */
+static __always_inline int copy_str(const struct pybpf_conf *c, struct scratch *s, __u64 addr,
+				    __u8 *dst, __u32 max, int tail, struct pybpf_str *out)
+{
+	__u32 state, kind, ascii, bytes, hdr = c->uni_ascii_size;
+	__u64 len, total, from;
+
+	out->length = out->kind = out->bytes = 0;
+	if (!addr || hdr > PYBPF_FRAME_BUF || hdr == 0 || rd(s->fb, hdr, addr))
+		return -1;
+	if (c->str_type && fb_u64(s, c->ob_type) != c->str_type)
+		return -1;
+	len = fb_u64(s, c->uni_length);
+	state = fb_u32(s, c->uni_state);
+	kind = state >> (c->str_kind_shift & 31) & 7;
+	ascii = state >> (c->str_ascii_bit & 31) & 1;
+	if (!(state >> (c->str_compact_bit & 31) & 1) || (kind != 1 && kind != 2 && kind != 4) ||
+	    (ascii && kind != 1) || len > (1u << 16))
+		return -1;
+	total = len * kind;
+	bytes = total > max ? max : (__u32)total;
+	from = addr + (ascii ? c->uni_ascii_size : c->uni_compact_size) +
+	       (tail ? total - bytes : 0);
+	if (bytes > max || rd(dst, bytes, from))
+		return -1;
+	out->length = (__u32)len;
+	out->kind = kind;
+	out->bytes = bytes;
+	return 0;
+}
+
 struct names_ctx {
 	const struct pybpf_conf *c;
 	struct scratch *s;
+	__u32 pid;
 	__u32 k; /* names copied */
 };
 
-/* The filename of the i-th module body's frame into names[k], when it is a compact str. */
+/* The names of the i-th frame not seen into names[k]; the code object is seen then. */
 static long name_step(__u32 i, struct names_ctx *x)
 {
 	const struct pybpf_conf *c = x->c;
 	struct scratch *s = x->s;
 	struct pybpf_name *nm;
-	__u64 fname, len, total, from;
-	__u32 idx, state, kind, ascii, bytes, hdr = c->uni_ascii_size;
+	struct pybpf_frame *f;
+	__u32 idx;
+	__u8 one = 1;
 
 	if (i >= s->nn || i >= PYBPF_MAX_NAMES || x->k >= PYBPF_MAX_NAMES)
 		return 1;
 	idx = s->name_at[i & (PYBPF_MAX_NAMES - 1)];
 	if (idx >= PYBPF_MAX_FRAMES)
 		return 0;
-	fname = s->f[idx].filename;
-	if (!fname || hdr > PYBPF_FRAME_BUF || hdr == 0 || rd(s->fb, hdr, fname))
-		return 0;
-	if (c->str_type && fb_u64(s, c->ob_type) != c->str_type)
-		return 0;
-	len = fb_u64(s, c->uni_length);
-	state = fb_u32(s, c->uni_state);
-	kind = state >> (c->str_kind_shift & 31) & 7;
-	ascii = state >> (c->str_ascii_bit & 31) & 1;
-	if (!(state >> (c->str_compact_bit & 31) & 1) || (kind != 1 && kind != 2 && kind != 4) ||
-	    (ascii && kind != 1) || !len || len > (1u << 16))
-		return 0;
-	total = len * kind;
-	bytes = total > PYBPF_NAME_BYTES ? PYBPF_NAME_BYTES : (__u32)total;
-	from = fname + (ascii ? c->uni_ascii_size : c->uni_compact_size) + total - bytes;
+	f = &s->f[idx];
 	nm = &s->names[x->k & (PYBPF_MAX_NAMES - 1)];
-	if (bytes > PYBPF_NAME_BYTES || rd(nm->data, bytes, from))
+	if (copy_str(c, s, f->qualname, nm->qual, PYBPF_QUAL_BYTES, 0, &nm->q) ||
+	    copy_str(c, s, f->filename, nm->file, PYBPF_FILE_BYTES, 1, &nm->f))
 		return 0;
 	nm->frame = idx;
-	nm->length = (__u32)len;
-	nm->kind = kind;
-	nm->bytes = bytes;
+	nm->pad = 0;
 	x->k++;
+	s->key.code = f->code;
+	s->key.qualname = f->qualname;
+	s->key.filename = f->filename;
+	s->key.firstline = f->firstline;
+	s->key.pid = x->pid;
+	bpf_map_update_elem(&seen, &s->key, &one, BPF_ANY);
 	return 0;
 }
 
@@ -380,6 +422,7 @@ static __always_inline int copy_frames(__u64 ip, __u64 sp, __u32 flags)
 	s->h.flags = flags;
 	s->h.pad = 0;
 	s->nn = 0;
+	s->key.pid = pid;
 	ntid = (__u32)id;
 	if (c->ns_ino) {
 		struct bpf_pidns_info ns = { 0 };
@@ -421,7 +464,7 @@ static __always_inline int copy_frames(__u64 ip, __u64 sp, __u32 flags)
 	s->h.n = w.n;
 	s->h.status = w.status;
 	if (s->nn) {
-		struct names_ctx x = { .c = c, .s = s };
+		struct names_ctx x = { .c = c, .s = s, .pid = pid };
 		__u32 k;
 
 		bpf_loop(PYBPF_MAX_NAMES, name_step, &x, 0);

@@ -18,8 +18,9 @@
 #define PYBPF_MAX_INTERPS 8 /* interpreters walked */
 #define PYBPF_FRAME_BUF 128 /* bytes of one frame read at once (its fields lie there) */
 #define PYBPF_NO_FIELD 0xffffffffu /* the version has no such field */
-#define PYBPF_MAX_NAMES 16 /* module bodies' filenames copied per sample (the innermost) */
-#define PYBPF_NAME_BYTES 192 /* of one filename: its last ones when it is longer */
+#define PYBPF_MAX_NAMES 16 /* code objects' names copied per sample (the innermost) */
+#define PYBPF_QUAL_BYTES 128 /* of a co_qualname: its first ones when it is longer */
+#define PYBPF_FILE_BYTES 192 /* of a co_filename: its last ones when it is longer */
 
 /* One process whose frames are read, keyed by its pid (the host's). */
 struct pybpf_conf {
@@ -42,16 +43,27 @@ struct pybpf_conf {
 	 */
 	__u32 co_from, co_bytes, co_qualname, co_filename, co_firstlineno;
 	/*
-	 * A module body's code object (co_qualname this static "<module>"
-	 * string; 0: not known yet) is freed once it has run, often before it
-	 * is named: its co_filename's characters are copied at the sample. A
-	 * str: its type (0: not checked), where its length and state lie, the
-	 * state's bits (kind, compact, ascii) and its header's size (ascii,
-	 * other compact).
+	 * A code object run once (a module's body, a class's) is freed once it
+	 * has run, often before it is named: the names of a code object the
+	 * program has not seen before (struct pybpf_seen) are copied at the
+	 * sample. A str: its type (0: not checked), where its length and state
+	 * lie, the state's bits (kind, compact, ascii) and its header's size
+	 * (ascii, other compact); names_ok 0: not copied.
 	 */
-	__u64 module_qualname, str_type;
+	__u64 str_type;
 	__u32 uni_length, uni_state, uni_ascii_size, uni_compact_size;
 	__u32 str_kind_shift, str_compact_bit, str_ascii_bit, ob_type;
+	__u32 names_ok, pad2;
+};
+
+/*
+ * A code object whose names the program copied once: not again while it
+ * is in the map (LRU). The same fields as the reader's proof that a code
+ * object named before is the same one.
+ */
+struct pybpf_seen {
+	__u64 code, qualname, filename;
+	__u32 pid, firstline;
 };
 
 /*
@@ -117,13 +129,18 @@ struct pybpf_head {
  */
 #define PYBPF_H_NAMES 2
 
-/* A module body's co_filename, copied at the sample. */
+/* One str copied: length in characters, kind (bytes a character: 1, 2, 4), bytes copied */
+struct pybpf_str {
+	__u32 length, kind, bytes, pad;
+};
+
+/* A code object's co_qualname (its first bytes) and co_filename (its last), copied at the sample. */
 struct pybpf_name {
 	__u32 frame; /* the frame's index in the record that follows */
-	__u32 length; /* the string's length, in characters */
-	__u32 kind; /* bytes a character: 1, 2 or 4 */
-	__u32 bytes; /* copied into data: the last ones when length * kind is more */
-	__u8 data[PYBPF_NAME_BYTES];
+	__u32 pad;
+	struct pybpf_str q, f;
+	__u8 qual[PYBPF_QUAL_BYTES];
+	__u8 file[PYBPF_FILE_BYTES];
 };
 
 /* Counters the program keeps, per CPU, summed by the loader. */

@@ -80,13 +80,6 @@ struct py_walk {
 	bool stub_runs_none; /* 3.13 on: that entry frame runs None */
 	uint32_t owner_max; /* an owner byte above this: not a frame */
 	uint32_t co_qualname, co_filename, co_firstlineno; /* a code object's names */
-	/*
-	 * The "<module>" string every module body of this interpreter is
-	 * named by, once a code object read showed it, and only when it lies
-	 * in _PyRuntime (a static object, never freed: CPython 3.13 on; 3.11
-	 * and 3.12 load each .pyc's as a string of its own); else 0.
-	 */
-	uint64_t module_qualname;
 	/* a str object: its type, and where its length, state bits and characters lie */
 	uint64_t str_type;
 	uint32_t ob_type, uni_length, uni_state, uni_ascii_size, uni_compact_size;
@@ -134,11 +127,11 @@ struct py_frame {
 	uint64_t qualname, filename;
 	int32_t firstline;
 	/*
-	 * copied at the sample too, for a module body's frame (qualname the
-	 * interpreter's static "<module>"): its co_filename's text, UTF-8;
-	 * NULL if not. Read by pyreader__resolve only, during the call.
+	 * copied at the sample too, the first time the program saw the code
+	 * object: the text of its co_qualname and co_filename, UTF-8; NULL if
+	 * not. Read by pyreader__resolve only, during the call.
 	 */
-	const char *copied_filename;
+	const char *copied_qualname, *copied_filename;
 	bool entry; /* 3.11: is_entry (the outermost frame of one C eval call) */
 	bool stub; /* 3.12+: a frame owned by the C stack (marks an eval call's start) */
 };
@@ -229,10 +222,11 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
  * pyreader__snapshot does, reading the code objects not seen before. A
  * frame whose code is no code object (any more: a module's body, freed
  * once it ran) keeps code_ref 0: it must not be named from what now lies
- * at its address; unless it is a module body whose filename was copied
- * with it (copied_filename): it is named "<module>" in that file then,
- * without a line. How many frames stay unnamed, or -ENODEV when pid was
- * not probed as Python.
+ * at its address; unless its names were copied at a sample, this one's
+ * (copied_qualname, copied_filename) or an earlier one's with the same
+ * code object and names' pointers: it is named from those, without a line
+ * (its line table went with it). How many frames stay unnamed, or -ENODEV
+ * when pid was not probed as Python.
  */
 int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap);
 
@@ -277,7 +271,7 @@ struct pyreader_stats {
 	uint64_t changed_none, changed_after, changed_running, changed_shift, changed_leaf;
 	uint64_t not_evals; /* calls found by their slot alone, proved not to be eval calls */
 	uint64_t beyond_cut; /* calls older than a chain copied at the sample reaches */
-	/* freed module bodies named from the filename copied at the sample */
+	/* frames of freed code objects named from the names copied at a sample */
 	uint64_t named_from_copy;
 };
 const struct pyreader_stats *pyreader__stats(const struct pyreader *r);

@@ -59,9 +59,8 @@ struct proc {
 	uint64_t runtime, code_type, none;
 	uint64_t runtime_size; /* _PyRuntime's symbol size; 0 if not known */
 	uint64_t str_type, bytes_type; /* 0 if not known: names are not checked for their type */
-	/* the static "<module>" string module bodies are named by (py_walk), 0 until seen */
-	uint64_t module_qualname;
-	struct u64map copied; /* hash of a copied filename -> its module body's entry in code[] */
+	/* names copied at samples: hash of (code, qualname, filename, firstline) -> code[] index */
+	struct u64map copied;
 	/* _PyEval_EvalFrameDefault: its symbol's range, then the parts put apart */
 	uint64_t eval_lo[EVAL_PARTS], eval_hi[EVAL_PARTS];
 	uint32_t nr_eval;
@@ -477,7 +476,6 @@ int pyreader__walk(const struct pyreader *r, pid_t pid, struct py_walk *out)
 		.co_qualname = L->co_qualname,
 		.co_filename = L->co_filename,
 		.co_firstlineno = L->co_firstlineno,
-		.module_qualname = p->module_qualname,
 		.str_type = p->str_type,
 		.ob_type = L->ob_type,
 		.uni_length = L->uni_length,
@@ -1415,13 +1413,8 @@ static int64_t code_entry_for(struct pyreader *r, struct proc *p, uint64_t addr,
 	e.qualname = read_str(r, p, e.qualname_p);
 	e.filename = read_str(r, p, e.filename_p);
 	e.linetable = read_bytes(r, p, e.linetable_p, MAX_LINETABLE, &e.linetable_len);
-	if (e.qualname && !strcmp(e.qualname, "<module>")) {
+	if (e.qualname && !strcmp(e.qualname, "<module>"))
 		r->st.module_reads++;
-		/* in _PyRuntime: the interpreter's own, never freed (3.13 on) */
-		if (!p->module_qualname && p->runtime_size && e.qualname_p >= p->runtime &&
-		    e.qualname_p - p->runtime < p->runtime_size)
-			p->module_qualname = e.qualname_p;
-	}
 	if (!e.qualname || !e.filename ||
 	    grow_array((void **)&p->code, &p->code_cap, p->nr_code + 1, sizeof(*p->code)) ||
 	    u64map_put(&p->codes, addr, p->nr_code)) {
@@ -1540,37 +1533,52 @@ static bool named_as_copied(struct pyreader *r, struct proc *p, struct py_snapsh
 	return true;
 }
 
-/*
- * The entry that names a freed module body from what was copied at its
- * sample: "<module>" (its co_qualname was the interpreter's static one)
- * in the copied file, without a line table. One per file. Its index + 1,
- * or a negative errno.
- */
-static int64_t module_entry(struct pyreader *r, struct proc *p, const struct py_frame *f)
+static uint64_t copied_key(const struct py_frame *f)
 {
-	uint64_t h = 0xcbf29ce484222325ull, v;
-	/* addr 0: the entry of no code object (pyreader__describe takes it for any frame) */
-	struct code_entry e = { .qualname_p = f->qualname, .filename_p = f->filename };
+	uint64_t h = 0xcbf29ce484222325ull,
+		 w[4] = { f->code, f->qualname, f->filename, (uint32_t)f->firstline };
 
-	for (const char *c = f->copied_filename; *c; c++)
-		h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
-	/* (a hash shared by two files: the later one gets an entry of its own each time) */
-	if (u64map_get(&p->copied, h, &v) && v < p->nr_code &&
-	    !strcmp(p->code[v].filename, f->copied_filename)) {
-		r->st.named_from_copy++;
-		return (int64_t)v + 1;
+	for (size_t i = 0; i < sizeof(w); i++)
+		h = (h ^ ((const uint8_t *)w)[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/*
+ * The entry of names copied at a sample for f's code object: f's own
+ * copy, kept, or an earlier copy with the same code object, co_qualname,
+ * co_filename and co_firstlineno (the proof a named code object is the
+ * same one). No line table: the line is not known. Its index + 1, 0 when
+ * there is none, or a negative errno.
+ */
+static int64_t copied_entry(struct pyreader *r, struct proc *p, const struct py_frame *f)
+{
+	uint64_t key = copied_key(f), v;
+	struct code_entry e = { .addr = f->code,
+				.qualname_p = f->qualname,
+				.filename_p = f->filename,
+				.firstline = f->firstline };
+
+	if (!f->qualname)
+		return 0;
+	if (u64map_get(&p->copied, key, &v) && v < p->nr_code) {
+		const struct code_entry *o = &p->code[v];
+
+		if (o->addr == f->code && o->qualname_p == f->qualname &&
+		    o->filename_p == f->filename && o->firstline == f->firstline)
+			return (int64_t)v + 1;
 	}
-	e.qualname = strdup("<module>");
+	if (!f->copied_qualname || !f->copied_filename)
+		return 0;
+	e.qualname = strdup(f->copied_qualname);
 	e.filename = strdup(f->copied_filename);
 	if (!e.qualname || !e.filename ||
 	    grow_array((void **)&p->code, &p->code_cap, p->nr_code + 1, sizeof(*p->code)) ||
-	    u64map_put(&p->copied, h, p->nr_code)) {
+	    u64map_put(&p->copied, key, p->nr_code)) {
 		free(e.qualname);
 		free(e.filename);
 		return -ENOMEM;
 	}
 	p->code[p->nr_code] = e;
-	r->st.named_from_copy++;
 	return (int64_t)++p->nr_code;
 }
 
@@ -1586,7 +1594,13 @@ int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 
 	if (!p || p->state != 1)
 		return -ENODEV;
-	if (!snap->n || named_as_copied(r, p, snap) || !resolve_codes(r, p, snap))
+	if (!snap->n)
+		return 0;
+	/* names copied at this sample (code objects first seen) are kept for when they are freed */
+	for (uint32_t i = 0; i < snap->n; i++)
+		if (snap->frames[i].copied_qualname && copied_entry(r, p, &snap->frames[i]) < 0)
+			return -ENOMEM;
+	if (named_as_copied(r, p, snap) || !resolve_codes(r, p, snap))
 		return 0;
 	/* one by one: those still code objects are named */
 	for (uint32_t i = 0; i < snap->n; i++) {
@@ -1601,9 +1615,13 @@ int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 		/* another code object at the address: the one sampled was freed */
 		if (ref > 0 && not_the_sampled(p, hdr, f))
 			ref = -ESTALE;
-		if (ref <= 0 && f->copied_filename && p->module_qualname &&
-		    f->qualname == p->module_qualname)
-			ref = module_entry(r, p, f);
+		if (ref <= 0) {
+			int64_t c = copied_entry(r, p, f);
+
+			if (c > 0)
+				r->st.named_from_copy++;
+			ref = c ? c : ref;
+		}
 		if (ref > 0)
 			f->code_ref = (uint32_t)ref;
 		else
@@ -1685,13 +1703,8 @@ int pyreader__describe(struct pyreader *r, pid_t pid, const struct py_frame *f,
 		return -ENODEV;
 	if (f->stub)
 		return -EFAULT;
-	/*
-	 * A frame the snapshot did not name: its code object as it is now.
-	 * (An entry at address 0 names freed module bodies from their copied
-	 * file: module_entry.)
-	 */
-	if (!ref || (size_t)ref > p->nr_code ||
-	    (p->code[ref - 1].addr != f->code && p->code[ref - 1].addr)) {
+	/* a frame the snapshot did not name: its code object as it is now */
+	if (!ref || (size_t)ref > p->nr_code || p->code[ref - 1].addr != f->code) {
 		if (code_hdr_len(p) > sizeof(hdr) || rd(r, pid, f->code, hdr, code_hdr_len(p)))
 			return -EFAULT;
 		ref = code_entry_for(r, p, f->code, hdr);
