@@ -16,6 +16,8 @@
 #include "pybpf/pybpf.h"
 #include "pybpf/pyframes.bpf.h" /* generated: the object's bytes */
 
+#define PYBPF_PENDING_NAMES 4
+
 struct pybpf {
 	struct bpf_object *obj;
 	struct ring_buffer *ring;
@@ -29,14 +31,20 @@ struct pybpf {
 	bool nested;
 	uint64_t ns_dev, ns_ino;
 	struct pybpf_sample sample;
-	/* the names record just read, for the frames record of the same run after it */
-	uint64_t names_time;
-	uint32_t names_tid, nr_names;
-	struct {
-		uint32_t frame;
-		/* UTF-8; "..." where a long one was cut */
-		char qual[PYBPF_QUAL_BYTES * 4 + 4], file[4 + PYBPF_FILE_BYTES * 4 + 1];
-	} names[PYBPF_MAX_NAMES];
+	/*
+	 * Names records read, each for the frames record its run writes next:
+	 * another CPU's records may come in between, so a few wait.
+	 */
+	struct pybpf_names {
+		uint64_t time;
+		uint32_t tid, n; /* n 0: a free slot */
+		struct {
+			uint32_t frame;
+			/* UTF-8; "..." where a long one was cut */
+			char qual[PYBPF_QUAL_BYTES * 4 + 4], file[4 + PYBPF_FILE_BYTES * 4 + 1];
+		} names[PYBPF_MAX_NAMES];
+	} pending[PYBPF_PENDING_NAMES];
+	uint32_t next_pending;
 };
 
 /* libbpf's words are kept, never printed: the last one says why a load failed. */
@@ -94,26 +102,26 @@ static bool str_text(const struct pybpf_str *st, const uint8_t *data, uint32_t m
 static int on_names(struct pybpf *b, const struct pybpf_head *h, size_t size)
 {
 	const struct pybpf_name *nm = (const struct pybpf_name *)(h + 1);
+	/* the slot written longest ago (its frames record never came, or has) */
+	struct pybpf_names *p = &b->pending[b->next_pending++ % PYBPF_PENDING_NAMES];
 
-	b->nr_names = 0;
+	p->n = 0;
 	if (!h->n || h->n > PYBPF_MAX_NAMES || size != sizeof(*h) + h->n * sizeof(*nm)) {
 		b->st.bad++;
 		return 0;
 	}
 	for (uint32_t k = 0; k < h->n; k++) {
 		if (nm[k].frame >= PYBPF_MAX_FRAMES ||
-		    !str_text(&nm[k].q, nm[k].qual, PYBPF_QUAL_BYTES, false,
-			      b->names[b->nr_names].qual) ||
-		    !str_text(&nm[k].f, nm[k].file, PYBPF_FILE_BYTES, true,
-			      b->names[b->nr_names].file)) {
+		    !str_text(&nm[k].q, nm[k].qual, PYBPF_QUAL_BYTES, false, p->names[k].qual) ||
+		    !str_text(&nm[k].f, nm[k].file, PYBPF_FILE_BYTES, true, p->names[k].file)) {
 			b->st.bad++;
-			b->nr_names = 0;
 			return 0;
 		}
-		b->names[b->nr_names++].frame = nm[k].frame;
+		p->names[k].frame = nm[k].frame;
 	}
-	b->names_time = h->time;
-	b->names_tid = h->tid;
+	p->time = h->time;
+	p->tid = h->tid;
+	p->n = h->n;
 	return 0;
 }
 
@@ -156,15 +164,20 @@ static int on_record(void *ctx, void *data, size_t size)
 			.stub = f[i].flags & PYBPF_F_STUB,
 		};
 	/* code objects' names, copied by the same run just before */
-	if (b->nr_names && b->names_tid == h->tid && b->names_time == h->time) {
-		for (uint32_t k = 0; k < b->nr_names; k++) {
-			if (b->names[k].frame >= h->n)
+	for (uint32_t i = 0; i < PYBPF_PENDING_NAMES; i++) {
+		struct pybpf_names *p = &b->pending[i];
+
+		if (!p->n || p->tid != h->tid || p->time != h->time)
+			continue;
+		for (uint32_t k = 0; k < p->n; k++) {
+			if (p->names[k].frame >= h->n)
 				continue;
-			s->frames[b->names[k].frame].copied_qualname = b->names[k].qual;
-			s->frames[b->names[k].frame].copied_filename = b->names[k].file;
+			s->frames[p->names[k].frame].copied_qualname = p->names[k].qual;
+			s->frames[p->names[k].frame].copied_filename = p->names[k].file;
 		}
+		/* the callback reads them before the slot is written again (ahead of 3 more) */
+		p->n = 0;
 	}
-	b->nr_names = 0;
 	b->st.received++;
 	b->st.by_status[s->status]++;
 	b->handed++;

@@ -37,7 +37,7 @@ struct {
 /* code objects whose names were copied (struct pybpf_seen -> 1) */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, 16384);
 	__type(key, struct pybpf_seen);
 	__type(value, __u8);
 } seen SEC(".maps");
