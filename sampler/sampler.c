@@ -109,7 +109,20 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 		errno = ENOMEM;
 		return NULL;
 	}
-	pthread_mutex_init(&s->copy_lock, NULL);
+	/*
+	 * Priority inheritance: the drain thread, real-time, must not wait
+	 * for a pass that a preempted thread at the trainer's priority holds
+	 * (the early thread's, 3.3 ms once, while a two-rank DDP job importing
+	 * torch from a cold cache filled a ring: 1,448 records lost).
+	 */
+	{
+		pthread_mutexattr_t a;
+
+		pthread_mutexattr_init(&a);
+		pthread_mutexattr_setprotocol(&a, PTHREAD_PRIO_INHERIT);
+		pthread_mutex_init(&s->copy_lock, &a);
+		pthread_mutexattr_destroy(&a);
+	}
 	return s;
 }
 
