@@ -102,8 +102,14 @@ static bool str_text(const struct pybpf_str *st, const uint8_t *data, uint32_t m
 static int on_names(struct pybpf *b, const struct pybpf_head *h, size_t size)
 {
 	const struct pybpf_name *nm = (const struct pybpf_name *)(h + 1);
-	/* the slot written longest ago (its frames record never came, or has) */
-	struct pybpf_names *p = &b->pending[b->next_pending++ % PYBPF_PENDING_NAMES];
+	/* a free slot, else the one written longest ago (its frames record never came) */
+	struct pybpf_names *p = NULL;
+
+	for (uint32_t i = 0; i < PYBPF_PENDING_NAMES && !p; i++)
+		if (!b->pending[i].n)
+			p = &b->pending[i];
+	if (!p)
+		p = &b->pending[b->next_pending++ % PYBPF_PENDING_NAMES];
 
 	p->n = 0;
 	if (!h->n || h->n > PYBPF_MAX_NAMES || size != sizeof(*h) + h->n * sizeof(*nm)) {

@@ -251,6 +251,13 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 		w->status = PYBPF_BAD_FRAME;
 		return 1;
 	}
+	/*
+	 * Not kept: another frame the interpreter owns (no code to show), and
+	 * 3.14's frame whose executable is still NULL (being set up).
+	 */
+	if (!stub &&
+	    ((c->stub_owner != PYBPF_NO_FIELD && owner >= c->stub_owner) || (c->tag_mask && !code)))
+		return 0;
 	/* a code object not seen before: its names are copied after the walk */
 	if (c->names_ok && f->qualname && s->nn < PYBPF_MAX_NAMES) {
 		s->key.code = f->code;
@@ -262,13 +269,6 @@ static long walk_step(__u32 i, struct walk_ctx *w)
 			s->nn++;
 		}
 	}
-	/*
-	 * Not kept: another frame the interpreter owns (no code to show), and
-	 * 3.14's frame whose executable is still NULL (being set up).
-	 */
-	if (!stub &&
-	    ((c->stub_owner != PYBPF_NO_FIELD && owner >= c->stub_owner) || (c->tag_mask && !code)))
-		return 0;
 	w->n = n + 1;
 	return 0;
 }
@@ -314,7 +314,7 @@ struct names_ctx {
 	__u32 k; /* names copied */
 };
 
-/* The names of the i-th frame not seen into names[k]; the code object is seen then. */
+/* The names of the i-th frame not seen into names[k]. */
 static long name_step(__u32 i, struct names_ctx *x)
 {
 	const struct pybpf_conf *c = x->c;
@@ -322,7 +322,6 @@ static long name_step(__u32 i, struct names_ctx *x)
 	struct pybpf_name *nm;
 	struct pybpf_frame *f;
 	__u32 idx;
-	__u8 one = 1;
 
 	if (i >= s->nn || i >= PYBPF_MAX_NAMES || x->k >= PYBPF_MAX_NAMES)
 		return 1;
@@ -337,6 +336,26 @@ static long name_step(__u32 i, struct names_ctx *x)
 	nm->frame = idx;
 	nm->pad = 0;
 	x->k++;
+	return 0;
+}
+
+/*
+ * The code object of names[i] is seen: its names were written, and the
+ * frames' record after them, so the reader has them.
+ */
+static long seen_step(__u32 i, struct names_ctx *x)
+{
+	struct scratch *s = x->s;
+	struct pybpf_frame *f;
+	__u32 idx;
+	__u8 one = 1;
+
+	if (i >= x->k || i >= PYBPF_MAX_NAMES)
+		return 1;
+	idx = s->names[i & (PYBPF_MAX_NAMES - 1)].frame;
+	if (idx >= PYBPF_MAX_FRAMES)
+		return 0;
+	f = &s->f[idx];
 	s->key.code = f->code;
 	s->key.qualname = f->qualname;
 	s->key.filename = f->filename;
@@ -375,6 +394,7 @@ static __always_inline int copy_frames(__u64 ip, __u64 sp, __u32 flags)
 	const struct pybpf_self *me = bpf_map_lookup_elem(&self, &zero);
 	const struct pybpf_conf *c;
 	struct walk_ctx w = { 0 };
+	struct names_ctx names = { 0 };
 	struct scratch *s;
 	int err = 0, slot = -1;
 
@@ -463,20 +483,25 @@ static __always_inline int copy_frames(__u64 ip, __u64 sp, __u32 flags)
 	bpf_loop(PYBPF_MAX_FRAMES + 1, walk_step, &w, 0);
 	s->h.n = w.n;
 	s->h.status = w.status;
-	if (s->nn) {
-		struct names_ctx x = { .c = c, .s = s, .pid = pid };
+	/* names only for a chain the reader keeps (one walked to its end, or cut) */
+	if (s->nn && (w.status == PYBPF_OK || w.status == PYBPF_CUT)) {
 		__u32 k;
 
-		bpf_loop(PYBPF_MAX_NAMES, name_step, &x, 0);
-		k = x.k;
+		names.c = c;
+		names.s = s;
+		names.pid = pid;
+		bpf_loop(PYBPF_MAX_NAMES, name_step, &names, 0);
+		k = names.k;
 		if (k && k <= PYBPF_MAX_NAMES) {
 			s->nh = s->h;
 			s->nh.n = k;
 			s->nh.flags = flags | PYBPF_H_NAMES;
 			if (bpf_ringbuf_output(
 				    &records, &s->nh,
-				    sizeof(struct pybpf_head) + k * sizeof(struct pybpf_name), 0))
+				    sizeof(struct pybpf_head) + k * sizeof(struct pybpf_name), 0)) {
 				count(PYBPF_C_DROPPED);
+				names.k = 0;
+			}
 		}
 	}
 out:
@@ -484,10 +509,14 @@ out:
 	if (size > PYBPF_MAX_FRAMES)
 		size = PYBPF_MAX_FRAMES;
 	size = sizeof(struct pybpf_head) + size * sizeof(struct pybpf_frame);
-	if (bpf_ringbuf_output(&records, s, size, 0))
+	if (bpf_ringbuf_output(&records, s, size, 0)) {
 		count(PYBPF_C_DROPPED);
-	else
+	} else {
 		count(PYBPF_C_RECORDS);
+		/* both records written: those code objects' names are the reader's now */
+		if (names.k)
+			bpf_loop(PYBPF_MAX_NAMES, seen_step, &names, 0);
+	}
 	if (slot >= 0)
 		release(slot);
 	return 1;

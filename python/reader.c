@@ -959,6 +959,9 @@ static bool leaf_agrees(struct pyreader *r, struct proc *p, const struct py_stac
 	if (!c->regs || f->stub || !f->code_ref || f->code_ref > p->nr_code)
 		return true;
 	e = &p->code[f->code_ref - 1];
+	/* named from names copied at a sample: its code's size is not known */
+	if (!e->code_bytes)
+		return true;
 	base = f->code + p->L.co_code_adaptive;
 	end = base + e->code_bytes;
 	if (p->ip_reg < 0) {

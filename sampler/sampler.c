@@ -117,11 +117,14 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	 */
 	{
 		pthread_mutexattr_t a;
+		bool attr = !pthread_mutexattr_init(&a),
+		     pi = attr && !pthread_mutexattr_setprotocol(&a, PTHREAD_PRIO_INHERIT) &&
+			  !pthread_mutex_init(&s->copy_lock, &a);
 
-		pthread_mutexattr_init(&a);
-		pthread_mutexattr_setprotocol(&a, PTHREAD_PRIO_INHERIT);
-		pthread_mutex_init(&s->copy_lock, &a);
-		pthread_mutexattr_destroy(&a);
+		if (!pi)
+			pthread_mutex_init(&s->copy_lock, NULL);
+		if (attr)
+			pthread_mutexattr_destroy(&a);
 	}
 	return s;
 }
@@ -227,7 +230,7 @@ static bool deliverable(struct sampler *s, struct rec *r)
 
 static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 {
-	uint64_t cut = UINT64_MAX, now, next_ingest;
+	uint64_t cut = UINT64_MAX, now = 0, next_ingest;
 	struct rec dec;
 	size_t i, due;
 	int err = 0;
