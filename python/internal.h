@@ -22,7 +22,6 @@
 
 #define PY_NO_FIELD UINT32_MAX
 
-/* Where CPython keeps what the reader needs, for one minor version (x86-64). */
 /*
  * A str object's state bits (PyASCIIObject.state, 3.11 to 3.14: interned
  * in the two lowest, then kind in three, compact, ascii).
@@ -31,6 +30,7 @@
 #define PY_STR_COMPACT_BIT 5
 #define PY_STR_ASCII_BIT 6
 
+/* Where CPython keeps what the reader needs, for one minor version (x86-64). */
 struct py_layout {
 	uint32_t rt_interp_head; /* _PyRuntime.interpreters.head */
 	uint32_t is_next, is_threads_head; /* PyInterpreterState */

@@ -57,7 +57,6 @@ struct proc {
 	struct py_layout L;
 	bool free_threaded; /* a free-threaded build (not read) */
 	uint64_t runtime, code_type, none;
-	uint64_t runtime_size; /* _PyRuntime's symbol size; 0 if not known */
 	uint64_t str_type, bytes_type; /* 0 if not known: names are not checked for their type */
 	/* names copied at samples: hash of (code, qualname, filename, firstline) -> code[] index */
 	struct u64map copied;
@@ -389,7 +388,6 @@ int pyreader__probe(struct pyreader *r, pid_t pid)
 		return p->state = err == -EFAULT ? 0 : err;
 	p->version = version;
 	p->runtime = s.runtime + bias;
-	p->runtime_size = s.runtime_size;
 	p->code_type = s.code_type ? s.code_type + bias : 0;
 	p->str_type = s.str_type ? s.str_type + bias : 0;
 	p->bytes_type = s.bytes_type ? s.bytes_type + bias : 0;
@@ -1536,14 +1534,12 @@ static bool named_as_copied(struct pyreader *r, struct proc *p, struct py_snapsh
 	return true;
 }
 
+/* The copied-names map's key of f's four fields (u64map reserves UINT64_MAX: one bit less). */
 static uint64_t copied_key(const struct py_frame *f)
 {
-	uint64_t h = 0xcbf29ce484222325ull,
-		 w[4] = { f->code, f->qualname, f->filename, (uint32_t)f->firstline };
+	uint64_t w[4] = { f->code, f->qualname, f->filename, (uint32_t)f->firstline };
 
-	for (size_t i = 0; i < sizeof(w); i++)
-		h = (h ^ ((const uint8_t *)w)[i]) * 0x100000001b3ull;
-	return h;
+	return hash_bytes(w, sizeof(w), 0) >> 1;
 }
 
 /*

@@ -204,7 +204,7 @@ static void *drain_main(void *arg)
 	for (;;) {
 		struct timespec wait = { .tv_nsec = left ? EARLY_FAST_US * 1000L
 							 : (long)s->idle_ms * 1000000L };
-		bool copied = false, idle = left;
+		bool copied = false, full_wait = !left, idle;
 		int ready = ppoll(pfds, n + 1, &wait, NULL);
 
 		if (ready < 0 && errno != EINTR)
@@ -227,7 +227,8 @@ static void *drain_main(void *arg)
 		 * 1 run in 7).
 		 */
 		fill = rings_fill(s);
-		idle = ready == 0 && !idle;
+		/* a whole idle wait passed without a wakeup (not the short one after a left ring) */
+		idle = ready == 0 && full_wait;
 		reader_priority(
 			&high,
 			fill >= 4 || (ready > 0 && fill >= 2) || (high && !(idle && fill < 2)), 2);
