@@ -54,6 +54,7 @@ void collector__free(struct collector *c)
 	for (size_t i = 0; i < c->nr_deferred; i++)
 		deferred_free(&c->deferred[i]);
 	free(c->deferred);
+	free(c->pending);
 	free(c);
 }
 
@@ -123,15 +124,15 @@ const struct collect_stats *collector__stats(const struct collector *c)
  */
 #define DEFER_MAX 1024
 
-static int add_oncpu(struct collector *c, const struct rec_sample *s, int64_t stack,
-		     enum stack_end end)
+/* The sample s stands for in the profile, on stack. */
+static int oncpu_sample(struct collector *c, const struct rec_sample *s, int64_t stack,
+			struct pf_sample *out)
 {
 	int64_t thread = threads_id(&c->th, s->pid, s->tid);
-	int err;
 
 	if (thread < 0)
 		return (int)thread;
-	struct pf_sample smp = {
+	*out = (struct pf_sample){
 		.time = s->time,
 		/* a fault sample weighs the bytes its faults touched (4 KiB pages) */
 		.weight = s->event == EV_FAULT ? s->period * 4096 : s->period,
@@ -139,7 +140,17 @@ static int add_oncpu(struct collector *c, const struct rec_sample *s, int64_t st
 		.thread = (uint32_t)thread,
 		.kind = s->event == EV_FAULT ? SAMPLE_FAULT : SAMPLE_ONCPU,
 	};
-	err = profile__add_sample(c->prof, &smp);
+	return 0;
+}
+
+static int add_oncpu(struct collector *c, const struct rec_sample *s, int64_t stack,
+		     enum stack_end end)
+{
+	struct pf_sample smp;
+	int err = oncpu_sample(c, s, stack, &smp);
+
+	if (!err)
+		err = profile__add_sample(c->prof, &smp);
 	if (err)
 		return err;
 	if (s->event == EV_FAULT) {
@@ -223,6 +234,7 @@ static bool defer(struct collector *c, const struct rec_sample *s)
 		return false;
 	d = &c->deferred[c->nr_deferred];
 	d->s = *s;
+	d->unwound = false;
 	d->ips = s->nr ? malloc(s->nr * sizeof(*d->ips)) : NULL;
 	d->stack = s->stack_size ? malloc(s->stack_size) : NULL;
 	if ((s->nr && !d->ips) || (s->stack_size && !d->stack)) {
@@ -382,6 +394,40 @@ int collector__finish(struct collector *c, uint64_t end_time)
 	calls_finish(&c->calls);
 	e = frames_name_deferred(&c->fr);
 	return err ? err : e;
+}
+
+int collector__pending(struct collector *c, const struct pf_sample **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!c->nr_deferred)
+		return 0;
+	if (!c->pending && !(c->pending = calloc(DEFER_MAX, sizeof(*c->pending))))
+		return -ENOMEM;
+	/*
+	 * Each is unwound once here (the next syncs reuse it): what was known
+	 * then, a stack cut where its caller was not known yet, which is what a
+	 * kill at that moment would leave. Once for all, as unwinding hundreds
+	 * of 32 KiB stack copies costs about a millisecond.
+	 */
+	for (size_t i = 0; i < c->nr_deferred; i++) {
+		struct deferred *d = &c->deferred[i];
+
+		if (!d->unwound) {
+			enum stack_end end;
+			int64_t stack = build_stack(&c->sb, &d->s, &end);
+			int err =
+				stack < 0 ? (int)stack : oncpu_sample(c, &d->s, stack, &d->as_now);
+
+			if (err)
+				return err;
+			d->unwound = true;
+		}
+		c->pending[i] = d->as_now;
+	}
+	*out = c->pending;
+	*n = c->nr_deferred;
+	return 0;
 }
 
 bool collector__journal_loc(void *c, uint32_t frame, struct pf_journal_loc *loc)

@@ -183,6 +183,14 @@ const struct collect_stats *collector__stats(const struct collector *c);
  */
 bool collector__journal_loc(void *c, uint32_t frame, struct pf_journal_loc *loc);
 
+/*
+ * For the journal: the samples held back for now (JIT samples whose caller
+ * is not known yet, see collect.c), each on its stack as it would be stored
+ * if the recording ended now. *out is the collector's, good until the next
+ * record; 0 or a negative errno.
+ */
+int collector__pending(struct collector *c, const struct pf_sample **out, size_t *n);
+
 struct collect_recover_stats {
 	uint64_t frames_named; /* from the module files still on disk */
 	uint64_t frames_unnamed; /* their file is gone or was replaced */

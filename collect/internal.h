@@ -282,6 +282,9 @@ struct deferred {
 	struct rec_sample s;
 	uint64_t *ips;
 	uint8_t *stack;
+	/* for the journal: the sample as it was unwound the first time it was asked for */
+	struct pf_sample as_now;
+	bool unwound;
 };
 
 struct collector {
@@ -294,6 +297,7 @@ struct collector {
 	struct calls calls;
 	struct deferred *deferred;
 	size_t nr_deferred;
+	struct pf_sample *pending; /* the deferred ones' as_now, for the journal */
 	struct collect_stats st;
 	bool ranks; /* read ranks from processes' environments */
 };

@@ -17,6 +17,9 @@
  *                            u32 len, build-id hex)
  *           META as in the profile (the latest)  BOOT u32 len, boot id (first batch)
  *           JOBS as in the profile (the latest)
+ *           PEND u64 n, n x sample (the samples the recorder holds back for
+ *                now, as they would be stored; the latest good batch's are
+ *                added after the others when the journal is read)
  *   Version 2: threads have a host (as in profile version 4), JOBS.
  *
  * Each sync appends one batch with what was added since the last one. The
@@ -54,6 +57,7 @@
 #define TAG_META TAG('M', 'E', 'T', 'A')
 #define TAG_BOOT TAG('B', 'O', 'O', 'T')
 #define TAG_JOBS TAG('J', 'O', 'B', 'S')
+#define TAG_PEND TAG('P', 'E', 'N', 'D')
 /* a batch larger than this is not one the writer makes: the journal ends there */
 #define MAX_BATCH (1ull << 31)
 #define SPOOL_CHUNK 2048
@@ -187,7 +191,8 @@ static int samples_section(struct pf_journal *j)
 	return j->b.err;
 }
 
-int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx)
+int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx,
+			  const struct pf_sample *pending, size_t nr_pending)
 {
 	const struct profile *p;
 	uint8_t head[16];
@@ -310,6 +315,16 @@ int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx)
 	err = samples_section(j);
 	if (err)
 		return err;
+	at = section_begin(&j->b, TAG_PEND);
+	wb_u64(&j->b, nr_pending);
+	for (size_t i = 0; i < nr_pending; i++) {
+		uint8_t *d = wb_reserve(&j->b, SAMPLE_SIZE);
+
+		if (!d)
+			return -ENOMEM;
+		sample_encode(d, &pending[i]);
+	}
+	section_end(&j->b, at);
 	if (j->b.err)
 		return j->b.err;
 	put_le32(head, TAG_JBAT);
@@ -351,6 +366,8 @@ struct jread {
 	bool have_meta;
 	const uint8_t *jobs; /* the latest good batch's JOBS body (in the journal's buffer) */
 	uint64_t jobs_len;
+	const uint8_t *pend; /* the latest good batch's PEND rows (in the journal's buffer) */
+	uint64_t npend;
 	char boot[64];
 };
 
@@ -473,8 +490,9 @@ static bool batch_apply(struct jread *jr, const uint8_t *d, uint64_t len)
 {
 	struct jread save = *jr;
 	struct cursor all = { d, len, 0 };
-	uint64_t stacks_before = jr->stks.n, jobs_len = 0;
-	const uint8_t *jobs = NULL;
+	uint64_t stacks_before = jr->stks.n, jobs_len = 0, npend = 0;
+	const uint8_t *jobs = NULL, *pend = NULL;
+	bool have_pend = false;
 
 	while (all.at < len) {
 		const uint8_t *h, *body;
@@ -519,6 +537,13 @@ static bool batch_apply(struct jread *jr, const uint8_t *d, uint64_t len)
 		case TAG_SMPS:
 			ok = rows_add(&jr->smps, &c, SAMPLE_SIZE);
 			break;
+		case TAG_PEND:
+			/* whole rows only; their stacks are checked when the profile is read */
+			ok = take_u64(&c, &npend) && npend <= (c.len - c.at) / SAMPLE_SIZE &&
+			     c.len - c.at == npend * SAMPLE_SIZE &&
+			     take(&c, npend * SAMPLE_SIZE, &pend);
+			have_pend = ok;
+			break;
 		case TAG_META:
 			ok = slen == META_SIZE;
 			if (ok) {
@@ -547,6 +572,9 @@ static bool batch_apply(struct jread *jr, const uint8_t *d, uint64_t len)
 		jr->jobs = jobs;
 		jr->jobs_len = jobs_len;
 	}
+	/* a batch without the section (an older writer) leaves none pending */
+	jr->pend = have_pend ? pend : NULL;
+	jr->npend = have_pend ? npend : 0;
 	return true;
 bad:
 	/* rows appended by this batch are dropped: the tables end where the last good batch did */
@@ -676,7 +704,13 @@ int journal_read(const uint8_t *buf, size_t len, struct profile **out, struct pr
 	sec = section_begin(&pay, TAG_META);
 	wb_bytes(&pay, jr.meta, META_SIZE);
 	section_end(&pay, sec);
-	put_section(&pay, TAG_SMPS, &jr.smps, true);
+	/* the samples held back when the recorder was killed go after the others */
+	sec = section_begin(&pay, TAG_SMPS);
+	wb_u64(&pay, jr.smps.n + jr.npend);
+	wb_bytes(&pay, jr.smps.b.data, jr.smps.b.len);
+	if (jr.npend)
+		wb_bytes(&pay, jr.pend, jr.npend * SAMPLE_SIZE);
+	section_end(&pay, sec);
 	if (jr.jobs) {
 		sec = section_begin(&pay, TAG_JOBS);
 		wb_bytes(&pay, jr.jobs, jr.jobs_len);

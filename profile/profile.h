@@ -308,7 +308,7 @@ int profile__read_mem(const uint8_t *buf, size_t len, struct profile **out,
 
 /*
  * The journal: while a recording runs, what it holds so far is appended
- * at the output path about once a second, so that a recorder killed with
+ * at the output path a few times a second, so that a recorder killed with
  * SIGKILL leaves a file profile__read reads (not finalized). The profile
  * written at the end replaces it (profile__write renames over it).
  *
@@ -325,7 +325,13 @@ typedef bool (*profile_loc_fn)(void *ctx, uint32_t frame, struct pf_journal_loc 
 struct pf_journal;
 /* -ENOTSUP when path is not a regular file's (a device, a FIFO): no journal. */
 int profile__journal_open(const struct profile *p, const char *path, struct pf_journal **out);
-int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx);
+/*
+ * pending: the samples the recorder holds back for now (stored later, when
+ * more is known), as they would be stored now; each sync's replace the last
+ * one's, and a journal read back ends with the last good sync's.
+ */
+int profile__journal_sync(struct pf_journal *j, profile_loc_fn fn, void *ctx,
+			  const struct pf_sample *pending, size_t nr_pending);
 void profile__journal_close(struct pf_journal *j);
 
 /* A frame of a journal read back that the recorder had not named yet. */

@@ -108,13 +108,18 @@ Test(recover, sigkill_leaves_a_profile_report_reads)
 	kill(target, SIGKILL);
 	cr_log_info("target CPU at the kill: %.2f s", cpu);
 
-	/* what it holds: read as a profile, not finished, most of the samples */
+	/*
+	 * what it holds: read as a profile, not finished, nearly all of the
+	 * samples: the journal is synced five times a second, and holds the
+	 * JIT samples the recorder keeps back until their callers are known
+	 * (200-650 of the MLP's first second; without them 79-83% were kept)
+	 */
 	cr_assert_eq(profile__read(data, &p, &e), 0, "%s", e.what ? e.what : "read failed");
 	cr_assert_not(profile__cmeta(p)->finalized);
 	for (size_t i = 0; i < profile__nr_samples(p); i++)
 		oncpu += profile__get_sample(p, i)->kind == SAMPLE_ONCPU;
 	cr_log_info("%zu on-CPU samples for %.2f s of CPU at %d Hz", oncpu, cpu, 999);
-	cr_assert_geq((double)oncpu, 0.8 * cpu * 999, "%zu samples kept of about %.0f", oncpu,
+	cr_assert_geq((double)oncpu, 0.9 * cpu * 999, "%zu samples kept of about %.0f", oncpu,
 		      cpu * 999);
 	profile__free(p);
 

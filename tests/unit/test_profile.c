@@ -1059,7 +1059,7 @@ Test(profile, journal_keeps_ranks)
 	cr_assert_geq(fd, 0);
 	close(fd);
 	cr_assert_eq(profile__journal_open(p, path, &j), 0);
-	cr_assert_eq(profile__journal_sync(j, NULL, NULL), 0);
+	cr_assert_eq(profile__journal_sync(j, NULL, NULL, NULL, 0), 0);
 	profile__journal_close(j);
 	cr_assert_eq(profile__read(path, &q, NULL), 0);
 	unlink(path);
@@ -1068,6 +1068,62 @@ Test(profile, journal_keeps_ranks)
 	cr_assert_eq(profile__get_process(q, 0)->rank, 1);
 	profile__free(p);
 	profile__free(q);
+}
+
+/*
+ * Samples held back by the recorder travel as each sync's pending rows: a
+ * journal read back ends with the last whole sync's (not every sync's, and
+ * not those of a sync cut short by the kill), on stacks that exist.
+ */
+Test(profile, journal_keeps_the_last_pending_samples)
+{
+	struct profile *p = rank_profile("hostA", 0, 0, 5000, "f"), *q = NULL;
+	char path[] = "/tmp/dlflame-jp-XXXXXX";
+	int64_t fr = profile__frame_str(p, "jit_kernel", "[jit]", FRAME_USER);
+	int64_t st = profile__stack(p, 0, (uint32_t)fr);
+	struct pf_sample pend[3];
+	struct pf_journal *j;
+	struct stat sb;
+	int fd = mkstemp(path);
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert(fr >= 0 && st > 0);
+	for (int i = 0; i < 3; i++)
+		pend[i] = (struct pf_sample){ .time = 6000 + (uint64_t)i,
+					      .weight = 7,
+					      .stack = (uint32_t)st };
+	cr_assert_eq(profile__journal_open(p, path, &j), 0);
+	cr_assert_eq(profile__journal_sync(j, NULL, NULL, pend, 3), 0);
+	/* the next sync holds back one of them only: two were stored since */
+	pend[0].weight = 9;
+	cr_assert_eq(profile__add_sample(p, &pend[1]), 0);
+	cr_assert_eq(profile__add_sample(p, &pend[2]), 0);
+	cr_assert_eq(profile__journal_sync(j, NULL, NULL, pend, 1), 0);
+	cr_assert_eq(stat(path, &sb), 0);
+	/* a third sync, cut short by the kill, holds back none */
+	cr_assert_eq(profile__add_sample(p, &pend[0]), 0);
+	cr_assert_eq(profile__journal_sync(j, NULL, NULL, NULL, 0), 0);
+	profile__journal_close(j);
+	cr_assert_eq(truncate(path, sb.st_size + 20), 0);
+
+	cr_assert_eq(profile__read(path, &q, NULL), 0);
+	cr_assert_eq(profile__nr_samples(q), 4, "one stored, two stored later, one held back: %zu",
+		     profile__nr_samples(q));
+	cr_assert_eq(profile__get_sample(q, 3)->time, 6000);
+	cr_assert_eq(profile__get_sample(q, 3)->weight, 9, "the last whole sync's");
+	cr_assert_eq(profile__get_sample(q, 3)->stack, (uint32_t)st);
+	profile__free(q);
+
+	/* a pending sample on a stack no batch holds: the journal is refused, not misread */
+	unlink(path);
+	pend[0].stack = 1000;
+	cr_assert_eq(profile__journal_open(p, path, &j), 0);
+	cr_assert_eq(profile__journal_sync(j, NULL, NULL, pend, 1), 0);
+	profile__journal_close(j);
+	cr_assert_neq(profile__read(path, &q, NULL), 0);
+	unlink(path);
+	profile__free(p);
 }
 
 /* A process's container goes through the file (its own section) and labels its threads. */
