@@ -96,6 +96,15 @@ struct py_stacks {
 	 */
 	struct pybpf *bpf;
 	/*
+	 * The profile's frame of a code object (the reader's code_serial) at a
+	 * line: a Python frame named once, not interned again at every sample.
+	 */
+	struct py_frame_slot {
+		uint64_t serial;
+		uint32_t line;
+		uint32_t frame;
+	} * frame_slots;
+	/*
 	 * A probe's sample came for a process whose frames the program
 	 * copies: the program is on the sampling events only, so a probe's
 	 * Python callers are still read after the entry, as soon as may be.

@@ -38,6 +38,7 @@ enum py_state { PY_UNPROBED = 0, PY_NONE, PY_YES, PY_FAILED };
  */
 #define PY_YOUNG_PROBES 30
 /* Snapshots waiting for their sample: beyond this many, those older than a second go. */
+#define PY_FRAME_SLOTS 8192 /* Python frames remembered by code object and line */
 #define PY_PENDING_MAX 65536
 #define PY_PENDING_AGE_NS 1000000000ull
 
@@ -112,9 +113,11 @@ int py_init(struct py_stacks **out, struct collect_python_stats *st)
 		return -ENOMEM;
 	py->r = pyreader__new();
 	py->scratch = malloc(sizeof(*py->scratch));
-	if (!py->r || !py->scratch) {
+	py->frame_slots = calloc(PY_FRAME_SLOTS, sizeof(*py->frame_slots));
+	if (!py->r || !py->scratch || !py->frame_slots) {
 		pyreader__free(py->r);
 		free(py->scratch);
+		free(py->frame_slots);
 		free(py);
 		return -ENOMEM;
 	}
@@ -173,6 +176,7 @@ void py_free(struct py_stacks *py)
 	u64map_free(&py->procs);
 	free(py->procs_arr);
 	free(py->scratch);
+	free(py->frame_slots);
 	pyreader__free(py->r);
 	pthread_mutex_destroy(&py->lock);
 	free(py);
@@ -586,10 +590,15 @@ static int push_frame(struct frames *fr, struct py_stacks *py, uint32_t pid,
 {
 	struct py_frame_info info;
 	struct pf_frame pf = { .kind = FRAME_PYTHON };
+	struct py_frame_slot *slot;
 	int64_t name, file, id;
 
 	if (pyreader__describe(py->r, (pid_t)pid, f, &info))
 		return 1;
+	slot = &py->frame_slots[hash_u64(info.code_serial ^ (uint64_t)info.line << 40) %
+				PY_FRAME_SLOTS];
+	if (slot->serial == info.code_serial && slot->line == info.line)
+		return frames_push_id(fr, slot->frame);
 	name = profile__string(fr->prof, info.qualname, strlen(info.qualname));
 	file = profile__string(fr->prof, info.filename, strlen(info.filename));
 	if (name < 0 || file < 0)
@@ -599,7 +608,12 @@ static int push_frame(struct frames *fr, struct py_stacks *py, uint32_t pid,
 	pf.file = (uint32_t)file;
 	pf.line = info.line;
 	id = profile__frame_full(fr->prof, &pf);
-	return id < 0 ? (int)id : frames_push_id(fr, id);
+	if (id < 0)
+		return (int)id;
+	*slot = (struct py_frame_slot){ .serial = info.code_serial,
+					.line = info.line,
+					.frame = (uint32_t)id };
+	return frames_push_id(fr, id);
 }
 
 bool py_wants(struct py_stacks *py, uint32_t pid)

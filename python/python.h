@@ -243,6 +243,12 @@ struct py_frame_info {
 	const char *filename; /* co_filename as the code object has it */
 	uint32_t line; /* from co_linetable and the frame's instruction; 0 if unknown */
 	uint32_t firstline; /* co_firstlineno */
+	/*
+	 * The code object as the reader knows it, never the same for another
+	 * (another process, another code object at the address, names read
+	 * again): with line, it decides every field above.
+	 */
+	uint64_t code_serial;
 };
 
 /*

@@ -156,6 +156,58 @@ ParameterizedTest(struct python *py, python, chain)
 	chain_case(py->path, py->minor);
 }
 
+/*
+ * Lines are remembered by code object and instruction: a frame described at
+ * each of the units before inner's sleep, twice, has the same line each
+ * time, and the units span inner's lines 2 to 4 (a line remembered for the
+ * wrong unit would give one line throughout).
+ */
+static void lines_case(const char *python)
+{
+	struct child c = start(python);
+	struct pyreader *r = pyreader__new();
+	struct py_snapshot *snap = calloc(1, sizeof(*snap));
+	struct py_frame_info info;
+	uint32_t first[64], seen = 0;
+	struct py_frame f;
+
+	cr_assert_eq(pyreader__probe(r, c.pid), 1);
+	cr_assert_eq(pyreader__snapshot(r, c.pid, c.tid, snap), 0);
+	cr_assert_gt(snap->n, 0);
+	f = snap->frames[0];
+	cr_assert_not(f.stub);
+	for (int pass = 0; pass < 2; pass++) {
+		for (int k = 0; k < 64; k++) {
+			f.instr = snap->frames[0].instr - 2 * (uint64_t)k;
+			cr_assert_eq(pyreader__describe(r, c.pid, &f, &info), 0);
+			cr_assert_str_eq(info.qualname, "inner");
+			if (pass == 0) {
+				first[k] = info.line;
+				seen |= info.line < 32 ? 1u << info.line : 0;
+			}
+			cr_assert_eq(info.line, first[k], "unit -%d: line %u, then %u", k, first[k],
+				     info.line);
+		}
+	}
+	cr_assert_eq(first[0], 4);
+	cr_assert(seen & 1u << 3, "the units before the sleep reach the print on line 3 (%#x)",
+		  seen);
+	stop(&c);
+	free(snap);
+	pyreader__free(r);
+}
+
+ParameterizedTestParameters(python, lines_by_instruction)
+{
+	return all_pythons(false);
+}
+
+ParameterizedTest(struct python *py, python, lines_by_instruction)
+{
+	cr_log_info("%s (3.%u)", py->path, py->minor);
+	lines_case(py->path);
+}
+
 /* A field of a code object in a live process, read as the BPF program copies it. */
 static void code_field(pid_t pid, uint64_t code, uint32_t off, void *out, size_t size)
 {
