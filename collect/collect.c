@@ -116,13 +116,17 @@ const struct collect_stats *collector__stats(const struct collector *c)
  * learned later): such a sample whose caller was not recovered is kept (its
  * registers, callchain and stack copy) and unwound again later, when the
  * list is full, when its process exits (its mappings still known) or when
- * the recording ends. At most DEFER_MAX copies: about 32 MiB. (256 were
- * too few for oneDNN 2.6's AVX-512 GEMM at two OpenMP threads: the main
- * thread's path through GOMP_parallel was learned after the list had
- * filled twice, and 2 of 5 MLP runs of 1500 iterations kept 2.7% of their
- * stacks cut, one 14.7%; with 1024, 99.7-99.9% in 8 runs.)
+ * the recording ends. At most DEFER_MAX samples and DEFER_BYTES of
+ * copies. (256 were too few for oneDNN 2.6's AVX-512 GEMM at two OpenMP
+ * threads: the main thread's path through GOMP_parallel was learned after
+ * the list had filled twice, and 2 of 5 MLP runs of 1500 iterations kept
+ * 2.7% of their stacks cut, one 14.7%; with 1024, 99.7-99.9% in 8 runs.
+ * Without debug files, 1024 were still too few now and then: 2 of 14 runs
+ * of 800 iterations kept 14-16% cut, the list's older half committed
+ * before anything was learned; CI's stacks-nodebug failed once so.)
  */
-#define DEFER_MAX 1024
+#define DEFER_MAX 4096
+#define DEFER_BYTES (64u << 20)
 
 /* The sample s stands for in the profile, on stack. */
 static int oncpu_sample(struct collector *c, const struct rec_sample *s, int64_t stack,
@@ -163,6 +167,12 @@ static int add_oncpu(struct collector *c, const struct rec_sample *s, int64_t st
 	return 0;
 }
 
+/* What keeping s costs: its callchain and stack copy. */
+static size_t deferred_size(const struct rec_sample *s)
+{
+	return s->nr * sizeof(*s->ips) + s->stack_size;
+}
+
 static void deferred_free(struct deferred *d)
 {
 	free(d->ips);
@@ -178,7 +188,7 @@ static void deferred_free(struct deferred *d)
  */
 static int flush_deferred(struct collector *c, uint32_t pid, bool retry)
 {
-	size_t kept = 0;
+	size_t kept = 0, stored = 0;
 	int err = 0;
 
 	for (size_t i = 0; i < c->nr_deferred; i++) {
@@ -198,12 +208,18 @@ static int flush_deferred(struct collector *c, uint32_t pid, bool retry)
 		err = stack < 0 ? (int)stack : add_oncpu(c, &d->s, stack, end);
 		if (!err && end != STACK_END_JIT)
 			c->st.deferred_recovered++;
+		stored++;
 		deferred_free(d);
 	}
 	c->nr_deferred = kept;
-	if (!err && retry && kept == DEFER_MAX) {
+	c->deferred_bytes = 0;
+	for (size_t i = 0; i < kept; i++)
+		c->deferred_bytes += deferred_size(&c->deferred[i].s);
+	if (!err && retry && kept && !stored) {
+		size_t half = kept / 2;
+
 		/* nothing learned yet: the older half goes as it is */
-		for (size_t i = 0; i < DEFER_MAX / 2; i++) {
+		for (size_t i = 0; i < half; i++) {
 			struct deferred *d = &c->deferred[i];
 			enum stack_end end;
 			int64_t stack;
@@ -212,13 +228,20 @@ static int flush_deferred(struct collector *c, uint32_t pid, bool retry)
 				stack = build_stack(&c->sb, &d->s, &end);
 				err = stack < 0 ? (int)stack : add_oncpu(c, &d->s, stack, end);
 			}
+			c->deferred_bytes -= deferred_size(&d->s);
 			deferred_free(d);
 		}
-		memmove(c->deferred, c->deferred + DEFER_MAX / 2,
-			(DEFER_MAX - DEFER_MAX / 2) * sizeof(*c->deferred));
-		c->nr_deferred = DEFER_MAX - DEFER_MAX / 2;
+		memmove(c->deferred, c->deferred + half, (kept - half) * sizeof(*c->deferred));
+		c->nr_deferred = kept - half;
 	}
 	return err;
+}
+
+/* The list has no room for s: DEFER_MAX samples, or DEFER_BYTES of copies. */
+static bool deferred_full(const struct collector *c, const struct rec_sample *s)
+{
+	return c->nr_deferred == DEFER_MAX ||
+	       (c->nr_deferred && c->deferred_bytes + deferred_size(s) > DEFER_BYTES);
 }
 
 /* Keep s for later: false when it cannot be (full, Python, out of memory). */
@@ -226,9 +249,9 @@ static bool defer(struct collector *c, const struct rec_sample *s)
 {
 	struct deferred *d;
 
-	if (c->nr_deferred == DEFER_MAX && flush_deferred(c, 0, true))
+	if (deferred_full(c, s) && flush_deferred(c, 0, true))
 		return false;
-	if (c->nr_deferred == DEFER_MAX || py_wants(c->fr.py, s->pid))
+	if (deferred_full(c, s) || py_wants(c->fr.py, s->pid))
 		return false;
 	if (!c->deferred && !(c->deferred = calloc(DEFER_MAX, sizeof(*c->deferred))))
 		return false;
@@ -248,6 +271,7 @@ static bool defer(struct collector *c, const struct rec_sample *s)
 	d->s.ips = d->ips;
 	d->s.stack = d->stack;
 	c->nr_deferred++;
+	c->deferred_bytes += deferred_size(s);
 	c->st.deferred++;
 	return true;
 }

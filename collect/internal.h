@@ -306,6 +306,7 @@ struct collector {
 	struct calls calls;
 	struct deferred *deferred;
 	size_t nr_deferred;
+	size_t deferred_bytes; /* their copies of stacks and callchains */
 	struct pf_sample *pending; /* the deferred ones' as_now, for the journal */
 	struct collect_stats st;
 	bool ranks; /* read ranks from processes' environments */
