@@ -37,8 +37,8 @@ enum py_state { PY_UNPROBED = 0, PY_NONE, PY_YES, PY_FAILED };
  * wait cost a pyenv CPython its first 150 samples' frames.
  */
 #define PY_YOUNG_PROBES 30
-/* Snapshots waiting for their sample: beyond this many, those older than a second go. */
 #define PY_FRAME_SLOTS 8192 /* Python frames remembered by code object and line */
+/* Snapshots waiting for their sample: beyond this many, those older than a second go. */
 #define PY_PENDING_MAX 65536
 #define PY_PENDING_AGE_NS 1000000000ull
 
