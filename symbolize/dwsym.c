@@ -47,10 +47,15 @@
 
 struct sym {
 	uint64_t start;
-	uint64_t end; /* exclusive; start + 1 for a zero-size symbol */
+	/*
+	 * exclusive; for a zero-size symbol start + 1, or, when it may stretch,
+	 * its section's end until build_ranges() cuts it at the next symbol
+	 */
+	uint64_t end;
 	const char *name;
 	uint32_t len;
-	uint32_t rank; /* 0 GLOBAL, 1 WEAK, 2 LOCAL, 3 other */
+	uint16_t rank; /* 0 GLOBAL, 1 WEAK, 2 LOCAL, 3 other */
+	uint16_t stretch; /* zero-size, from a full .symtab: named up to the next symbol */
 };
 
 struct xrange {
@@ -60,6 +65,7 @@ struct xrange {
 /* String tables of one ELF file, to check that a symbol name ends inside its table. */
 struct strtabs {
 	Elf *elf;
+	bool symtab; /* the file has a .symtab: every function has a symbol */
 	size_t n;
 	struct {
 		const char *p;
@@ -199,11 +205,15 @@ static const struct strtabs *strtabs_of(struct loader *ld, Elf *elf)
 	if (!st)
 		return NULL;
 	st->elf = elf;
-	while ((scn = elf_nextscn(elf, scn)) && st->n < ARRAY_SIZE(st->t)) {
+	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		Elf_Data *d;
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB)
+			st->symtab = true;
+		if (sh.sh_type != SHT_STRTAB || st->n >= ARRAY_SIZE(st->t))
 			continue;
 		d = elf_getdata(scn, NULL);
 		if (d && d->d_buf && d->d_size) {
@@ -218,10 +228,8 @@ static const struct strtabs *strtabs_of(struct loader *ld, Elf *elf)
  * libdwfl checks a name's offset against its string table but not that the
  * string ends there: a table without a final NUL would let us read past it.
  */
-static bool name_in_strtab(struct loader *ld, Elf *elf, const char *name)
+static bool name_in_strtab(const struct strtabs *st, const char *name)
 {
-	const struct strtabs *st = elf ? strtabs_of(ld, elf) : NULL;
-
 	if (!st)
 		return false;
 	for (size_t i = 0; i < st->n; i++) {
@@ -231,6 +239,22 @@ static bool name_in_strtab(struct loader *ld, Elf *elf, const char *name)
 			return memchr(name, '\0', st->t[i].size - (size_t)(name - p)) != NULL;
 	}
 	return false;
+}
+
+/*
+ * The end of the section shndx of elf, if it is executable and holds addr
+ * (addresses are link-time, in the debug file as in the main file).
+ */
+static bool section_end(Elf *elf, GElf_Word shndx, uint64_t addr, uint64_t *end)
+{
+	Elf_Scn *scn = elf_getscn(elf, shndx);
+	GElf_Shdr sh;
+
+	if (!scn || !gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR))
+		return false;
+	if (__builtin_add_overflow(sh.sh_addr, sh.sh_size, end))
+		return false;
+	return addr >= sh.sh_addr && addr < *end;
 }
 
 /*
@@ -252,21 +276,32 @@ static int read_symbols(struct loader *ld, struct elf_image *img)
 		GElf_Word shndx;
 		Elf *elf = NULL;
 		Dwarf_Addr bias = 0;
+		const struct strtabs *st;
 		const char *name;
 		unsigned char type;
 		uint64_t end;
 		size_t len;
+		bool stretch;
 
 		name = dwfl_module_getsym_info(img->mod, i, &sym, &addr, &shndx, &elf, &bias);
-		if (!name || !*name || !name_in_strtab(ld, elf, name))
+		st = elf && name ? strtabs_of(ld, elf) : NULL;
+		if (!name || !*name || !name_in_strtab(st, name))
 			continue;
 		type = GELF_ST_TYPE(sym.st_info);
 		if (type != STT_FUNC && type != STT_GNU_IFUNC)
 			continue;
 		if (shndx == SHN_UNDEF || shndx == SHN_ABS || !in_exec_section(ld, addr))
 			continue;
-		/* a zero-size symbol names its own address only */
-		if (__builtin_add_overflow(addr, sym.st_size ? sym.st_size : 1, &end))
+		/*
+		 * A zero-size symbol (crtstuff's __do_global_dtors_aux, hand-written
+		 * assembly) names its own address only, unless it comes from a full
+		 * .symtab: there every function has a symbol, and like perf and
+		 * addr2line we name the code up to the next symbol in its section.
+		 * In a table of exported names only (.dynsym) the code after it may
+		 * be any internal function (libdnnl's __itt_pt_write, docs/onednn-jit.md).
+		 */
+		stretch = !sym.st_size && st->symtab && section_end(elf, shndx, addr, &end);
+		if (!stretch && __builtin_add_overflow(addr, sym.st_size ? sym.st_size : 1, &end))
 			continue;
 		len = strnlen(name, SYM_NAME_MAX);
 		/* "memcpy@@GLIBC_2.14": the version is the linker's business, not the reader's */
@@ -285,7 +320,8 @@ static int read_symbols(struct loader *ld, struct elf_image *img)
 			.end = end,
 			.name = name,
 			.len = (uint32_t)len,
-			.rank = bind_rank(GELF_ST_BIND(sym.st_info)),
+			.rank = (uint16_t)bind_rank(GELF_ST_BIND(sym.st_info)),
+			.stretch = stretch,
 		};
 	}
 	return 0;
@@ -376,13 +412,34 @@ static int build_ranges(struct loader *ld, struct elf_image *img)
 {
 	const struct sym *syms = ld->syms;
 	size_t n = ld->nsyms, i = 0, hn = 0, cap = 0;
-	uint64_t cur = 0;
+	uint64_t cur = 0, cover = 0;
 	size_t *heap;
 	int err = 0;
 
 	if (!n)
 		return 0;
 	qsort(ld->syms, n, sizeof(*ld->syms), cmp_sym);
+	/*
+	 * A stretched zero-size symbol ends where the next symbol starts, and
+	 * inside a sized symbol (an alias at its address, a label within it) at
+	 * that symbol's end: never over the gap after a sized function.
+	 */
+	for (size_t j = 0, g; j < n; j = g) {
+		for (g = j; g < n && ld->syms[g].start == ld->syms[j].start; g++)
+			if (!ld->syms[g].stretch && ld->syms[g].end > cover)
+				cover = ld->syms[g].end;
+		for (size_t k = j; k < g; k++)
+			if (ld->syms[k].stretch && cover > ld->syms[k].start &&
+			    cover < ld->syms[k].end)
+				ld->syms[k].end = cover;
+	}
+	for (size_t j = n, next = n; j-- > 0;) {
+		/* next: the first symbol that starts after syms[j], or n */
+		if (j + 1 < n && ld->syms[j + 1].start > ld->syms[j].start)
+			next = j + 1;
+		if (ld->syms[j].stretch && next < n && ld->syms[next].start < ld->syms[j].end)
+			ld->syms[j].end = ld->syms[next].start;
+	}
 	heap = malloc(n * sizeof(*heap));
 	if (!heap)
 		return -ENOMEM;

@@ -282,6 +282,7 @@ static void check_fixture(struct symbolizer *s, const struct child *c, const cha
 	uint64_t f = child_sym(c, "symfix_f"), g = child_sym(c, "symfix_g");
 	uint64_t zero = child_sym(c, "symfix_zero"), gap = child_sym(c, "symfix_gap");
 	uint64_t outer = child_sym(c, "symfix_outer");
+	uint64_t sized = child_sym(c, "symfix_sized"), mid = child_sym(c, "symfix_mid");
 	char buf[128];
 
 	cr_assert_eq(g, f + 8, "fixture layout changed");
@@ -293,10 +294,25 @@ static void check_fixture(struct symbolizer *s, const struct child *c, const cha
 	expect(s, pid, f + 8, false, "symfix_g", base);
 	expect(s, pid, f + 8, true, "symfix_f", base);
 	expect(s, pid, g + 2, true, "symfix_g", base);
-	/* a zero-size symbol names its own address and nothing after it */
+	/*
+	 * a zero-size symbol: from .symtab, where every function has a symbol,
+	 * it names the code up to the next symbol (as perf and addr2line do);
+	 * from .dynsym, where internal code has none, its own address only
+	 */
+	cr_assert_eq(gap, zero + 5, "fixture layout changed");
 	expect(s, pid, zero, false, "symfix_zero", base);
-	expect(s, pid, zero + 1, false, offset_name(buf, sizeof(buf), base, c, zero + 1), base);
-	expect(s, pid, zero + 4, false, offset_name(buf, sizeof(buf), base, c, zero + 4), base);
+	expect(s, pid, zero + 1, false,
+	       stripped ? offset_name(buf, sizeof(buf), base, c, zero + 1) : "symfix_zero", base);
+	expect(s, pid, zero + 4, false,
+	       stripped ? offset_name(buf, sizeof(buf), base, c, zero + 4) : "symfix_zero", base);
+	if (!stripped)
+		expect(s, pid, zero + 5, true, "symfix_zero", base);
+	/* inside a sized symbol it stretches to that symbol's end, never over the padding after */
+	cr_assert_eq(mid, sized + 1, "fixture layout changed");
+	expect(s, pid, mid, false, "symfix_mid", base);
+	expect(s, pid, mid + 1, false, stripped ? "symfix_sized" : "symfix_mid", base);
+	expect(s, pid, sized + 3, false, offset_name(buf, sizeof(buf), base, c, sized + 3), base);
+	expect(s, pid, sized + 6, false, offset_name(buf, sizeof(buf), base, c, sized + 6), base);
 	/* a symbol is never stretched over the gap after it */
 	expect(s, pid, gap, false, "symfix_gap", base);
 	expect(s, pid, gap + 1, true, "symfix_gap", base);
