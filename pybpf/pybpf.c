@@ -438,7 +438,12 @@ int pybpf__poll(struct pybpf *b, int timeout_ms, pybpf_cb cb, void *ctx)
 	b->ctx = ctx;
 	b->stop = 0;
 	b->handed = 0;
-	err = ring_buffer__poll(b->ring, timeout_ms);
+	/*
+	 * Without a wait, the ring's pages are read directly: polling with a
+	 * zero timeout is an epoll_wait for each sample, which the recorder
+	 * and its early thread paid 9,000 times a second each.
+	 */
+	err = timeout_ms ? ring_buffer__poll(b->ring, timeout_ms) : ring_buffer__consume(b->ring);
 	if (b->stop)
 		return b->stop;
 	if (err < 0 && err != -EINTR)

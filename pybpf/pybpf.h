@@ -97,8 +97,8 @@ struct pybpf_sample {
 };
 
 /*
- * Hand every record waiting (waiting up to timeout_ms for the first) to
- * cb, in the order written; a non-zero return from cb stops and is
+ * Hand every record waiting (waiting up to timeout_ms for the first; with
+ * 0, no system call: the ring's pages are read) to cb, in the order written; a non-zero return from cb stops and is
  * returned. The sample is valid during the call. Returns how many were
  * handed, or a negative errno. A malformed record is counted and skipped.
  */
