@@ -25,7 +25,9 @@
  * dwsym.c: elf, demangle, strpool, roots. kallsyms.c, perfmap.c: strpool.
  * unwind.c also modules (module_open_file).
  * funcs.c (functions and operator schemas of a file, for probes): elf.
- * strpool.c, elf.c, demangle.c, insn.c, roots.c: nothing in symbolize/.
+ * strpool.c, elf.c, demangle.c, insn.c, roots.c, sigmask.c: nothing in symbolize/.
+ * sigmask.c stands in for the C library's sigprocmask and pthread_sigmask
+ * while unwind.c's thread is inside libunwind (unwind_quiet).
  *
  * unwind.h is the interface of unwind.c and jitcaller.c to stackwalk.c.
  */
@@ -36,6 +38,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+/*
+ * sigmask.c: set (non-zero) while this thread is inside libunwind, whose
+ * lock's SIG_SETMASK calls are then answered without a system call.
+ */
+extern _Thread_local int unwind_quiet;
 
 /*
  * Strings that live as long as the pool: chunks are never moved or freed

@@ -236,8 +236,13 @@ static int step(struct uw_ctx *ctx, struct walker *w, uint64_t at)
 {
 	uint64_t bias;
 
+	int r;
+
 	module_at(ctx, at, &bias);
-	return unw_step(&w->c);
+	unwind_quiet = 1;
+	r = unw_step(&w->c);
+	unwind_quiet = 0;
+	return r;
 }
 
 /* The module's .eh_frame_hdr search table, as libunwind's remote-table lookup takes it. */
@@ -362,8 +367,10 @@ struct unwind_proc *unwind_proc_get(struct proc *p)
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return NULL;
+	unwind_quiet = 1;
 	u->as = unw_create_addr_space(&accessors, 0);
 	if (!u->as) {
+		unwind_quiet = 0;
 		free(u);
 		return NULL;
 	}
@@ -371,15 +378,14 @@ struct unwind_proc *unwind_proc_get(struct proc *p)
 	 * One thread drives a symbolizer. Debian's libunwind (1.6, 1.8) is
 	 * built without a per-thread cache and takes this policy as the global
 	 * one: the address space's own cache, behind a lock that masks signals
-	 * around every lookup (two sigprocmask calls a step, a miss two more;
-	 * 6,000 a second on the CNN trainer's training loop, measured by
-	 * `perf stat -e syscalls:sys_enter_rt_sigprocmask`, about 5% of the
-	 * recorder's CPU). Still cheaper than no cache, whose every step
-	 * parses its FDE and takes the same lock for the parse's allocation.
+	 * around every lookup (two sigprocmask calls a step, a miss four more),
+	 * which sigmask.c answers without system calls while we step. Still
+	 * cheaper than no cache, whose every step parses its FDE.
 	 */
 	unw_set_caching_policy(u->as, UNW_CACHE_PER_THREAD);
 	/* oneDNN and its callers return to a few thousand distinct addresses */
 	unw_set_cache_size(u->as, UW_CACHE_SIZE, 0);
+	unwind_quiet = 0;
 	p->unw = u;
 	return u;
 }
@@ -476,7 +482,9 @@ uint64_t reg_of(unw_cursor_t *c, int reg)
 void walker_init(struct walker *w, struct uw_ctx *ctx)
 {
 	w->arg.ctx = ctx;
+	unwind_quiet = 1;
 	w->ok = unw_init_remote(&w->c, ctx->up->as, &w->arg) >= 0;
+	unwind_quiet = 0;
 }
 
 /* The registers a walker's cursor has now, for starting another one from there. */

@@ -13,6 +13,11 @@
 #include <criterion/logging.h>
 
 #include <asm/perf_regs.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1688,4 +1693,127 @@ Test(perfmap, unsafe_map_of_a_process_is_ignored, .init = setup, .fini = teardow
 	unlink(path);
 	cr_assert_str_eq(f.name, "[JIT]");
 	cr_assert_eq(symbolizer__stats(sym)->perfmap.rejected_files, 1);
+}
+
+/* A counter of this thread's rt_sigprocmask system calls (the tracepoint's), or -1. */
+static int sigprocmask_counter(void)
+{
+	static const char *const ids[] = {
+		"/sys/kernel/tracing/events/syscalls/sys_enter_rt_sigprocmask/id",
+		"/sys/kernel/debug/tracing/events/syscalls/sys_enter_rt_sigprocmask/id",
+	};
+	struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_TRACEPOINT };
+	unsigned long long id = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(ids) && !id; i++) {
+		FILE *f = fopen(ids[i], "re");
+
+		if (f) {
+			if (fscanf(f, "%llu", &id) != 1)
+				id = 0;
+			fclose(f);
+		}
+	}
+	cr_assert_neq(id, 0,
+		      "no syscalls:sys_enter_rt_sigprocmask tracepoint (tracefs not mounted?)");
+	a.config = id;
+	a.disabled = 1;
+	return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static uint64_t counted(int fd, void (*fn)(void *), void *arg)
+{
+	uint64_t n = 0;
+
+	cr_assert_eq(ioctl(fd, PERF_EVENT_IOC_RESET, 0), 0);
+	cr_assert_eq(ioctl(fd, PERF_EVENT_IOC_ENABLE, 0), 0);
+	fn(arg);
+	cr_assert_eq(ioctl(fd, PERF_EVENT_IOC_DISABLE, 0), 0);
+	cr_assert_eq(read(fd, &n, sizeof(n)), (ssize_t)sizeof(n));
+	return n;
+}
+
+struct unwind_job {
+	const struct sample *smp;
+	struct unwound *u;
+};
+
+static void do_unwind(void *arg)
+{
+	struct unwind_job *j = arg;
+
+	j->u->n =
+		symbolizer__unwind(sym, (uint32_t)getpid(), j->smp->regs, regs_mask, j->smp->stack,
+				   j->smp->size, j->u->ips, ARRAY_SIZE(j->u->ips), &j->u->end);
+}
+
+static void do_setmask(void *arg)
+{
+	sigset_t old;
+
+	(void)arg;
+	sigprocmask(SIG_SETMASK, NULL, &old);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/*
+ * libunwind's global cache lock blocks every signal around each step, two
+ * system calls a step (symbolize/sigmask.c): a whole unwind makes none,
+ * where the same calls outside it still reach the kernel.
+ */
+Test(unwind, steps_make_no_sigprocmask_calls)
+{
+	struct sample *smp = sample_new();
+	struct unwound u = { .end = UNWIND_END_ROOT + 100 };
+	struct unwind_job j = { smp, &u };
+	int fd = sigprocmask_counter();
+
+	cr_assert_geq(fd, 0, "perf_event_open of the tracepoint: %s", strerror(errno));
+	cr_assert_eq(counted(fd, do_setmask, NULL), 2, "the counter counts this thread's calls");
+	uw_a(smp);
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	/*
+	 * twice: the first fills libunwind's cache (a miss masks four times
+	 * more) and reads the thread's own mask once, for all its unwinds to
+	 * come; the second steps from the cache
+	 */
+	for (int round = 0; round < 2; round++) {
+		uint64_t n = counted(fd, do_unwind, &j);
+
+		cr_assert_leq(n, round ? 0 : 1, "round %d: %" PRIu64 " calls", round, n);
+		cr_assert_geq(u.n, 4, "round %d: %d frames", round, u.n);
+		cr_assert_eq(u.end, UNWIND_END_ROOT, "round %d", round);
+	}
+	close(fd);
+	sample_free(smp);
+}
+
+/*
+ * While quiet, only SIG_SETMASK is answered without the kernel (with the
+ * thread's own mask); SIG_BLOCK and SIG_UNBLOCK (a handler's) still act,
+ * and when not quiet SIG_SETMASK acts too.
+ */
+Test(unwind, quiet_mask_answers_setmask_only)
+{
+	sigset_t full, old, now, usr1;
+
+	sigfillset(&full);
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	cr_assert_eq(pthread_sigmask(SIG_SETMASK, NULL, &old), 0);
+	cr_assert_eq(sigismember(&old, SIGUSR1), 0);
+	unwind_quiet = 1;
+	cr_assert_eq(sigprocmask(SIG_SETMASK, &full, &now), 0);
+	for (int sig = 1; sig < SIGRTMAX; sig++)
+		cr_assert_eq(sigismember(&now, sig), sigismember(&old, sig),
+			     "the thread's own mask answered: signal %d", sig);
+	cr_assert_eq(pthread_sigmask(SIG_SETMASK, &full, NULL), 0);
+	cr_assert_eq(sigprocmask(SIG_BLOCK, &usr1, NULL), 0);
+	unwind_quiet = 0;
+	cr_assert_eq(pthread_sigmask(SIG_SETMASK, NULL, &now), 0);
+	cr_assert_eq(sigismember(&now, SIGUSR1), 1, "SIG_BLOCK acted while quiet");
+	cr_assert_eq(sigismember(&now, SIGTERM), 0, "SIG_SETMASK did not");
+	cr_assert_eq(sigprocmask(SIG_SETMASK, &old, NULL), 0);
+	cr_assert_eq(pthread_sigmask(SIG_SETMASK, NULL, &now), 0);
+	cr_assert_eq(sigismember(&now, SIGUSR1), 0, "SIG_SETMASK acts when not quiet");
 }
