@@ -26,6 +26,8 @@ void frames_exit(struct frames *fr)
 	u64map_free(&fr->placeholders);
 	free(fr->ids);
 	free(fr->locs);
+	for (size_t i = 0; i < FRAMES_MEMOS; i++)
+		free(fr->memo[i].e);
 }
 
 /* The profile's id of a name the symbolizer gave (0 for none). */
@@ -130,15 +132,57 @@ int frames_push_addr(struct frames *fr, uint32_t pid, uint64_t ip, bool kernel, 
 	return 0;
 }
 
+/* How many of the pushed frames, from the root, memo m holds. */
+static size_t memo_common(const struct frames *fr, const struct stack_memo *m)
+{
+	size_t j = 0, n = fr->n < m->n ? fr->n : m->n;
+
+	while (j < n && m->e[j].frame == fr->ids[fr->n - 1 - j])
+		j++;
+	return j;
+}
+
 int64_t frames_stack(struct frames *fr)
 {
+	struct stack_memo *m = &fr->memo[0];
+	size_t common = 0, j = 0;
 	int64_t stack = 0;
 
-	for (size_t i = fr->n; i-- > 0;) {
-		stack = profile__stack(fr->prof, (uint32_t)stack, fr->ids[i]);
-		if (stack < 0)
-			return stack;
+	/* the memo sharing the most from the root, else the least recently used */
+	for (size_t i = 0; i < FRAMES_MEMOS; i++) {
+		struct stack_memo *c = &fr->memo[i];
+		size_t k = memo_common(fr, c);
+
+		if (k > common || (!common && c->used < m->used)) {
+			m = c;
+			common = k;
+		}
 	}
+	m->used = ++fr->memo_tick;
+	/* without room the memo is left short: interned as without one */
+	grow_array((void **)&m->e, &m->cap, fr->n, sizeof(*m->e));
+	/* each entry is checked against the profile: a rebuilt table is never trusted */
+	for (; j < common; j++) {
+		uint32_t s = m->e[j].stack;
+
+		if (!profile__stack_is(fr->prof, s, (uint32_t)stack, m->e[j].frame))
+			break;
+		stack = s;
+	}
+	for (; j < fr->n; j++) {
+		uint32_t frame = fr->ids[fr->n - 1 - j];
+
+		stack = profile__stack(fr->prof, (uint32_t)stack, frame);
+		if (stack < 0) {
+			m->n = 0;
+			return stack;
+		}
+		if (j < m->cap) {
+			m->e[j].frame = frame;
+			m->e[j].stack = (uint32_t)stack;
+		}
+	}
+	m->n = fr->n <= m->cap ? fr->n : 0;
 	return stack;
 }
 

@@ -33,6 +33,20 @@
  * placeholder frame of its own (a frame interning never returns), and
  * `placeholders` maps it to its location.
  */
+/*
+ * A stack interned lately, root first: the next sample of its thread
+ * shares most of it from the root, and its stack ids are reused there
+ * without a hash lookup (three cache misses a frame) each.
+ */
+#define FRAMES_MEMOS 4
+struct stack_memo {
+	struct {
+		uint32_t frame, stack; /* a frame id and the stack id it makes */
+	} * e; /* root first */
+	size_t n, cap;
+	uint64_t used; /* tick of the last use: the least recent goes first */
+};
+
 struct frames {
 	struct profile *prof;
 	struct symbolizer *sym;
@@ -44,6 +58,8 @@ struct frames {
 	struct u64map placeholders; /* placeholder frame id -> index in locs */
 	struct sym_loc *locs;
 	size_t nr_locs, locs_cap;
+	struct stack_memo memo[FRAMES_MEMOS];
+	uint64_t memo_tick;
 };
 
 void frames_init(struct frames *fr, struct profile *prof, struct symbolizer *sym);

@@ -192,6 +192,12 @@ static bool stack_eq(const struct profile *p, uint64_t id, const void *key)
 	return p->stacks[id].parent == k->parent && p->stacks[id].frame == k->frame;
 }
 
+bool profile__stack_is(const struct profile *p, uint32_t id, uint32_t parent, uint32_t frame)
+{
+	return id && id < p->nr_stacks && p->stacks[id].parent == parent &&
+	       p->stacks[id].frame == frame;
+}
+
 int64_t profile__stack(struct profile *p, uint32_t parent, uint32_t frame)
 {
 	struct pf_stack st = { .parent = parent, .frame = frame };

@@ -157,6 +157,8 @@ void profile__free(struct profile *p);
 int64_t profile__string(struct profile *p, const char *s, size_t len);
 int64_t profile__frame(struct profile *p, uint32_t name, uint32_t module, enum frame_kind kind);
 int64_t profile__stack(struct profile *p, uint32_t parent, uint32_t frame);
+/* Whether stack id is the one profile__stack(p, parent, frame) returns (no interning). */
+bool profile__stack_is(const struct profile *p, uint32_t id, uint32_t parent, uint32_t frame);
 int64_t profile__thread(struct profile *p, uint32_t pid, uint32_t tid, uint32_t comm);
 /* The same on a host (string id; 0: the profile's own). */
 int64_t profile__thread_on(struct profile *p, uint32_t host, uint32_t pid, uint32_t tid,

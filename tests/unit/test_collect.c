@@ -12,6 +12,7 @@
 
 #include <asm/perf_regs.h>
 #include <linux/perf_event.h>
+#include <inttypes.h>
 #include <string.h>
 #include <stdio.h>
 #include <sys/syscall.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "collect/collect.h"
+#include "collect/internal.h"
 #include "tests/unit/capture.h"
 
 #define K_SCHEDULE 0xffffffff81000100ull
@@ -746,4 +748,76 @@ Test(containers, cgroup_paths)
 	snprintf(path, sizeof(path), "/docker-%.63sg.scope", id);
 	cr_assert_not(collect__container_of_cgroup(path, out, sizeof(out)));
 	cr_assert_eq(out[0], '\0');
+}
+
+/* Two profiles with the same frames, interned in the same order (their ids are equal). */
+static void same_frames(struct profile *a, struct profile *b, uint32_t *ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char name[32];
+		int64_t x, y;
+
+		snprintf(name, sizeof(name), "f%zu", i);
+		x = profile__frame_str(a, name, "m", FRAME_USER);
+		y = profile__frame_str(b, name, "m", FRAME_USER);
+		cr_assert_geq(x, 0);
+		cr_assert_eq(x, y);
+		ids[i] = (uint32_t)x;
+	}
+}
+
+/*
+ * frames_stack reuses the stack ids of a recent stack from the root
+ * (collect/internal.h, struct stack_memo): the ids are those interning
+ * every frame gives, for stacks of several threads taking turns, sharing
+ * long roots and differing at their leaves, and after the profile under it
+ * is another (a table rebuilt: every memo entry is checked, none trusted).
+ */
+Test(frames, memo_gives_the_ids_interning_gives)
+{
+	struct profile *a = profile__new(), *b = profile__new();
+	uint32_t ids[64], base[6][80], st[80];
+	struct frames fr;
+	unsigned seed = 1;
+
+	cr_assert(a && b);
+	same_frames(a, b, ids, 64);
+	frames_init(&fr, a, NULL);
+	for (int t = 0; t < 6; t++)
+		for (int i = 0; i < 80; i++)
+			base[t][i] = (uint32_t)(rand_r(&seed) % 64);
+	for (int iter = 0; iter < 20000; iter++) {
+		int t = rand_r(&seed) % 6, depth = 1 + rand_r(&seed) % 80;
+		int keep = depth - rand_r(&seed) % 6;
+		int64_t x, y = 0;
+
+		if (iter == 10000) {
+			/* the same frames under new profiles: what the memo holds is stale */
+			profile__free(a);
+			profile__free(b);
+			a = profile__new();
+			b = profile__new();
+			cr_assert(a && b);
+			same_frames(a, b, ids, 64);
+			/* a few stacks first, so that stale ids are in range */
+			for (int k = 0; k < 40; k++)
+				cr_assert_geq(profile__stack(a, (uint32_t)k, ids[k % 64]), 0);
+			for (int k = 0; k < 40; k++)
+				cr_assert_geq(profile__stack(b, (uint32_t)k, ids[k % 64]), 0);
+			fr.prof = a;
+		}
+		for (int i = 0; i < depth; i++)
+			st[i] = i < keep ? base[t][i] : (uint32_t)(rand_r(&seed) % 64);
+		frames_reset(&fr);
+		for (int i = depth; i-- > 0;)
+			cr_assert_eq(frames_push_id(&fr, ids[st[i]]), 0);
+		x = frames_stack(&fr);
+		for (int i = 0; i < depth; i++)
+			y = profile__stack(b, (uint32_t)y, ids[st[i]]);
+		cr_assert_eq(x, y, "iteration %d: %" PRId64 " against %" PRId64, iter, x, y);
+	}
+	cr_assert_eq(profile__nr_stacks(a), profile__nr_stacks(b), "no stack interned twice");
+	frames_exit(&fr);
+	profile__free(a);
+	profile__free(b);
 }
