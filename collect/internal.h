@@ -27,26 +27,28 @@
 /* ---- frames.c: a sample's frames, and naming them later ---- */
 
 /*
+ * A stack interned lately, root first: the next sample of its thread
+ * shares most of it from the root, and its stack ids are reused there
+ * without a hash lookup (three cache misses a frame) each.
+ */
+#define FRAMES_MEMOS 4
+struct memo_entry {
+	uint32_t frame, stack; /* a frame id and the stack id it makes */
+};
+
+struct stack_memo {
+	struct memo_entry *e; /* root first */
+	size_t n, cap;
+	uint64_t used; /* tick of the last use: the least recent goes first */
+};
+
+/*
  * Kernel addresses and addresses in module files are named once recording
  * is over, so that reading kallsyms, symbol tables and DWARF does not
  * compete with the target: until then each distinct location is a
  * placeholder frame of its own (a frame interning never returns), and
  * `placeholders` maps it to its location.
  */
-/*
- * A stack interned lately, root first: the next sample of its thread
- * shares most of it from the root, and its stack ids are reused there
- * without a hash lookup (three cache misses a frame) each.
- */
-#define FRAMES_MEMOS 4
-struct stack_memo {
-	struct {
-		uint32_t frame, stack; /* a frame id and the stack id it makes */
-	} * e; /* root first */
-	size_t n, cap;
-	uint64_t used; /* tick of the last use: the least recent goes first */
-};
-
 struct frames {
 	struct profile *prof;
 	struct symbolizer *sym;
