@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <errno.h>
 #include <signal.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,8 +266,17 @@ static void proved_case(const char *python)
 				f->filename += 16;
 			else
 				f->firstline += 1;
+			uint64_t reads = pyreader__stats(r)->reads;
+
 			cr_assert_eq(pyreader__resolve(r, c.pid, copy), 1, "field %d of frame %u",
 				     field, i);
+			/*
+			 * the headers in one read, then the changed frame alone: the
+			 * others are known by their copied fields, not read again
+			 */
+			cr_assert_leq(pyreader__stats(r)->reads - reads, 2,
+				      "field %d of frame %u: %" PRIu64 " reads", field, i,
+				      pyreader__stats(r)->reads - reads);
 			for (uint32_t j = 0; j < copy->n; j++)
 				cr_assert(copy->frames[j].stub ||
 						  !copy->frames[j].code_ref == (j == i),
