@@ -43,7 +43,13 @@ static void teardown(void)
 TestSuite(perfdata, .init = setup, .fini = teardown, .timeout = 120);
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-#define BUSY "sh -c 'i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done'"
+/*
+ * A busy loop, then a wait: a CPU-bound loop on an idle CPU may never be
+ * switched out, and --switch-events then has nothing to record (the
+ * sanitizers' run once saw no switch); sleep blocks, and so does the
+ * shell waiting for it.
+ */
+#define BUSY "sh -c 'i=0; while [ $i -lt 150000 ]; do i=$((i+1)); done; sleep 0.02'"
 
 /* perf record ARGS -o PATH -- BUSY, output to PATH (or to the stream with "-") */
 static void perf_record(const char *args, const char *path)
