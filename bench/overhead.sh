@@ -52,7 +52,9 @@ TC=$PWD/bench/threadcost.py
 PERF=${PERF:-perf}
 # MODES may hold dlflame-base: `dlflame record` of another build (BASE), to compare two in one session,
 # dlflame-bpf: `dlflame record --python-frames=bpf` (Python frames copied at the sample: what the
-# default does as root) and dlflame-read: `--python-frames=read` (read just after each sample)
+# default does as root), dlflame-read: `--python-frames=read` (read just after each sample) and
+# dlflame-8k: `-g dwarf,8192` (perf's own stack copy, a quarter of dlflame's default: what the
+# copy's size costs the trainer)
 BASE_DL=$(realpath "${BASE:-build}")/cmd/dlflame
 tmp=$(mktemp -d)
 # the kernel counts the BPF program's runs and time while bpf_stats_enabled is 1 (root): the time
@@ -88,11 +90,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for m in $MODES; do
       case $m in
         unprofiled) v=$($cmd 2>/dev/null | rate) ;;
-        dlflame | dlflame-base | dlflame-bpf | dlflame-read)
+        dlflame | dlflame-base | dlflame-bpf | dlflame-read | dlflame-8k)
           dl=$DL opt=
           [ "$m" = dlflame-base ] && dl=$BASE_DL
           [ "$m" = dlflame-bpf ] && opt=--python-frames=bpf
           [ "$m" = dlflame-read ] && opt=--python-frames=read
+          [ "$m" = dlflame-8k ] && opt="-g dwarf,8192"
           v=$(python3 "$TC" "$tmp/cost" -- $dl record $opt -o "$tmp/d.data" -- $cmd 2>"$tmp/err" | rate)
           # one line per round: name user sys vcs nvcs threads, wall_s last
           awk -v r="$r" '{print r "\t" $0}' "$tmp/cost" >> "$tmp/cost.$t.$m"
