@@ -675,7 +675,8 @@ static int current_frame(struct pyreader *r, const struct proc *p, uint64_t th, 
 }
 
 static int snapshot_once(struct pyreader *r, struct proc *p, pid_t tid, struct py_snapshot *out);
-static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot *snap);
+static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot *snap,
+			 bool keep_named);
 
 /*
  * How many frames, counted from the outermost, two walks of one thread
@@ -734,7 +735,7 @@ int pyreader__snapshot(struct pyreader *r, pid_t pid, pid_t tid, struct py_snaps
 		if (err)
 			break;
 		if (cframe == out->cframe && frame == (out->n ? out->frames[0].addr : 0)) {
-			err = resolve_codes(r, p, out);
+			err = resolve_codes(r, p, out, false);
 			if (!err)
 				return 0;
 			if (err != -EFAULT)
@@ -757,7 +758,7 @@ int pyreader__snapshot(struct pyreader *r, pid_t pid, pid_t tid, struct py_snaps
 		out->n = keep;
 		out->cut = false;
 		out->partial = true;
-		err = resolve_codes(r, p, out);
+		err = resolve_codes(r, p, out, false);
 		if (!err) {
 			r->st.snapshot_partial++;
 			return 0;
@@ -1462,8 +1463,16 @@ static bool not_the_sampled(const struct proc *p, const uint8_t *hdr, const stru
  * Check and name every code object of a snapshot: their headers in one
  * read, strings only for code objects not seen before. -EFAULT when a
  * frame's code pointer is not a code object (the chain was changing).
+ * With keep_named, frames already named (code_ref set) are left as they are.
  */
-static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot *snap)
+/* A frame resolve_codes leaves alone: a stub, or one named already when asked to keep it. */
+static bool skipped(const struct py_frame *f, bool keep_named)
+{
+	return f->stub || (keep_named && f->code_ref);
+}
+
+static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot *snap,
+			 bool keep_named)
 {
 	uint64_t addrs[PY_MAX_FRAMES];
 	int64_t refs[PY_MAX_FRAMES];
@@ -1476,13 +1485,15 @@ static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot 
 	for (uint32_t i = 0; i < snap->n; i++) {
 		size_t k = 0;
 
-		if (snap->frames[i].stub)
+		if (skipped(&snap->frames[i], keep_named))
 			continue;
 		while (k < n && addrs[k] != snap->frames[i].code)
 			k++;
 		if (k == n)
 			addrs[n++] = snap->frames[i].code;
 	}
+	if (!n)
+		return 0;
 	hdrs = malloc(n * CODE_HDR + 1);
 	if (!hdrs)
 		return -ENOMEM;
@@ -1503,7 +1514,7 @@ static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot 
 	for (uint32_t i = 0; !err && i < snap->n; i++) {
 		size_t k = 0;
 
-		if (snap->frames[i].stub)
+		if (skipped(&snap->frames[i], keep_named))
 			continue;
 		while (addrs[k] != snap->frames[i].code)
 			k++;
@@ -1518,15 +1529,10 @@ static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot 
 }
 
 /*
- * Name every frame of a snapshot copied at the sample from what is known,
- * without reading the process: a code object named before at the same
- * address whose co_qualname, co_filename and co_firstlineno the copy
- * holds alike is the same function. True when every frame was; else the
- * caller names them all another way.
- */
-/*
- * The entry (index + 1) of the code object named before at f's code
- * address with the three fields copied at f's sample, else 0.
+ * A frame copied at the sample named from what is known, without reading
+ * the process: a code object named before at the same address whose
+ * co_qualname, co_filename and co_firstlineno the copy holds alike is the
+ * same function. Its entry (index + 1), else 0.
  */
 static uint32_t known_as_copied(const struct proc *p, const struct py_frame *f)
 {
@@ -1540,27 +1546,6 @@ static uint32_t known_as_copied(const struct proc *p, const struct py_frame *f)
 	    e->firstline != f->firstline)
 		return 0;
 	return (uint32_t)v + 1;
-}
-
-static bool named_as_copied(struct pyreader *r, struct proc *p, struct py_snapshot *snap)
-{
-	uint64_t named = 0;
-
-	for (uint32_t i = 0; i < snap->n; i++) {
-		struct py_frame *f = &snap->frames[i];
-		uint32_t ref;
-
-		if (f->stub)
-			continue;
-		ref = known_as_copied(p, f);
-		if (!ref)
-			return false;
-		/* (a partly named snapshot: the caller's next path names every frame again) */
-		f->code_ref = ref;
-		named++;
-	}
-	r->st.code_cache_hits += named;
-	return true;
 }
 
 /* The copied-names map's key of f's four fields (u64map reserves UINT64_MAX: one bit less). */
@@ -1620,6 +1605,7 @@ int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 	uint8_t hdr[CODE_HDR];
 	int64_t ref;
 	int unnamed = 0;
+	uint32_t unknown = 0;
 
 	if (!p || p->state != 1)
 		return -ENODEV;
@@ -1629,25 +1615,29 @@ int pyreader__resolve(struct pyreader *r, pid_t pid, struct py_snapshot *snap)
 	for (uint32_t i = 0; i < snap->n; i++)
 		if (snap->frames[i].copied_qualname && copied_entry(r, p, &snap->frames[i]) < 0)
 			return -ENOMEM;
-	if (named_as_copied(r, p, snap) || !resolve_codes(r, p, snap))
-		return 0;
 	/*
-	 * One by one: those known as copied need no read (a snapshot of an
-	 * import holds one freed module body among sixty frames named before:
-	 * 87% of the recorder's reads were these frames read again), those
-	 * still code objects are named.
+	 * Frames known by their copied fields need no read: a snapshot of an
+	 * import holds one freed module body among sixty frames named before
+	 * (read again whole, those were 87% of the recorder's reads).
 	 */
 	for (uint32_t i = 0; i < snap->n; i++) {
 		struct py_frame *f = &snap->frames[i];
 
-		f->code_ref = 0;
-		if (f->stub)
-			continue;
-		f->code_ref = known_as_copied(p, f);
-		if (f->code_ref) {
+		f->code_ref = f->stub ? 0 : known_as_copied(p, f);
+		if (f->code_ref)
 			r->st.code_cache_hits++;
+		else if (!f->stub)
+			unknown++;
+	}
+	/* the others' headers in one read; failing that, one by one */
+	if (!unknown || !resolve_codes(r, p, snap, true))
+		return 0;
+	for (uint32_t i = 0; i < snap->n; i++) {
+		struct py_frame *f = &snap->frames[i];
+
+		/* named already (above, or by resolve_codes before the frame that failed it) */
+		if (skipped(f, true))
 			continue;
-		}
 		ref = code_hdr_len(p) <= sizeof(hdr) && !rd(r, pid, f->code, hdr, code_hdr_len(p))
 			      ? code_entry_for(r, p, f->code, hdr)
 			      : -EFAULT;

@@ -249,6 +249,13 @@ static void proved_case(const char *python)
 	cr_assert_eq(frames, 5);
 	*copy = *snap;
 	cr_assert_eq(pyreader__resolve(r, c.pid, copy), 0, "the sampled code objects, unchanged");
+	{
+		uint64_t reads = pyreader__stats(r)->reads;
+
+		*copy = *snap;
+		cr_assert_eq(pyreader__resolve(r, c.pid, copy), 0);
+		cr_assert_eq(pyreader__stats(r)->reads, reads, "named again from what is known");
+	}
 	for (uint32_t i = 0; i < copy->n; i++)
 		cr_assert(copy->frames[i].stub || copy->frames[i].code_ref, "frame %u unnamed", i);
 	/* each field alone: the frame is not named, the others are */
