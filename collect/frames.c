@@ -159,8 +159,8 @@ int64_t frames_stack(struct frames *fr)
 		}
 	}
 	m->used = ++fr->memo_tick;
-	/* without room the memo is left short: interned as without one */
-	grow_array((void **)&m->e, &m->cap, fr->n, sizeof(*m->e));
+	/* without room the memo is left short (m->cap): the rest interned as without one */
+	(void)grow_array((void **)&m->e, &m->cap, fr->n, sizeof(*m->e));
 	/* each entry is checked against the profile: a rebuilt table is never trusted */
 	for (; j < common; j++) {
 		uint32_t s = m->e[j].stack;

@@ -98,9 +98,10 @@ struct pybpf_sample {
 
 /*
  * Hand every record waiting (waiting up to timeout_ms for the first; with
- * 0, no system call: the ring's pages are read) to cb, in the order written; a non-zero return from cb stops and is
- * returned. The sample is valid during the call. Returns how many were
- * handed, or a negative errno. A malformed record is counted and skipped.
+ * 0, no system call: the ring's pages are read) to cb, in the order
+ * written; a non-zero return from cb stops and is returned. The sample is
+ * valid during the call. Returns how many were handed, or a negative
+ * errno. A malformed record is counted and skipped.
  */
 typedef int (*pybpf_cb)(void *ctx, const struct pybpf_sample *s);
 int pybpf__poll(struct pybpf *b, int timeout_ms, pybpf_cb cb, void *ctx);

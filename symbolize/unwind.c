@@ -235,7 +235,6 @@ static int module_bytes(struct uw_ctx *ctx, uint64_t addr, void *dst, size_t len
 static int step(struct uw_ctx *ctx, struct walker *w, uint64_t at)
 {
 	uint64_t bias;
-
 	int r;
 
 	module_at(ctx, at, &bias);
