@@ -28,6 +28,18 @@
 # the trainer competes with; the recorder's start, and its naming and
 # writing after the trainer's exit, apart).
 #
+# The CNN's speed depends on how glibc's malloc serves PyTorch's large
+# tensors: from the heap, reused, or each from a fresh mmap whose pages all
+# fault in. glibc moves its mmap threshold as chunks are freed, and where it
+# settles differs from run to run of the same command: the CNN at one thread
+# ran with 340,000-860,000 page faults and 1,000-1,630 images/s, profiled or
+# not, and the fault count, not the profiler, set most of a run's speed. So
+# every mode runs with the same fixed threshold (MALLOC, glibc tunables;
+# default: 32 MiB, trim at 64 MiB, about 42,000 faults a run, what a caching
+# allocator gives); MALLOC=131072 is glibc's static default (every large
+# tensor an mmap: 1.9 million faults, the most page-fault samples), MALLOC=
+# leaves glibc to move it.
+#
 # On a machine shared with other work every figure is noisy: use more rounds
 # on a quiet one.
 #
@@ -42,6 +54,10 @@ cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
 TRAINERS=${TRAINERS:-cnn:1 cnn:2 mlp:1 mlp:2}
 MODES=${MODES:-unprofiled dlflame perf-dwarf}
+MALLOC=${MALLOC-33554432}
+# the trainer's only, not the recorder's
+tunables=
+[ -n "$MALLOC" ] && tunables="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=$MALLOC:glibc.malloc.trim_threshold=$((2 * MALLOC))"
 CNN_STEPS=${CNN_STEPS:-150}
 MLP_ITER=${MLP_ITER:-1500}
 BUILD=$(realpath "${BUILD:-build}")
@@ -54,7 +70,9 @@ PERF=${PERF:-perf}
 # dlflame-bpf: `dlflame record --python-frames=bpf` (Python frames copied at the sample: what the
 # default does as root), dlflame-read: `--python-frames=read` (read just after each sample) and
 # dlflame-8k: `-g dwarf,8192` (perf's own stack copy, a quarter of dlflame's default: what the
-# copy's size costs the trainer)
+# copy's size costs the trainer), dlflame-no-offcpu, dlflame-no-faults, dlflame-no-python (`--no-X`:
+# what each kind of record costs the trainer) and dlflame-nojit (oneDNN's JIT kernels left unnamed:
+# what writing their perf map costs)
 BASE_DL=$(realpath "${BASE:-build}")/cmd/dlflame
 tmp=$(mktemp -d)
 # the kernel counts the BPF program's runs and time while bpf_stats_enabled is 1 (root): the time
@@ -77,8 +95,8 @@ done
 # the trainer's command line and the sed that reads its rate
 trainer() {
   case ${1%%:*} in
-    cnn) echo "python3 $CNN $CNN_STEPS --threads ${1#*:}" ;;
-    mlp) echo "env OMP_NUM_THREADS=${1#*:} $MLP $MLP_ITER" ;;
+    cnn) echo "env $tunables python3 $CNN $CNN_STEPS --threads ${1#*:}" ;;
+    mlp) echo "env $tunables OMP_NUM_THREADS=${1#*:} $MLP $MLP_ITER" ;;
   esac
 }
 rate() { sed -n 's/.* \([0-9.]*\) \(images\|samples\)\/s.*/\1/p' | tail -1; }
@@ -90,13 +108,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
     for m in $MODES; do
       case $m in
         unprofiled) v=$($cmd 2>/dev/null | rate) ;;
-        dlflame | dlflame-base | dlflame-bpf | dlflame-read | dlflame-8k)
-          dl=$DL opt=
+        dlflame | dlflame-base | dlflame-bpf | dlflame-read | dlflame-8k | dlflame-no-* | dlflame-nojit)
+          dl=$DL opt= env=
           [ "$m" = dlflame-base ] && dl=$BASE_DL
           [ "$m" = dlflame-bpf ] && opt=--python-frames=bpf
           [ "$m" = dlflame-read ] && opt=--python-frames=read
           [ "$m" = dlflame-8k ] && opt="-g dwarf,8192"
-          v=$(python3 "$TC" "$tmp/cost" -- $dl record $opt -o "$tmp/d.data" -- $cmd 2>"$tmp/err" | rate)
+          case $m in dlflame-no-*) opt=--${m#dlflame-} ;; esac
+          [ "$m" = dlflame-nojit ] && env="ONEDNN_JIT_PROFILE=0 DNNL_JIT_PROFILE=0"
+          v=$(env $env python3 "$TC" "$tmp/cost" -- $dl record $opt -o "$tmp/d.data" -- $cmd 2>"$tmp/err" | rate)
           # one line per round: name user sys vcs nvcs threads, wall_s last
           awk -v r="$r" '{print r "\t" $0}' "$tmp/cost" >> "$tmp/cost.$t.$m"
           # the records it lost, the share of stacks complete and of eval calls with Python frames
@@ -117,7 +137,7 @@ done
 
 median() { tr ' ' '\n' | { grep . || true; } | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 column() { echo "$1" | tr ' ' '\n' | { grep . || true; }; }
-echo "$(uname -r), $(nproc) CPUs, $(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch'), $ROUNDS rounds, rate = the trainer's own (loop only)"
+echo "$(uname -r), $(nproc) CPUs, $(python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null || echo 'no torch'), $ROUNDS rounds, malloc's mmap threshold ${MALLOC:-moved by glibc}, rate = the trainer's own (loop only)"
 for t in $TRAINERS; do
   echo "$t ($(trainer "$t" | sed "s|$PWD/||g; s|$BUILD/|build/|"))"
   base=$(echo "${runs[$t.unprofiled]:-}" | median)
