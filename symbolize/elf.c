@@ -492,6 +492,58 @@ int elf_file__parse(struct elf_file *f)
 	return 0;
 }
 
+/* The start of search-table entry i (a link-time address), false if unreadable. */
+static bool fde_entry_start(struct elf_file *f, uint64_t i, uint64_t *start)
+{
+	uint8_t e[4];
+
+	if (elf_file__read(f, f->table_vaddr + i * 8, e, sizeof(e)))
+		return false;
+	*start = f->hdr_vaddr + sext(get_le32(e), 32);
+	return true;
+}
+
+/* Whether entry i is the last whose start is at or below vaddr. */
+static bool fde_entry_is(struct elf_file *f, uint64_t i, uint64_t vaddr)
+{
+	uint64_t start, next;
+
+	return i < f->fde_count && fde_entry_start(f, i, &start) && start <= vaddr &&
+	       (i + 1 == f->fde_count || (fde_entry_start(f, i + 1, &next) && next > vaddr));
+}
+
+/*
+ * A binary search of an 11 MB table (libtorch's) misses the cache at
+ * every probe; the unwinder asks again and again about the same hot code.
+ * Each 64-byte slot of code remembers the entry last found for it, and a
+ * remembered entry is used only after it is checked to be the one a
+ * search would find.
+ */
+int64_t elf_file__fde_index(struct elf_file *f, uint64_t vaddr)
+{
+	uint32_t *hint = &f->fde_hint[(vaddr >> 6) % ELF_FDE_HINTS];
+	uint32_t h = __atomic_load_n(hint, __ATOMIC_RELAXED);
+	uint64_t lo = 0, hi = f->fde_count, start;
+
+	if (h && fde_entry_is(f, h - 1, vaddr))
+		return h - 1;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (!fde_entry_start(f, mid, &start))
+			return -1;
+		if (start <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return -1;
+	if (lo <= UINT32_MAX - 1)
+		__atomic_store_n(hint, (uint32_t)lo, __ATOMIC_RELAXED);
+	return (int64_t)lo - 1;
+}
+
 void elf_file__free(struct elf_file *f)
 {
 	if (!f)

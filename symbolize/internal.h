@@ -126,6 +126,7 @@ bool eh_fde_lookup(const uint8_t *table, size_t fde_count, uint64_t hdr_vaddr, c
 #define ELF_FILE_SEGS 16
 #define ELF_TEXT_LINE 64
 #define ELF_TEXT_LINES 64
+#define ELF_FDE_HINTS 1024 /* search-table entries remembered by code address, 64 bytes a slot */
 
 /* One PT_LOAD of an elf_file. */
 struct elf_seg {
@@ -156,6 +157,8 @@ struct elf_file {
 	uint64_t entry; /* e_entry (vaddr), 0 for none */
 	struct elf_buf hdr, eh; /* .eh_frame_hdr and .eh_frame */
 	uint64_t hdr_vaddr, table_vaddr, fde_count;
+	/* entry + 1 last found for code in each 64-byte slot; checked at every use */
+	uint32_t fde_hint[ELF_FDE_HINTS];
 	uint64_t text_tag[ELF_TEXT_LINES]; /* line number + 1; 0: empty */
 	uint8_t text[ELF_TEXT_LINES][ELF_TEXT_LINE];
 };
@@ -167,6 +170,11 @@ int elf_file__parse(struct elf_file *f);
 /* Our own vDSO, parsed; NULL when there is none. */
 struct elf_file *elf_file__vdso(void);
 void elf_file__free(struct elf_file *f); /* accepts NULL */
+/*
+ * The search table's entry for the code at vaddr: the last whose start is
+ * at or below it (its FDE may still end before vaddr), or -1 if none.
+ */
+int64_t elf_file__fde_index(struct elf_file *f, uint64_t vaddr);
 int elf_file__read_segs(struct elf_file *f, uint64_t vaddr, void *dst, size_t len);
 
 static inline bool elf_buf__read(const struct elf_buf *b, uint64_t vaddr, void *dst, size_t len)

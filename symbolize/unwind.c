@@ -244,19 +244,32 @@ static int step(struct uw_ctx *ctx, struct walker *w, uint64_t at)
 	return r;
 }
 
-/* The module's .eh_frame_hdr search table, as libunwind's remote-table lookup takes it. */
-static void table_info(unw_dyn_info_t *di, const struct map *m, const struct elf_file *mu,
-		       uint64_t bias)
+/*
+ * The module's .eh_frame_hdr search table, as libunwind's remote-table
+ * lookup takes it, cut to the entry a search for ip would find
+ * (elf_file__fde_index) and the next one, whose start libunwind reads as
+ * the end of the first's code, as in the whole table: its own search read
+ * the whole table through access_mem, a cache miss at each probe. false:
+ * no entry starts at or below ip, which libunwind would answer with
+ * -UNW_ENOINFO.
+ */
+static bool table_info(unw_dyn_info_t *di, const struct map *m, struct elf_file *mu, uint64_t bias,
+		       uint64_t ip)
 {
+	int64_t i = elf_file__fde_index(mu, ip - bias);
+
+	if (i < 0)
+		return false;
 	memset(di, 0, sizeof(*di));
 	di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
 	di->start_ip = m->start;
 	di->end_ip = m->end;
 	/* the table's offsets (datarel) are relative to the start of .eh_frame_hdr */
 	di->u.rti.segbase = mu->hdr_vaddr + bias;
-	di->u.rti.table_data = mu->table_vaddr + bias;
+	di->u.rti.table_data = mu->table_vaddr + bias + (uint64_t)i * 8;
 	/* in words, as libunwind counts it; each entry is two int32 */
-	di->u.rti.table_len = mu->fde_count * 8 / sizeof(unw_word_t);
+	di->u.rti.table_len = ((uint64_t)i + 1 < mu->fde_count ? 16 : 8) / sizeof(unw_word_t);
+	return true;
 }
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
@@ -276,7 +289,10 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 		return -UNW_ENOINFO;
 	}
 	remember(ctx, mu, bias);
-	table_info(&di, m, mu, bias);
+	if (!table_info(&di, m, mu, bias, ip)) {
+		ctx->noinfo = true;
+		return -UNW_ENOINFO;
+	}
 	ret = UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
 	if (ret == -UNW_ENOINFO)
 		ctx->noinfo = true;
@@ -752,9 +768,9 @@ uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
 	mu = m && (m->prot & PROT_EXEC) ? map_unwind(ctx, m, &bias) : NULL;
 	if (!mu || !mu->fde_count)
 		return 0;
-	table_info(&di, m, mu, bias);
 	remember(ctx, mu, bias);
-	if (UNW_OBJ(dwarf_search_unwind_table)(ctx->up->as, ra - 1, &di, &pi, 0, &arg) < 0)
+	if (!table_info(&di, m, mu, bias, ra - 1) ||
+	    UNW_OBJ(dwarf_search_unwind_table)(ctx->up->as, ra - 1, &di, &pi, 0, &arg) < 0)
 		return 0;
 	if (slot)
 		*slot = (struct fde_slot){ .ip = ra, .start = pi.start_ip };

@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -1816,4 +1817,66 @@ Test(unwind, quiet_mask_answers_setmask_only)
 	cr_assert_eq(sigprocmask(SIG_SETMASK, &old, NULL), 0);
 	cr_assert_eq(pthread_sigmask(SIG_SETMASK, NULL, &now), 0);
 	cr_assert_eq(sigismember(&now, SIGUSR1), 0, "SIG_SETMASK acts when not quiet");
+}
+
+/* The search-table entry for vaddr as a plain binary search finds it: the last start at or below. */
+static int64_t fde_index_searched(struct elf_file *f, uint64_t vaddr)
+{
+	uint64_t lo = 0, hi = f->fde_count;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		uint8_t e[4];
+
+		cr_assert_eq(elf_file__read(f, f->table_vaddr + mid * 8, e, sizeof(e)), 0);
+		if (f->hdr_vaddr + (uint64_t)(int64_t)(int32_t)get_le32(e) <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return (int64_t)lo - 1;
+}
+
+/*
+ * libc's table, every entry's first byte, the byte before it and one
+ * inside, in an order that leaves each 64-byte slot remembering another
+ * entry than the next question's: a remembered entry is used only when it
+ * is the one the search finds.
+ */
+Test(unwind, fde_index_is_the_searchs_entry)
+{
+	Dl_info info;
+	struct elf_file *f = elf_file__new();
+	uint64_t asked = 0;
+
+	cr_assert(dladdr((void *)&printf, &info) && info.dli_fname);
+	cr_assert_not_null(f);
+	f->fd = open(info.dli_fname, O_RDONLY | O_CLOEXEC);
+	f->own_fd = true;
+	cr_assert_geq(f->fd, 0, "%s", info.dli_fname);
+	cr_assert_eq(elf_file__parse(f), 0);
+	cr_assert_gt(f->fde_count, 1000, "libc's search table: %" PRIu64 " entries", f->fde_count);
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint64_t j = 0; j < f->fde_count; j++) {
+			uint8_t e[4];
+			uint64_t start, at[3];
+
+			cr_assert_eq(elf_file__read(f, f->table_vaddr + j * 8, e, sizeof(e)), 0);
+			start = f->hdr_vaddr + (uint64_t)(int64_t)(int32_t)get_le32(e);
+			at[0] = start - 1;
+			at[1] = start + 3;
+			at[2] = start;
+			for (int k = 0; k < 3; k++) {
+				uint64_t a = pass ? at[2 - k] : at[k];
+
+				cr_assert_eq(elf_file__fde_index(f, a), fde_index_searched(f, a),
+					     "code at %#" PRIx64, a);
+				asked++;
+			}
+		}
+	}
+	cr_assert_eq(elf_file__fde_index(f, 0), -1);
+	cr_assert_eq(elf_file__fde_index(f, UINT64_MAX), (int64_t)f->fde_count - 1);
+	cr_log_info("%" PRIu64 " questions, %" PRIu64 " entries", asked, f->fde_count);
+	elf_file__free(f);
 }
