@@ -28,6 +28,7 @@ void frames_exit(struct frames *fr)
 	free(fr->locs);
 	for (size_t i = 0; i < FRAMES_MEMOS; i++)
 		free(fr->memo[i].e);
+	free(fr->addrs);
 }
 
 /* The profile's id of a name the symbolizer gave (0 for none). */
@@ -79,16 +80,29 @@ int frames_push_special(struct frames *fr, const char *name)
 /*
  * The placeholder frame of an address in a module file, named in
  * frames_name_deferred; -ENOENT when the address is not in one (or its
- * offset is beyond what a key holds): name it now.
+ * offset is beyond what a key holds): name it now. A sample's outer frames
+ * are the last sample's: an address found before is taken from its slot
+ * (fr->addrs) while no mapping has changed since, without locating it in
+ * its process's mappings and looking its location up again.
  */
 static int64_t deferred_frame(struct frames *fr, uint32_t pid, uint64_t ip, bool kernel,
 			      bool return_addr)
 {
 	struct u64map *map = &fr->loc_frames;
+	uint32_t how = (uint32_t)kernel | (uint32_t)return_addr << 1;
+	uint64_t gen = symbolizer__maps_gen();
+	struct addr_slot *slot = NULL;
 	struct sym_loc loc;
 	uint64_t key, id;
 	int64_t r;
 
+	if (!fr->addrs)
+		fr->addrs = calloc(FRAMES_ADDR_SLOTS, sizeof(*fr->addrs));
+	if (fr->addrs) {
+		slot = &fr->addrs[hash_u64(ip ^ (uint64_t)pid << 48 ^ how) % FRAMES_ADDR_SLOTS];
+		if (slot->gen == gen && slot->ip == ip && slot->pid == pid && slot->how == how)
+			return slot->id;
+	}
 	if (!symbolizer__locate(fr->sym, pid, ip, kernel, return_addr, &loc))
 		return -ENOENT;
 	if (loc.module == SYM_LOC_KERNEL) {
@@ -99,19 +113,28 @@ static int64_t deferred_frame(struct frames *fr, uint32_t pid, uint64_t ip, bool
 	} else {
 		key = (uint64_t)loc.module << LOC_OFFSET_BITS | loc.offset;
 	}
-	if (u64map_get(map, key, &id))
-		return (int64_t)id;
-	if (grow_array((void **)&fr->locs, &fr->locs_cap, fr->nr_locs + 1, sizeof(*fr->locs)))
-		return -ENOMEM;
-	struct pf_frame f = { .kind = FRAME_SPECIAL };
-	r = profile__frame_unique(fr->prof, &f);
-	if (r < 0)
-		return r;
-	if (u64map_put(map, key, (uint64_t)r) ||
-	    u64map_put(&fr->placeholders, (uint64_t)r, fr->nr_locs))
-		return -ENOMEM;
-	fr->locs[fr->nr_locs++] = loc;
-	return r;
+	if (!u64map_get(map, key, &id)) {
+		if (grow_array((void **)&fr->locs, &fr->locs_cap, fr->nr_locs + 1,
+			       sizeof(*fr->locs)))
+			return -ENOMEM;
+		struct pf_frame f = { .kind = FRAME_SPECIAL };
+		r = profile__frame_unique(fr->prof, &f);
+		if (r < 0)
+			return r;
+		if (u64map_put(map, key, (uint64_t)r) ||
+		    u64map_put(&fr->placeholders, (uint64_t)r, fr->nr_locs))
+			return -ENOMEM;
+		fr->locs[fr->nr_locs++] = loc;
+		id = (uint64_t)r;
+	}
+	/* locate may have read /proc, which changes the mappings: the number after it */
+	if (slot && id <= UINT32_MAX)
+		*slot = (struct addr_slot){ .ip = ip,
+					    .gen = symbolizer__maps_gen(),
+					    .pid = pid,
+					    .how = how,
+					    .id = (uint32_t)id };
+	return (int64_t)id;
 }
 
 int frames_push_addr(struct frames *fr, uint32_t pid, uint64_t ip, bool kernel, bool return_addr)
@@ -218,6 +241,9 @@ int frames_name_deferred(struct frames *fr)
 		return 0;
 	err = profile__expand_frames(fr->prof, name_one, fr);
 	fr->nr_locs = 0;
+	/* the placeholders are named: no slot may give one out again */
+	free(fr->addrs);
+	fr->addrs = NULL;
 	u64map_free(&fr->loc_frames);
 	u64map_init(&fr->loc_frames);
 	u64map_free(&fr->kernel_frames);

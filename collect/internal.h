@@ -43,6 +43,19 @@ struct stack_memo {
 };
 
 /*
+ * An address's placeholder frame as deferred_frame last found it: used
+ * again while the symbolizer's mappings stay as they were then (gen).
+ */
+#define FRAMES_ADDR_SLOTS 4096
+struct addr_slot {
+	uint64_t ip;
+	uint64_t gen; /* symbolizer__maps_gen then; 0: empty */
+	uint32_t pid;
+	uint32_t how; /* kernel | return_addr << 1 */
+	uint32_t id;
+};
+
+/*
  * Kernel addresses and addresses in module files are named once recording
  * is over, so that reading kallsyms, symbol tables and DWARF does not
  * compete with the target: until then each distinct location is a
@@ -62,6 +75,7 @@ struct frames {
 	size_t nr_locs, locs_cap;
 	struct stack_memo memo[FRAMES_MEMOS];
 	uint64_t memo_tick;
+	struct addr_slot *addrs; /* FRAMES_ADDR_SLOTS, allocated at first use; NULL: none */
 };
 
 void frames_init(struct frames *fr, struct profile *prof, struct symbolizer *sym);

@@ -29,6 +29,19 @@
 
 static const char vdso_name[] = "[vdso]";
 
+/* symbolizer__maps_gen: bumped wherever a process's mappings change */
+static uint64_t maps_gen = 1;
+
+static void maps_changed(void)
+{
+	__atomic_add_fetch(&maps_gen, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t symbolizer__maps_gen(void)
+{
+	return __atomic_load_n(&maps_gen, __ATOMIC_RELAXED);
+}
+
 struct proc *proc_find(const struct symbolizer *s, uint32_t pid)
 {
 	uint64_t v;
@@ -61,6 +74,7 @@ struct proc *proc_get(struct symbolizer *s, uint32_t pid)
 /* Let go of the mappings array: freed if no other process shares it. */
 static void maps_release(struct proc *p)
 {
+	maps_changed();
 	if (p->refs && --*p->refs) {
 		p->maps = NULL; /* still another's */
 	} else {
@@ -76,6 +90,8 @@ static void maps_release(struct proc *p)
 static int maps_own(struct proc *p)
 {
 	struct map *copy;
+
+	maps_changed(); /* its callers change the mappings next */
 
 	if (!p->refs)
 		return 0;
@@ -97,6 +113,7 @@ static int maps_own(struct proc *p)
 
 int proc_share(struct proc *child, struct proc *parent)
 {
+	maps_changed();
 	if (child == parent)
 		return 0;
 	proc_reset(child);
@@ -120,12 +137,14 @@ void proc_free(struct proc *p)
 {
 	if (!p)
 		return;
+	maps_changed();
 	maps_release(p);
 	free(p);
 }
 
 void proc_reset(struct proc *p)
 {
+	maps_changed();
 	if (p->refs)
 		maps_release(p);
 	p->n = 0;

@@ -167,6 +167,13 @@ struct sym_loc {
 };
 bool symbolizer__locate(struct symbolizer *s, uint32_t pid, uint64_t addr, bool kernel,
 			bool return_addr, struct sym_loc *loc);
+/*
+ * A number that changes whenever any process's mappings may have (a
+ * mapping added or cut, /proc read, fork, exec, exit), in every
+ * symbolizer: while it stays the same, symbolizer__locate answers a
+ * question it answered true to as before.
+ */
+uint64_t symbolizer__maps_gen(void);
 size_t symbolizer__resolve_loc(struct symbolizer *s, const struct sym_loc *loc,
 			       struct sym_frame *out, size_t max);
 

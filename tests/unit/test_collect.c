@@ -12,9 +12,11 @@
 
 #include <asm/perf_regs.h>
 #include <linux/perf_event.h>
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <string.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -820,4 +822,74 @@ Test(frames, memo_gives_the_ids_interning_gives)
 	frames_exit(&fr);
 	profile__free(a);
 	profile__free(b);
+}
+
+/* The placeholder frame one address gets now, and the file and offset it stands for. */
+static uint32_t addr_frame(struct frames *fr, uint32_t pid, uint64_t ip, struct pf_journal_loc *loc)
+{
+	frames_reset(fr);
+	cr_assert_eq(frames_push_addr(fr, pid, ip, false, false), 0);
+	cr_assert_eq(fr->n, 1);
+	cr_assert(frames_journal_loc(fr, fr->ids[0], loc),
+		  "address %#" PRIx64 " of %" PRIu32 " is a placeholder", ip, pid);
+	return fr->ids[0];
+}
+
+/*
+ * An address's placeholder is taken from its slot only while no mapping
+ * changed: another file mapped over it, a fork and an exec each name it
+ * anew, and a process gone leaves it unknown.
+ */
+Test(frames, addr_slots_follow_the_mappings)
+{
+	struct profile *p = profile__new();
+	struct symbolizer *s = symbolizer__new();
+	const uint32_t pid = (uint32_t)getpid(), child = 3999998;
+	const uint64_t at = 0x10000000, ip = at + 0x1234;
+	struct pf_journal_loc l1, l2, l3;
+	char self[4096] = "";
+	Dl_info libc;
+	struct frames fr;
+	uint32_t a, b;
+
+	cr_assert(p && s);
+	cr_assert(dladdr((void *)&printf, &libc) && libc.dli_fname);
+	cr_assert_gt(readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+	frames_init(&fr, p, s);
+	cr_assert_eq(symbolizer__mmap(s, pid, at, 0x100000, 0x2000, PROT_READ | PROT_EXEC,
+				      libc.dli_fname),
+		     0);
+	/* frame 0 taken first, as in a recording (u64map keys are never 0) */
+	cr_assert_eq(frames_push_special(&fr, "[first]"), 0);
+	a = addr_frame(&fr, pid, ip, &l1);
+	cr_assert_str_eq(l1.path, libc.dli_fname);
+	cr_assert_eq(l1.offset, 0x3234);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(addr_frame(&fr, pid, ip, &l2), a, "the same address, the same frame");
+	/* another file over the same range */
+	cr_assert_eq(symbolizer__mmap(s, pid, at, 0x100000, 0, PROT_READ | PROT_EXEC, self), 0);
+	b = addr_frame(&fr, pid, ip, &l2);
+	cr_assert_neq(b, a, "the slot gave the frame of the file mapped before");
+	cr_assert_str_eq(l2.path, self);
+	cr_assert_eq(l2.offset, 0x1234);
+	/* a fork shares its parent's mappings: the child's own slot */
+	cr_assert_eq(symbolizer__fork(s, child, pid), 0);
+	cr_assert_eq(addr_frame(&fr, child, ip, &l3), b);
+	/* the parent execs and maps libc there again: its location, not the slot's */
+	cr_assert_eq(symbolizer__comm(s, pid, pid, true), 0);
+	cr_assert_eq(symbolizer__mmap(s, pid, at, 0x100000, 0x2000, PROT_READ | PROT_EXEC,
+				      libc.dli_fname),
+		     0);
+	cr_assert_eq(addr_frame(&fr, pid, ip, &l3), a, "one location, one frame");
+	cr_assert_eq(addr_frame(&fr, child, ip, &l3), b);
+	/* gone: no mapping, so the address is named now, not a placeholder of before */
+	cr_assert_eq(symbolizer__exit(s, child, child), 0);
+	frames_reset(&fr);
+	cr_assert_eq(frames_push_addr(&fr, child, ip, false, false), 0);
+	for (size_t i = 0; i < fr.n; i++)
+		cr_assert(fr.ids[i] != a && fr.ids[i] != b,
+			  "a gone process's address kept its frame");
+	frames_exit(&fr);
+	symbolizer__free(s);
+	profile__free(p);
 }
