@@ -1459,18 +1459,18 @@ static bool not_the_sampled(const struct proc *p, const uint8_t *hdr, const stru
 	       u64_at(hdr, p->L.co_filename) != f->filename || firstline != f->firstline;
 }
 
-/*
- * Check and name every code object of a snapshot: their headers in one
- * read, strings only for code objects not seen before. -EFAULT when a
- * frame's code pointer is not a code object (the chain was changing).
- * With keep_named, frames already named (code_ref set) are left as they are.
- */
 /* A frame resolve_codes leaves alone: a stub, or one named already when asked to keep it. */
 static bool skipped(const struct py_frame *f, bool keep_named)
 {
 	return f->stub || (keep_named && f->code_ref);
 }
 
+/*
+ * Check and name every code object of a snapshot: their headers in one
+ * read, strings only for code objects not seen before. -EFAULT when a
+ * frame's code pointer is not a code object (the chain was changing).
+ * With keep_named, frames already named (code_ref set) are left as they are.
+ */
 static int resolve_codes(struct pyreader *r, struct proc *p, struct py_snapshot *snap,
 			 bool keep_named)
 {
