@@ -47,10 +47,29 @@ static const uint8_t preamble_2x[] = { 3, 5, 12, 13, 14, 15 };
 #define JIT_MAX_TRIALS 64
 #define JIT_RET_SLOTS 256 /* power of two */
 #define JIT_RET_WAYS 4
-#define EDGE_SLOTS 4096 /* power of two */
+/*
+ * The call sites and frame sizes complete stacks taught, in buckets of
+ * TEACH_WAYS slots, the least recently taught going first. (Each had one
+ * slot per hash: two functions that shared it took turns, and a stack seen
+ * before is not taught again, so one lost its call sites for good; the MLP
+ * at two threads lost its GEMM driver's so in 2 of 100 runs, and 12-29% of
+ * its stacks.)
+ */
+#define TEACH_WAYS 4
+#define EDGE_SLOTS 4096 /* power of two, a multiple of TEACH_WAYS */
 #define EDGE_WAYS 8
-#define SIZE_SLOTS 4096 /* power of two */
+#define SIZE_SLOTS 4096 /* power of two, a multiple of TEACH_WAYS */
 #define CLIMB_DEPTH 12
+/*
+ * A climb goes no deeper than 2 steps, then 4, 8 and CLIMB_DEPTH, within one
+ * budget of CLIMB_PROBES steps: the call sites of a function are tried most
+ * recent first, and one depth-first search down a wrong one spent the whole
+ * budget on a path that could only fail (the MLP at two threads: the main
+ * thread's GEMM driver is called directly and through GOMP_parallel; 2 of
+ * 100 runs kept 3-13% of their stacks cut so) before the right call site
+ * one step further was tried. A deep climb costs 26 steps, not 12.
+ */
+static const unsigned climb_limits[] = { 2, 4, 8, CLIMB_DEPTH };
 #define CLIMB_PROBES 48
 
 /* Where a piece of JIT code returned to lately (it may have several callers). */
@@ -66,11 +85,13 @@ struct jit_ret {
 struct edge_slot {
 	uint64_t fn; /* start of the function */
 	uint64_t up[EDGE_WAYS]; /* most recent first */
+	uint64_t taught; /* jit_proc.tick when last noted */
 };
 
 /* How far above a frame that returns to ra its caller's frame was. */
 struct size_slot {
 	uint64_t ra, size;
+	uint64_t taught;
 };
 
 /*
@@ -95,6 +116,7 @@ struct jit_proc {
 	struct jit_ret *jit_rets;
 	struct edge_slot *edges; /* call sites of functions, for climbing */
 	struct size_slot *sizes;
+	uint64_t tick; /* complete stacks' frames taught */
 	struct jit_kernel *kernels;
 	struct epi_slot *epis; /* sampled IPs: epilogue or not */
 	struct preamble last; /* the preamble decoded last, for kernels that cannot be read */
@@ -526,6 +548,46 @@ static bool find_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w
 
 /* ---- what complete stacks teach ---- */
 
+/* The first slot of key's bucket of TEACH_WAYS in a table of n slots. */
+static size_t bucket_of(uint64_t key, size_t n)
+{
+	return hash_u64(key) & (n - TEACH_WAYS);
+}
+
+/* fn's call sites; if take and there are none, a slot for them: the least recently taught. */
+static struct edge_slot *edge_slot(struct edge_slot *t, uint64_t fn, bool take)
+{
+	struct edge_slot *b = &t[bucket_of(fn, EDGE_SLOTS)], *old = b;
+
+	for (int w = 0; w < TEACH_WAYS; w++) {
+		if (b[w].fn == fn)
+			return &b[w];
+		if (b[w].taught < old->taught)
+			old = &b[w];
+	}
+	if (!take)
+		return NULL;
+	*old = (struct edge_slot){ .fn = fn };
+	return old;
+}
+
+/* The same for the frame size above return address ra. */
+static struct size_slot *size_slot(struct size_slot *t, uint64_t ra, bool take)
+{
+	struct size_slot *b = &t[bucket_of(ra, SIZE_SLOTS)], *old = b;
+
+	for (int w = 0; w < TEACH_WAYS; w++) {
+		if (b[w].ra == ra)
+			return &b[w];
+		if (b[w].taught < old->taught)
+			old = &b[w];
+	}
+	if (!take)
+		return NULL;
+	*old = (struct size_slot){ .ra = ra };
+	return old;
+}
+
 static void edge_note(struct jit_proc *up, uint64_t fn, uint64_t up_ip)
 {
 	struct edge_slot *e;
@@ -535,13 +597,18 @@ static void edge_note(struct jit_proc *up, uint64_t fn, uint64_t up_ip)
 		up->edges = calloc(EDGE_SLOTS, sizeof(*up->edges));
 	if (!up->edges)
 		return;
-	e = &up->edges[hash_u64(fn) & (EDGE_SLOTS - 1)];
-	if (e->fn != fn)
-		*e = (struct edge_slot){ .fn = fn };
+	e = edge_slot(up->edges, fn, true);
+	e->taught = ++up->tick;
 	for (i = 0; i < EDGE_WAYS - 1 && e->up[i] != up_ip; i++)
 		;
 	memmove(e->up + 1, e->up, i * sizeof(*e->up));
 	e->up[0] = up_ip;
+}
+
+/* The call sites seen calling the function that starts at fn, or NULL. */
+static const struct edge_slot *edges_of(const struct jit_proc *up, uint64_t fn)
+{
+	return up && up->edges && fn ? edge_slot(up->edges, fn, false) : NULL;
 }
 
 /*
@@ -558,14 +625,34 @@ void jitcaller__note_stack(struct uw_ctx *ctx, const struct frames *f)
 		up->sizes = calloc(SIZE_SLOTS, sizeof(*up->sizes));
 	for (size_t i = 1; i + 1 < f->n; i++) {
 		uint64_t fn = fde_start(ctx, f->ips[i]);
+		struct size_slot *z;
 
 		if (fn)
 			edge_note(up, fn, f->ips[i + 1]);
-		if (up->sizes)
-			up->sizes[hash_u64(f->ips[i]) & (SIZE_SLOTS - 1)] =
-				(struct size_slot){ .ra = f->ips[i],
-						    .size = f->sps[i + 1] - f->sps[i] };
+		if (!up->sizes || !f->ips[i])
+			continue;
+		z = size_slot(up->sizes, f->ips[i], true);
+		z->size = f->sps[i + 1] - f->sps[i];
+		z->taught = ++up->tick;
 	}
+}
+
+void jitcaller__teach_edge(struct proc *p, uint64_t fn, uint64_t up_ip)
+{
+	struct jit_proc *up = jit_proc_get(p);
+
+	if (up && fn)
+		edge_note(up, fn, up_ip);
+}
+
+size_t jitcaller__edges(struct proc *p, uint64_t fn, uint64_t *ups, size_t max)
+{
+	const struct edge_slot *e = edges_of(p->jit, fn);
+	size_t n = 0;
+
+	for (; e && n < EDGE_WAYS && n < max && e->up[n]; n++)
+		ups[n] = e->up[n];
+	return n;
 }
 
 /* ---- JIT callers outside the copy ---- */
@@ -576,9 +663,8 @@ void jitcaller__note_stack(struct uw_ctx *ctx, const struct frames *f)
  */
 static bool frame_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa)
 {
-	const struct size_slot *z = ctx->jit && ctx->jit->sizes
-					    ? &ctx->jit->sizes[hash_u64(ra) & (SIZE_SLOTS - 1)]
-					    : NULL;
+	const struct size_slot *z =
+		ctx->jit && ctx->jit->sizes && ra ? size_slot(ctx->jit->sizes, ra, false) : NULL;
 
 	if (probe_cfa(ctx, ra, sp, cfa))
 		return true;
@@ -622,13 +708,15 @@ static bool graft_rest(struct frames *f, const struct chain_slot *c)
  * one's. A thread's stack address says how deep a frame is, so the same
  * function at the same SP is the same frame. Each step up tries the call
  * sites seen calling the function in earlier stacks, at the SP given by the
- * function's CFI (its CFA). Measured on the MLP by hiding the callers of
- * JIT frames whose callers were in the copy: with the frame at the kernel's
- * caller SP unknown, 97% of grafts name every function right, 1.5% get one
- * frame wrong (a sibling at the same SP); a match at any function at the
- * right SP, not required to be a caller, got 5-10% wrong and is not used.
+ * function's CFI (its CFA), to at most limit steps. Measured on the MLP by
+ * hiding the callers of JIT frames whose callers were in the copy: with the
+ * frame at the kernel's caller SP unknown, 97% of grafts name every function
+ * right, 1.5% get one frame wrong (a sibling at the same SP); a match at any
+ * function at the right SP, not required to be a caller, got 5-10% wrong and
+ * is not used.
  */
-static bool climb(struct uw_ctx *ctx, struct frames *f, unsigned depth, unsigned *probes)
+static bool climb(struct uw_ctx *ctx, struct frames *f, unsigned depth, unsigned limit,
+		  unsigned *probes)
 {
 	uint64_t ra = f->ips[f->n - 1], sp = f->sps[f->n - 1], cfa, fn;
 	const struct chain_slot *c = chain_in_function(ctx, sp, ra);
@@ -637,12 +725,12 @@ static bool climb(struct uw_ctx *ctx, struct frames *f, unsigned depth, unsigned
 
 	if (c)
 		return graft_rest(f, c);
-	if (depth >= CLIMB_DEPTH || !ctx->jit || !ctx->jit->edges || f->n >= f->max || !*probes)
+	if (depth >= limit || !ctx->jit || !ctx->jit->edges || f->n >= f->max || !*probes)
 		return false;
 	(*probes)--;
 	fn = fde_start(ctx, ra);
-	e = &ctx->jit->edges[hash_u64(fn) & (EDGE_SLOTS - 1)];
-	if (!fn || e->fn != fn || !frame_cfa(ctx, ra, sp, &cfa))
+	e = edges_of(ctx->jit, fn);
+	if (!e || !frame_cfa(ctx, ra, sp, &cfa))
 		return false;
 	for (int i = 0; i < EDGE_WAYS && e->up[i]; i++) {
 		c = chain_in_function(ctx, cfa, e->up[i]);
@@ -655,7 +743,7 @@ static bool climb(struct uw_ctx *ctx, struct frames *f, unsigned depth, unsigned
 	}
 	for (int i = 0; i < EDGE_WAYS && e->up[i]; i++) {
 		push(f, e->up[i], cfa);
-		if (climb(ctx, f, depth + 1, probes))
+		if (climb(ctx, f, depth + 1, limit, probes))
 			return true;
 		f->n = base;
 	}
@@ -676,13 +764,15 @@ static enum walk_end graft_at(struct uw_ctx *ctx, struct frames *f, uint64_t sp,
 	unsigned probes = CLIMB_PROBES;
 	size_t base = f->n;
 
-	if (!ctx->up->chains)
+	if (!ctx->up->chains || !jr)
 		return WALK_FAIL;
-	for (int r = 0; jr && r < JIT_RET_WAYS && jr->ra[r] && f->n < f->max; r++) {
-		push(f, jr->ra[r], sp);
-		if (climb(ctx, f, 0, &probes))
-			return WALK_ROOT;
-		f->n = base;
+	for (size_t l = 0; l < ARRAY_SIZE(climb_limits) && probes; l++) {
+		for (int r = 0; r < JIT_RET_WAYS && jr->ra[r] && f->n < f->max; r++) {
+			push(f, jr->ra[r], sp);
+			if (climb(ctx, f, 0, climb_limits[l], &probes))
+				return WALK_ROOT;
+			f->n = base;
+		}
 	}
 	return WALK_FAIL;
 }
@@ -825,9 +915,11 @@ enum walk_end jitcaller__graft_outer(struct uw_ctx *ctx, struct frames *f)
 	ctx->jit = jit_proc_get(ctx->p);
 	if (f->n < 2 || !ctx->up->chains || !ctx->jit)
 		return WALK_OOB;
-	if (climb(ctx, f, 0, &probes))
-		return WALK_ROOT;
-	f->n = base;
+	for (size_t l = 0; l < ARRAY_SIZE(climb_limits) && probes; l++) {
+		if (climb(ctx, f, 0, climb_limits[l], &probes))
+			return WALK_ROOT;
+		f->n = base;
+	}
 	return WALK_OOB;
 }
 

@@ -168,6 +168,10 @@ enum jit_caller jitcaller__find(struct uw_ctx *ctx, struct walker *cur, struct w
 				struct frames *f, enum walk_end *how);
 /* Learn from a complete stack: call sites and frame sizes, for later grafts. */
 void jitcaller__note_stack(struct uw_ctx *ctx, const struct frames *f);
+/* A call site up_ip seen calling the function at fn, as note_stack keeps it (for the tests). */
+void jitcaller__teach_edge(struct proc *p, uint64_t fn, uint64_t up_ip);
+/* The call sites kept for the function at fn, most recent first: how many (at most max). */
+size_t jitcaller__edges(struct proc *p, uint64_t fn, uint64_t *ups, size_t max);
 /*
  * A walk that ran off the end of the copy: climb from its last frame, as
  * from a JIT graft, until a frame lands where a known stack has a frame of

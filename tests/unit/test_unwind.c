@@ -32,6 +32,7 @@
 
 #include "symbolize/internal.h"
 #include "symbolize/symbolize.h"
+#include "symbolize/unwind.h"
 
 #include "tests/unit/capture.h"
 
@@ -777,6 +778,163 @@ Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 	munmap(ws, wslen);
 	sample_free(on_stack);
 	sample_free(on_heap);
+}
+
+/*
+ * The climb from a grafted caller when one of its function's call sites
+ * leads nowhere for many steps. call_ws is called through mid_b and mid_a
+ * (learned from a stack that came in through wrap, at other SPs), and by a
+ * deep recursion seen last: its call site is tried first. Only mid_a's frame
+ * (seen above uw_c, from top) is known where the workspace call has it, two
+ * steps up. A depth-first climb spent its budget in the recursion (CI's MLP
+ * at two threads: the main thread's GEMM driver, called directly and through
+ * GOMP_parallel, cut 2-13% of the stacks of 1 run in 40).
+ */
+__attribute__((noipa)) static size_t mid_b(ws_fn fn, struct sample *smp, uint8_t *ws_top)
+{
+	size_t r = call_ws(fn, smp, ws_top);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+__attribute__((noipa)) static size_t mid_a(ws_fn fn, struct sample *smp, uint8_t *ws_top,
+					   bool known)
+{
+	size_t r = known ? uw_c(smp) : mid_b(fn, smp, ws_top);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+__attribute__((noipa)) static size_t top(ws_fn fn, struct sample *smp, uint8_t *ws_top, bool known)
+{
+	size_t r = mid_a(fn, smp, ws_top, known);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+/* the same calls below a larger frame: mid_a and all under it at other SPs */
+__attribute__((noipa)) static size_t wrap(ws_fn fn, struct sample *smp)
+{
+	volatile uint8_t pad[512];
+	size_t r;
+
+	pad[0] = 1;
+	r = mid_a(fn, smp, NULL, false);
+	__asm__ volatile("" ::: "memory");
+	return r + pad[0];
+}
+
+__attribute__((noipa)) static size_t recurse(ws_fn fn, struct sample *smp, int n)
+{
+	size_t r = n ? recurse(fn, smp, n - 1) : call_ws(fn, smp, NULL);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+/* the workspace call's frames far below the recursion's, so that none lies at an SP of another's */
+__attribute__((noipa)) static size_t below(ws_fn fn, struct sample *const smp[3], uint8_t *ws_top)
+{
+	volatile uint8_t pad[16384];
+	size_t r;
+
+	pad[0] = 1;
+	r = top(fn, smp[0], NULL, true) + wrap(fn, smp[1]) + top(fn, smp[2], ws_top, false);
+	__asm__ volatile("" ::: "memory");
+	return r + pad[0];
+}
+
+Test(unwind, jit_graft_climbs_past_a_call_site_that_leads_nowhere)
+{
+	struct sample *smp[4] = { sample_new(), sample_new(), sample_new(), sample_new() };
+	size_t wslen = 2 * COPY_MAX;
+	uint8_t *ws = mmap(NULL, wslen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct unwound u;
+	void *code;
+	ws_fn fn = ws_build(&code);
+	FILE *pm;
+
+	cr_assert_neq(ws, MAP_FAILED);
+	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
+	pm = fopen(map_path, "w");
+	cr_assert_not_null(pm);
+	fprintf(pm, "%" PRIx64 " 100 jit_ws_gemm_kernel\n", (uint64_t)(uintptr_t)code);
+	fclose(pm);
+	/* 0: top, mid_a, uw_c; 1: wrap, mid_a, mid_b, call_ws, kernel; 2: the same from top, on the heap */
+	below(fn, smp, ws + COPY_MAX / 2);
+	recurse(fn, smp[3], 40);
+
+	unwind_sample(smp[0], smp[0]->stack, smp[0]->size, &u);
+	cr_assert_str_eq(u.names[1], "mid_a");
+	assert_reaches_root(&u);
+	unwind_sample(smp[1], smp[1]->stack, smp[1]->size, &u);
+	cr_assert_str_eq(u.names[2], "mid_b");
+	cr_assert_str_eq(u.names[4], "wrap");
+	assert_reaches_root(&u);
+	/* the recursion last: its call site of call_ws is the one tried first */
+	unwind_sample(smp[3], smp[3]->stack, smp[3]->size, &u);
+	cr_assert_str_eq(u.names[2], "recurse");
+	assert_reaches_root(&u);
+
+	unwind_sample(smp[2], smp[2]->stack, smp[2]->size, &u);
+	log_chain(&u);
+	cr_assert_eq(u.end, UNWIND_END_ROOT, "ended %d after %d frames", u.end, u.n);
+	cr_assert_str_eq(u.names[1], "call_ws");
+	cr_assert_str_eq(u.names[2], "mid_b");
+	cr_assert_str_eq(u.names[3], "mid_a");
+	cr_assert_str_eq(u.names[4], "top");
+	cr_assert_str_eq(u.names[5], "below");
+	assert_reaches_root(&u);
+	unlink(map_path);
+	munmap(code, 4096);
+	munmap(ws, wslen);
+	for (int i = 0; i < 4; i++)
+		sample_free(smp[i]);
+}
+
+/*
+ * Functions whose starts hash alike: each keeps the call sites complete
+ * stacks taught it (they are taught once, when a stack is new), up to the
+ * bucket's ways; one more takes the place of the one taught least lately.
+ */
+Test(unwind, call_sites_of_functions_that_hash_alike_are_kept)
+{
+	uint32_t pid = (uint32_t)getpid();
+	uint64_t fn[5], ups[8];
+	struct proc *p;
+	size_t n = 0;
+
+	cr_assert_eq(symbolizer__load_proc_maps(sym, pid), 0);
+	p = proc_find(sym, pid);
+	cr_assert_not_null(p);
+	/* alike in their hash's low 20 bits: one bucket in any table of up to 2^20 slots */
+	for (uint64_t a = 0x400000; n < ARRAY_SIZE(fn); a += 16) {
+		if (!n || !((hash_u64(a) ^ hash_u64(fn[0])) & 0xfffff))
+			fn[n++] = a;
+	}
+	for (int k = 0; k < 4; k++)
+		jitcaller__teach_edge(p, fn[k], 0x1000 + k);
+	jitcaller__teach_edge(p, fn[0], 0x2000);
+	for (int k = 0; k < 4; k++) {
+		size_t got = jitcaller__edges(p, fn[k], ups, ARRAY_SIZE(ups));
+
+		cr_assert_eq(got, k ? 1 : 2, "function %d: %zu call sites", k, got);
+		cr_assert_eq(ups[got - 1], 0x1000 + (uint64_t)k);
+	}
+	cr_assert_eq(ups[0], 0x1000 + 3);
+	cr_assert_eq(jitcaller__edges(p, fn[0], ups, ARRAY_SIZE(ups)), 2);
+	cr_assert_eq(ups[0], 0x2000, "most recent first");
+	/* a fifth: the one taught least lately (fn[1]) makes room */
+	jitcaller__teach_edge(p, fn[4], 0x1004);
+	cr_assert_eq(jitcaller__edges(p, fn[1], ups, ARRAY_SIZE(ups)), 0);
+	cr_assert_eq(jitcaller__edges(p, fn[4], ups, ARRAY_SIZE(ups)), 1);
+	for (int k = 0; k < 4; k++)
+		if (k != 1)
+			cr_assert_geq(jitcaller__edges(p, fn[k], ups, ARRAY_SIZE(ups)), 1,
+				      "function %d lost its call sites", k);
 }
 
 /* ---- oneDNN's preambles, as its two generations write them ---- */
