@@ -81,17 +81,21 @@ struct jit_ret {
 	uint32_t ra_off[JIT_RET_WAYS];
 };
 
-/* Call sites seen calling a function (the return addresses just above its frames). */
-struct edge_slot {
-	uint64_t fn; /* start of the function */
-	uint64_t up[EDGE_WAYS]; /* most recent first */
-	uint64_t taught; /* jit_proc.tick when last noted */
+/* What a slot of the tables below holds, and when it was last taught (jit_proc.tick). */
+struct taught {
+	uint64_t key, at;
 };
 
-/* How far above a frame that returns to ra its caller's frame was. */
+/* Call sites seen calling a function (the return addresses just above its frames). */
+struct edge_slot {
+	struct taught t; /* key: the start of the function */
+	uint64_t up[EDGE_WAYS]; /* most recent first */
+};
+
+/* How far above a frame that returns to ra (the key) its caller's frame was. */
 struct size_slot {
-	uint64_t ra, size;
-	uint64_t taught;
+	struct taught t;
+	uint64_t size;
 };
 
 /*
@@ -554,38 +558,41 @@ static size_t bucket_of(uint64_t key, size_t n)
 	return hash_u64(key) & (n - TEACH_WAYS);
 }
 
-/* fn's call sites; if take and there are none, a slot for them: the least recently taught. */
-static struct edge_slot *edge_slot(struct edge_slot *t, uint64_t fn, bool take)
+/*
+ * The slot of key in a table of n slots of stride bytes, each starting with
+ * a struct taught; if take and there is none, the bucket's least lately
+ * taught, emptied for it. NULL when there is none and not take.
+ */
+static void *taught_slot(void *table, size_t stride, size_t n, uint64_t key, bool take)
 {
-	struct edge_slot *b = &t[bucket_of(fn, EDGE_SLOTS)], *old = b;
+	uint8_t *b = (uint8_t *)table + stride * bucket_of(key, n);
+	struct taught *old = (struct taught *)b;
 
 	for (int w = 0; w < TEACH_WAYS; w++) {
-		if (b[w].fn == fn)
-			return &b[w];
-		if (b[w].taught < old->taught)
-			old = &b[w];
+		struct taught *t = (struct taught *)(b + stride * (size_t)w);
+
+		if (t->key == key)
+			return t;
+		if (t->at < old->at)
+			old = t;
 	}
 	if (!take)
 		return NULL;
-	*old = (struct edge_slot){ .fn = fn };
+	memset(old, 0, stride);
+	old->key = key;
 	return old;
 }
 
-/* The same for the frame size above return address ra. */
+/* fn's call sites (take: a slot for them if there is none) */
+static struct edge_slot *edge_slot(struct edge_slot *t, uint64_t fn, bool take)
+{
+	return taught_slot(t, sizeof(*t), EDGE_SLOTS, fn, take);
+}
+
+/* the frame size above return address ra (take: a slot for it if there is none) */
 static struct size_slot *size_slot(struct size_slot *t, uint64_t ra, bool take)
 {
-	struct size_slot *b = &t[bucket_of(ra, SIZE_SLOTS)], *old = b;
-
-	for (int w = 0; w < TEACH_WAYS; w++) {
-		if (b[w].ra == ra)
-			return &b[w];
-		if (b[w].taught < old->taught)
-			old = &b[w];
-	}
-	if (!take)
-		return NULL;
-	*old = (struct size_slot){ .ra = ra };
-	return old;
+	return taught_slot(t, sizeof(*t), SIZE_SLOTS, ra, take);
 }
 
 static void edge_note(struct jit_proc *up, uint64_t fn, uint64_t up_ip)
@@ -598,7 +605,7 @@ static void edge_note(struct jit_proc *up, uint64_t fn, uint64_t up_ip)
 	if (!up->edges)
 		return;
 	e = edge_slot(up->edges, fn, true);
-	e->taught = ++up->tick;
+	e->t.at = ++up->tick;
 	for (i = 0; i < EDGE_WAYS - 1 && e->up[i] != up_ip; i++)
 		;
 	memmove(e->up + 1, e->up, i * sizeof(*e->up));
@@ -633,7 +640,7 @@ void jitcaller__note_stack(struct uw_ctx *ctx, const struct frames *f)
 			continue;
 		z = size_slot(up->sizes, f->ips[i], true);
 		z->size = f->sps[i + 1] - f->sps[i];
-		z->taught = ++up->tick;
+		z->t.at = ++up->tick;
 	}
 }
 
@@ -668,7 +675,7 @@ static bool frame_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cf
 
 	if (probe_cfa(ctx, ra, sp, cfa))
 		return true;
-	if (!z || z->ra != ra || !z->size || sp + z->size < sp)
+	if (!z || !z->size || sp + z->size < sp)
 		return false;
 	*cfa = sp + z->size;
 	return true;

@@ -719,6 +719,18 @@ __attribute__((noipa)) static size_t ws_outer(ws_fn fn, struct sample *smp, uint
 	return r + 1;
 }
 
+/* The workspace kernel at code, named in a perf map as oneDNN's kernels are. */
+static void ws_perf_map(void *code)
+{
+	FILE *pm;
+
+	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
+	pm = fopen(map_path, "w");
+	cr_assert_not_null(pm);
+	fprintf(pm, "%" PRIx64 " 100 jit_ws_gemm_kernel\n", (uint64_t)(uintptr_t)code);
+	fclose(pm);
+}
+
 Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 {
 	struct sample *on_stack = sample_new(), *on_heap = sample_new();
@@ -728,15 +740,10 @@ Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 	struct unwound u;
 	void *code;
 	ws_fn fn = ws_build(&code);
-	FILE *pm;
 
 	cr_assert_neq(ws, MAP_FAILED);
 	/* named in a perf map, as oneDNN's kernels are: its preamble is read from its start */
-	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
-	pm = fopen(map_path, "w");
-	cr_assert_not_null(pm);
-	fprintf(pm, "%" PRIx64 " 100 jit_ws_gemm_kernel\n", (uint64_t)(uintptr_t)code);
-	fclose(pm);
+	ws_perf_map(code);
 	/* one call site, at the same depth, first with the kernel on the stack, then on the heap */
 	for (int i = 0; i < 2; i++)
 		ws_outer(fn, i ? on_heap : on_stack, i ? ws + COPY_MAX / 2 : NULL);
@@ -855,14 +862,9 @@ Test(unwind, jit_graft_climbs_past_a_call_site_that_leads_nowhere)
 	struct unwound u;
 	void *code;
 	ws_fn fn = ws_build(&code);
-	FILE *pm;
 
 	cr_assert_neq(ws, MAP_FAILED);
-	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
-	pm = fopen(map_path, "w");
-	cr_assert_not_null(pm);
-	fprintf(pm, "%" PRIx64 " 100 jit_ws_gemm_kernel\n", (uint64_t)(uintptr_t)code);
-	fclose(pm);
+	ws_perf_map(code);
 	/* 0: top, mid_a, uw_c; 1: wrap, mid_a, mid_b, call_ws, kernel; 2: the same from top, on the heap */
 	below(fn, smp, ws + COPY_MAX / 2);
 	recurse(fn, smp[3], 40);
