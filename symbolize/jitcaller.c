@@ -45,7 +45,7 @@
 static const uint8_t preamble_2x[] = { 3, 5, 12, 13, 14, 15 };
 #define KERNEL_SLOTS 1024 /* power of two */
 #define JIT_MAX_TRIALS 64
-#define JIT_RET_SLOTS 256 /* power of two */
+#define JIT_RET_SLOTS 256 /* power of two, a multiple of TEACH_WAYS */
 #define JIT_RET_WAYS 4
 /*
  * The call sites and frame sizes complete stacks taught, in buckets of
@@ -72,18 +72,18 @@ static const uint8_t preamble_2x[] = { 3, 5, 12, 13, 14, 15 };
 static const unsigned climb_limits[] = { 2, 4, 8, CLIMB_DEPTH };
 #define CLIMB_PROBES 48
 
+/* What a slot of the tables below holds, and when it was last taught (jit_proc.tick). */
+struct taught {
+	uint64_t key, at;
+};
+
 /* Where a piece of JIT code returned to lately (it may have several callers). */
 struct jit_ret {
-	uint64_t key;
+	struct taught t; /* key: jit_key's */
 	uint64_t ra[JIT_RET_WAYS]; /* most recent first */
 	bool grafted; /* its caller was found by graft_gemm before */
 	/* where above the SP its return address was found lately, most recent first; 0: unused */
 	uint32_t ra_off[JIT_RET_WAYS];
-};
-
-/* What a slot of the tables below holds, and when it was last taught (jit_proc.tick). */
-struct taught {
-	uint64_t key, at;
 };
 
 /* Call sites seen calling a function (the return addresses just above its frames). */
@@ -859,13 +859,20 @@ static uint64_t jit_key(struct uw_ctx *ctx, uint64_t ip)
 	return m ? m->start : ip;
 }
 
+/* What JIT code of this key taught: its own slot, else one emptied for it; NULL without memory. */
 static struct jit_ret *jit_ret_slot(struct jit_proc *up, uint64_t key)
 {
+	struct jit_ret *jr;
+
 	if (!up)
 		return NULL;
 	if (!up->jit_rets)
 		up->jit_rets = calloc(JIT_RET_SLOTS, sizeof(*up->jit_rets));
-	return up->jit_rets ? &up->jit_rets[hash_u64(key) & (JIT_RET_SLOTS - 1)] : NULL;
+	if (!up->jit_rets)
+		return NULL;
+	jr = taught_slot(up->jit_rets, sizeof(*jr), JIT_RET_SLOTS, key, true);
+	jr->t.at = ++up->tick;
+	return jr;
 }
 
 /*
@@ -914,6 +921,24 @@ static void jit_ret_note(struct jit_ret *jr, uint64_t ra, uint64_t ra_off)
 	jr->ra_off[0] = off;
 }
 
+void jitcaller__teach_ret(struct proc *p, uint64_t key, uint64_t ra)
+{
+	struct jit_ret *jr = jit_ret_slot(jit_proc_get(p), key);
+
+	if (jr)
+		jit_ret_note(jr, ra, 0);
+}
+
+uint64_t jitcaller__ret_of(struct proc *p, uint64_t key)
+{
+	const struct jit_ret *jr =
+		p->jit && p->jit->jit_rets
+			? taught_slot(p->jit->jit_rets, sizeof(*jr), JIT_RET_SLOTS, key, false)
+			: NULL;
+
+	return jr ? jr->ra[0] : 0;
+}
+
 enum walk_end jitcaller__graft_outer(struct uw_ctx *ctx, struct frames *f)
 {
 	unsigned probes = CLIMB_PROBES;
@@ -944,8 +969,6 @@ enum jit_caller jitcaller__find(struct uw_ctx *ctx, struct walker *cur, struct w
 	ctx->jit = jit_proc_get(ctx->p);
 	key = jit_key(ctx, f->ips[f->n - 1]);
 	jr = jit_ret_slot(ctx->jit, key);
-	if (jr && jr->key != key)
-		*jr = (struct jit_ret){ .key = key };
 	jit_at = f->n;
 	grafted = graft_first(ctx, f, jr);
 	*how = grafted ? graft_gemm(ctx, f, jr) : WALK_FAIL;

@@ -172,6 +172,10 @@ void jitcaller__note_stack(struct uw_ctx *ctx, const struct frames *f);
 void jitcaller__teach_edge(struct proc *p, uint64_t fn, uint64_t up_ip);
 /* The call sites kept for the function at fn, most recent first: how many (at most max). */
 size_t jitcaller__edges(struct proc *p, uint64_t fn, uint64_t *ups, size_t max);
+/* Return address ra seen for JIT code of this key, as jitcaller__find keeps it (for the tests). */
+void jitcaller__teach_ret(struct proc *p, uint64_t key, uint64_t ra);
+/* The return address kept last for JIT code of this key, or 0. */
+uint64_t jitcaller__ret_of(struct proc *p, uint64_t key);
 /*
  * A walk that ran off the end of the copy: climb from its last frame, as
  * from a JIT graft, until a frame lands where a known stack has a frame of

@@ -897,6 +897,17 @@ Test(unwind, jit_graft_climbs_past_a_call_site_that_leads_nowhere)
 		sample_free(smp[i]);
 }
 
+/* n keys alike in their hash's low 20 bits: one bucket in any table of up to 2^20 slots */
+static void hash_alike(uint64_t *keys, size_t n)
+{
+	size_t k = 0;
+
+	for (uint64_t a = 0x400000; k < n; a += 16) {
+		if (!k || !((hash_u64(a) ^ hash_u64(keys[0])) & 0xfffff))
+			keys[k++] = a;
+	}
+}
+
 /*
  * Functions whose starts hash alike: each keeps the call sites complete
  * stacks taught it (they are taught once, when a stack is new), up to the
@@ -907,16 +918,11 @@ Test(unwind, call_sites_of_functions_that_hash_alike_are_kept)
 	uint32_t pid = (uint32_t)getpid();
 	uint64_t fn[5], ups[8];
 	struct proc *p;
-	size_t n = 0;
 
 	cr_assert_eq(symbolizer__load_proc_maps(sym, pid), 0);
 	p = proc_find(sym, pid);
 	cr_assert_not_null(p);
-	/* alike in their hash's low 20 bits: one bucket in any table of up to 2^20 slots */
-	for (uint64_t a = 0x400000; n < ARRAY_SIZE(fn); a += 16) {
-		if (!n || !((hash_u64(a) ^ hash_u64(fn[0])) & 0xfffff))
-			fn[n++] = a;
-	}
+	hash_alike(fn, ARRAY_SIZE(fn));
 	for (int k = 0; k < 4; k++)
 		jitcaller__teach_edge(p, fn[k], 0x1000 + k);
 	jitcaller__teach_edge(p, fn[0], 0x2000);
@@ -937,6 +943,27 @@ Test(unwind, call_sites_of_functions_that_hash_alike_are_kept)
 		if (k != 1)
 			cr_assert_geq(jitcaller__edges(p, fn[k], ups, ARRAY_SIZE(ups)), 1,
 				      "function %d lost its call sites", k);
+}
+
+/*
+ * JIT code of keys that hash alike (its perf-map names, or its mappings):
+ * each keeps the return addresses it was seen with. (One slot per hash: two
+ * kernels took turns, each emptying what the other had learnt.)
+ */
+Test(unwind, return_addresses_of_jit_code_that_hashes_alike_are_kept)
+{
+	uint32_t pid = (uint32_t)getpid();
+	uint64_t key[4];
+	struct proc *p;
+
+	cr_assert_eq(symbolizer__load_proc_maps(sym, pid), 0);
+	p = proc_find(sym, pid);
+	cr_assert_not_null(p);
+	hash_alike(key, ARRAY_SIZE(key));
+	for (size_t k = 0; k < ARRAY_SIZE(key); k++)
+		jitcaller__teach_ret(p, key[k], 0x1000 + k);
+	for (size_t k = 0; k < ARRAY_SIZE(key); k++)
+		cr_assert_eq(jitcaller__ret_of(p, key[k]), 0x1000 + k, "key %zu", k);
 }
 
 /* ---- oneDNN's preambles, as its two generations write them ---- */
