@@ -561,13 +561,16 @@ static size_t bucket_of(uint64_t key, size_t n)
 /*
  * The slot of key in a table of n slots of stride bytes, each starting with
  * a struct taught; if take and there is none, the bucket's least lately
- * taught, emptied for it. NULL when there is none and not take.
+ * taught, emptied for it. NULL when there is none and not take, or for key
+ * 0 (an empty slot's).
  */
 static void *taught_slot(void *table, size_t stride, size_t n, uint64_t key, bool take)
 {
 	uint8_t *b = (uint8_t *)table + stride * bucket_of(key, n);
 	struct taught *old = (struct taught *)b;
 
+	if (!key)
+		return NULL;
 	for (int w = 0; w < TEACH_WAYS; w++) {
 		struct taught *t = (struct taught *)(b + stride * (size_t)w);
 
@@ -605,6 +608,8 @@ static void edge_note(struct jit_proc *up, uint64_t fn, uint64_t up_ip)
 	if (!up->edges)
 		return;
 	e = edge_slot(up->edges, fn, true);
+	if (!e)
+		return;
 	e->t.at = ++up->tick;
 	for (i = 0; i < EDGE_WAYS - 1 && e->up[i] != up_ip; i++)
 		;
@@ -615,7 +620,7 @@ static void edge_note(struct jit_proc *up, uint64_t fn, uint64_t up_ip)
 /* The call sites seen calling the function that starts at fn, or NULL. */
 static const struct edge_slot *edges_of(const struct jit_proc *up, uint64_t fn)
 {
-	return up && up->edges && fn ? edge_slot(up->edges, fn, false) : NULL;
+	return up && up->edges ? edge_slot(up->edges, fn, false) : NULL;
 }
 
 /*
@@ -634,11 +639,10 @@ void jitcaller__note_stack(struct uw_ctx *ctx, const struct frames *f)
 		uint64_t fn = fde_start(ctx, f->ips[i]);
 		struct size_slot *z;
 
-		if (fn)
-			edge_note(up, fn, f->ips[i + 1]);
-		if (!up->sizes || !f->ips[i])
+		edge_note(up, fn, f->ips[i + 1]);
+		z = up->sizes ? size_slot(up->sizes, f->ips[i], true) : NULL;
+		if (!z)
 			continue;
-		z = size_slot(up->sizes, f->ips[i], true);
 		z->size = f->sps[i + 1] - f->sps[i];
 		z->t.at = ++up->tick;
 	}
@@ -648,7 +652,7 @@ void jitcaller__teach_edge(struct proc *p, uint64_t fn, uint64_t up_ip)
 {
 	struct jit_proc *up = jit_proc_get(p);
 
-	if (up && fn)
+	if (up)
 		edge_note(up, fn, up_ip);
 }
 
@@ -671,7 +675,7 @@ size_t jitcaller__edges(struct proc *p, uint64_t fn, uint64_t *ups, size_t max)
 static bool frame_cfa(struct uw_ctx *ctx, uint64_t ra, uint64_t sp, uint64_t *cfa)
 {
 	const struct size_slot *z =
-		ctx->jit && ctx->jit->sizes && ra ? size_slot(ctx->jit->sizes, ra, false) : NULL;
+		ctx->jit && ctx->jit->sizes ? size_slot(ctx->jit->sizes, ra, false) : NULL;
 
 	if (probe_cfa(ctx, ra, sp, cfa))
 		return true;
@@ -859,7 +863,7 @@ static uint64_t jit_key(struct uw_ctx *ctx, uint64_t ip)
 	return m ? m->start : ip;
 }
 
-/* What JIT code of this key taught: its own slot, else one emptied for it; NULL without memory. */
+/* What JIT code of this key taught: its own slot, else one emptied for it; NULL without memory or key. */
 static struct jit_ret *jit_ret_slot(struct jit_proc *up, uint64_t key)
 {
 	struct jit_ret *jr;
@@ -871,7 +875,8 @@ static struct jit_ret *jit_ret_slot(struct jit_proc *up, uint64_t key)
 	if (!up->jit_rets)
 		return NULL;
 	jr = taught_slot(up->jit_rets, sizeof(*jr), JIT_RET_SLOTS, key, true);
-	jr->t.at = ++up->tick;
+	if (jr)
+		jr->t.at = ++up->tick;
 	return jr;
 }
 

@@ -719,36 +719,42 @@ __attribute__((noipa)) static size_t ws_outer(ws_fn fn, struct sample *smp, uint
 	return r + 1;
 }
 
-/* The workspace kernel at code, named in a perf map as oneDNN's kernels are. */
-static void ws_perf_map(void *code)
+/* The copy from the workspace's SP stays inside it. */
+#define WS_LEN (2 * COPY_MAX)
+
+/*
+ * The workspace kernel built at *code and named in a perf map, as oneDNN's
+ * kernels are (its preamble is read from its start), and a workspace of
+ * WS_LEN bytes at *ws.
+ */
+static ws_fn ws_ready(uint8_t **ws, void **code)
 {
+	ws_fn fn = ws_build(code);
 	FILE *pm;
 
+	*ws = mmap(NULL, WS_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(*ws, MAP_FAILED);
 	snprintf(map_path, sizeof(map_path), "/tmp/perf-%d.map", getpid());
 	pm = fopen(map_path, "w");
 	cr_assert_not_null(pm);
-	fprintf(pm, "%" PRIx64 " 100 jit_ws_gemm_kernel\n", (uint64_t)(uintptr_t)code);
+	fprintf(pm, "%" PRIx64 " 100 jit_ws_gemm_kernel\n", (uint64_t)(uintptr_t)*code);
 	fclose(pm);
+	return fn;
 }
 
 Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 {
 	struct sample *on_stack = sample_new(), *on_heap = sample_new();
-	/* the copy from the workspace's SP stays inside this buffer */
-	size_t wslen = 2 * COPY_MAX;
-	uint8_t *ws = mmap(NULL, wslen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct unwound u;
+	uint8_t *ws;
 	void *code;
-	ws_fn fn = ws_build(&code);
+	ws_fn fn = ws_ready(&ws, &code);
 
-	cr_assert_neq(ws, MAP_FAILED);
-	/* named in a perf map, as oneDNN's kernels are: its preamble is read from its start */
-	ws_perf_map(code);
 	/* one call site, at the same depth, first with the kernel on the stack, then on the heap */
 	for (int i = 0; i < 2; i++)
 		ws_outer(fn, i ? on_heap : on_stack, i ? ws + COPY_MAX / 2 : NULL);
 	cr_assert_lt((uint64_t)(uintptr_t)on_heap->regs[PERF_REG_X86_SP] - (uint64_t)(uintptr_t)ws,
-		     wslen, "the heap call ran on the workspace");
+		     WS_LEN, "the heap call ran on the workspace");
 
 	/* nothing seen before: no caller */
 	unwind_sample(on_heap, on_heap->stack, on_heap->size, &u);
@@ -782,7 +788,7 @@ Test(unwind, jit_on_heap_workspace_takes_the_stack_seen_before)
 	cr_assert_eq(symbolizer__stats(sym)->jit_preambles_read, 1);
 	unlink(map_path);
 	munmap(code, 4096);
-	munmap(ws, wslen);
+	munmap(ws, WS_LEN);
 	sample_free(on_stack);
 	sample_free(on_heap);
 }
@@ -857,14 +863,11 @@ __attribute__((noipa)) static size_t below(ws_fn fn, struct sample *const smp[3]
 Test(unwind, jit_graft_climbs_past_a_call_site_that_leads_nowhere)
 {
 	struct sample *smp[4] = { sample_new(), sample_new(), sample_new(), sample_new() };
-	size_t wslen = 2 * COPY_MAX;
-	uint8_t *ws = mmap(NULL, wslen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	struct unwound u;
+	uint8_t *ws;
 	void *code;
-	ws_fn fn = ws_build(&code);
+	ws_fn fn = ws_ready(&ws, &code);
 
-	cr_assert_neq(ws, MAP_FAILED);
-	ws_perf_map(code);
 	/* 0: top, mid_a, uw_c; 1: wrap, mid_a, mid_b, call_ws, kernel; 2: the same from top, on the heap */
 	below(fn, smp, ws + COPY_MAX / 2);
 	recurse(fn, smp[3], 40);
@@ -892,7 +895,7 @@ Test(unwind, jit_graft_climbs_past_a_call_site_that_leads_nowhere)
 	assert_reaches_root(&u);
 	unlink(map_path);
 	munmap(code, 4096);
-	munmap(ws, wslen);
+	munmap(ws, WS_LEN);
 	for (int i = 0; i < 4; i++)
 		sample_free(smp[i]);
 }
