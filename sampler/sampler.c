@@ -115,17 +115,7 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	 * (the early thread's, 3.3 ms once, while a two-rank DDP job importing
 	 * torch from a cold cache filled a ring: 1,448 records lost).
 	 */
-	{
-		pthread_mutexattr_t a;
-		bool attr = !pthread_mutexattr_init(&a),
-		     pi = attr && !pthread_mutexattr_setprotocol(&a, PTHREAD_PRIO_INHERIT) &&
-			  !pthread_mutex_init(&s->copy_lock, &a);
-
-		if (!pi)
-			pthread_mutex_init(&s->copy_lock, NULL);
-		if (attr)
-			pthread_mutexattr_destroy(&a);
-	}
+	mutex_init_inherit(&s->copy_lock);
 	return s;
 }
 

@@ -256,6 +256,20 @@ uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+int mutex_init_inherit(pthread_mutex_t *m)
+{
+	pthread_mutexattr_t a;
+	int err = pthread_mutexattr_init(&a);
+
+	if (err)
+		return pthread_mutex_init(m, NULL);
+	err = pthread_mutexattr_setprotocol(&a, PTHREAD_PRIO_INHERIT);
+	if (!err)
+		err = pthread_mutex_init(m, &a);
+	pthread_mutexattr_destroy(&a);
+	return err ? pthread_mutex_init(m, NULL) : 0;
+}
+
 int proc_ns_tid(uint32_t pid, uint32_t tid, uint32_t *out)
 {
 	char path[64], buf[4096];

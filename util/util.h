@@ -7,6 +7,7 @@
 #ifndef DLFLAME_UTIL_H
 #define DLFLAME_UTIL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,15 @@ int parse_double(const char *s, double min, double max, double *out);
 
 /* CLOCK_MONOTONIC in ns: the clock perf stamps records with. */
 uint64_t monotonic_ns(void);
+
+/*
+ * A mutex with priority inheritance where the system has it, else a plain
+ * one: a real-time reader (the drain or early thread) that waits for it
+ * lifts whoever holds it, at the trainer's priority and maybe preempted by
+ * the trainer, to its own priority until it lets go. 0 or a positive errno,
+ * as pthread_mutex_init.
+ */
+int mutex_init_inherit(pthread_mutex_t *m);
 
 /*
  * The id thread tid of process pid has in its own PID namespace: the last

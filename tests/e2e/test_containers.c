@@ -322,7 +322,9 @@ static void python_in_container(bool launch)
 
 		cr_assert_not_null(at, "no Python figure: %s", r.err);
 		cr_assert_eq(sscanf(at, "Python frames in %lf%%", &share), 1);
-		cr_assert_geq(share, 90.0, "Python frames in %.1f%% of eval calls", share);
+		cr_assert_geq(share, 90.0,
+			      "Python frames in %.1f%% of eval calls; the recorder said: %s", share,
+			      r.err);
 	}
 	assert_container_frames(r.err);
 	run_free(&r);

@@ -401,7 +401,8 @@ Test(podman, python_attach)
 	cr_log_info("%s", r.err);
 	cr_assert_eq(r.status, 0, "record failed: %s", r.err);
 	share = python_figure(r.err);
-	cr_assert_geq(share, 90.0, "Python frames in %.1f%% of eval calls", share);
+	cr_assert_geq(share, 90.0, "Python frames in %.1f%% of eval calls; the recorder said: %s",
+		      share, r.err);
 	assert_container_frames(r.err);
 	run_free(&r);
 	f = folded(data, "py.folded", NULL);
@@ -850,7 +851,10 @@ Test(podman, record_inside)
 						  strstr(r.err, "without CAP_PERFMON"),
 					  "no word of the kernel frames left out: %s", r.err);
 			share = python_figure(r.err);
-			cr_assert_geq(share, 90.0, "Python frames in %.1f%% of eval calls", share);
+			cr_assert_geq(
+				share, 90.0,
+				"Python frames in %.1f%% of eval calls; the recorder said: %s",
+				share, r.err);
 			cr_assert_not_null(at, "no JSON line from split.py: %s", r.out);
 			tid = atoi(at + 7);
 		}

@@ -757,15 +757,20 @@ static void probe_callers(const char *frames)
 		"--lines",	     NULL
 	};
 	struct run_result r = run(dir, NULL, NULL, argv);
+	char *said;
 
 	cr_assert_eq(r.status, 0, "%s", r.err);
+	said = strdup(r.err); /* how late the frames were read, for a failure's message */
 	run_free(&r);
 	r = run(dir, NULL, NULL, rep);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_log_info("%s", r.out);
-	cr_assert_eq(calls_of(r.out, "<- napper (napper.py:12)"), 40, "%s", r.out);
-	cr_assert_eq(calls_of(r.out, "<- dozer (napper.py:16)"), 20, "%s", r.out);
+	cr_assert_eq(calls_of(r.out, "<- napper (napper.py:12)"), 40, "%s; the recorder said: %s",
+		     r.out, said);
+	cr_assert_eq(calls_of(r.out, "<- dozer (napper.py:16)"), 20, "%s; the recorder said: %s",
+		     r.out, said);
 	run_free(&r);
+	free(said);
 	free(script);
 	free(data);
 }

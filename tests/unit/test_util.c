@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,4 +141,69 @@ Test(nspid, own_namespace_and_a_new_one)
 	close(pipefd[1]);
 	cr_assert_eq(waitpid(child, &status, 0), child);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+}
+
+/* The kernel's priority of thread tid now (stat's 18th field: boosts included). */
+static long thread_prio(pid_t tid)
+{
+	char path[64], buf[1024];
+	const char *p;
+	long prio = 0;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* past the name, which may hold spaces */
+	cr_assert_not_null(p);
+	/* fields 3 to 17, then the priority */
+	for (int field = 2; field < 18 && p; field++)
+		p = strchr(p + 1, ' ');
+	cr_assert_not_null(p);
+	cr_assert_eq(sscanf(p, " %ld", &prio), 1);
+	return prio;
+}
+
+static void *fifo_waiter(void *arg)
+{
+	pthread_mutex_t *m = arg;
+
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &(struct sched_param){ 1 }))
+		return (void *)1;
+	pthread_mutex_lock(m);
+	pthread_mutex_unlock(m);
+	return NULL;
+}
+
+/*
+ * A real-time thread that waits for a mutex_init_inherit mutex lifts its
+ * holder to its own priority (-2: SCHED_FIFO 1) until it lets go; a plain
+ * mutex leaves the holder at 20 (nice 0), preempted by any busy trainer.
+ */
+Test(mutex, a_real_time_waiter_lifts_the_holder)
+{
+	pthread_mutex_t m;
+	pthread_t t;
+	void *ret = NULL;
+	long before, during = 0;
+
+	if (geteuid() != 0)
+		return; /* SCHED_FIFO needs CAP_SYS_NICE: the CI and fresh roots run as root */
+	cr_assert_eq(mutex_init_inherit(&m), 0);
+	before = thread_prio(gettid());
+	cr_assert_eq(before, 20, "the test runs at nice 0: %ld", before);
+	pthread_mutex_lock(&m);
+	cr_assert_eq(pthread_create(&t, NULL, fifo_waiter, &m), 0);
+	for (int i = 0; i < 500 && (during = thread_prio(gettid())) == before; i++)
+		usleep(10000);
+	pthread_mutex_unlock(&m);
+	cr_assert_eq(pthread_join(t, &ret), 0);
+	cr_assert_null(ret, "SCHED_FIFO refused to root");
+	cr_assert_eq(during, -2, "the holder stayed at %ld while a FIFO 1 thread waited", during);
+	cr_assert_eq(thread_prio(gettid()), before);
+	pthread_mutex_destroy(&m);
 }
