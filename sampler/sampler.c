@@ -15,12 +15,16 @@
 #define DEFAULT_PAGES 128
 /*
  * A DWARF-mode sample carries its stack copy (32 KiB by default), so 128
- * pages would hold 16 of them: 16 MiB per CPU holds about 500, half a
- * second of on-CPU samples and context switches together at 999 Hz each.
- * (4 MiB lost thousands of records on a two-rank DDP job and on the CNN
- * trainer while the machine was busy; rings of many CPUs share a budget.)
+ * pages would hold 16 of them: 32 MiB per CPU holds about 1,000, a second
+ * of on-CPU samples and context switches together at 999 Hz each. (4 MiB
+ * lost thousands of records on a two-rank DDP job and on the CNN trainer
+ * while the machine was busy. 16 MiB lost 559 to 6,785 context-switch
+ * samples in 5 of 7 runs of Debian 13's test_lost after its CNN test: the
+ * DDP job's start wrote 40 MiB in 40 ms, 1.5-2.5 GB/s, and a ring went from
+ * a quarter to three quarters full within one 4.7 ms pass of the drain
+ * thread, real-time by then. Rings of many CPUs share a budget.)
  */
-#define DEFAULT_PAGES_DWARF 4096
+#define DEFAULT_PAGES_DWARF 8192
 /*
  * poll() holds back records younger than this, so that a record another
  * CPU was still writing while we read the heads can be sorted before them
