@@ -279,6 +279,8 @@ struct pyreader_stats {
 	uint64_t beyond_cut; /* calls older than a chain copied at the sample reaches */
 	/* frames of freed code objects named from the names copied at a sample */
 	uint64_t named_from_copy;
+	/* 3.13 on: eval-call slots learned again after SLOT_MISSES samples without a stub there */
+	uint64_t slots_unlearned;
 };
 const struct pyreader_stats *pyreader__stats(const struct pyreader *r);
 

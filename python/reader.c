@@ -27,6 +27,12 @@
 #define TSTATE_MAX 1024 /* the fields read of a PyThreadState, at most (layout's tstate_bytes) */
 #define SLOT_MIN 16 /* where a C eval call's slot may lie below its CFA */
 #define SLOT_MAX 4096
+/*
+ * 3.13 on: samples in a row whose newest eval call holds no stub frame at
+ * the slot before the slot is learned again (a right one misses only in
+ * the call's prologue and epilogue).
+ */
+#define SLOT_MISSES 8
 #define CODE_HDR 256 /* bytes read of a code object's header, at most */
 #define LINE_SLOTS 4096 /* lines of code units remembered */
 #define PY_REGS 24 /* perf's x86-64 user registers: AX .. R15 */
@@ -66,6 +72,7 @@ struct proc {
 	uint64_t eval_lo[EVAL_PARTS], eval_hi[EVAL_PARTS];
 	uint32_t nr_eval;
 	uint64_t slot; /* a C eval call's slot lies this far below its CFA; 0 unknown */
+	uint32_t slot_misses; /* 3.13 on: samples in a row the slot held no stub (SLOT_MISSES) */
 	/* which sampled register holds the newest eval call's next instruction */
 	uint32_t ip_hits[PY_REGS], ip_tries;
 	int ip_reg; /* -1 until learned */
@@ -1157,6 +1164,23 @@ int pyreader__match(struct pyreader *r, pid_t pid, const struct py_snapshot *sna
 	if (p->slot && p->L.ts_cframe != PY_NO_FIELD && n >= 2 &&
 	    !cframe_slot_fits(p, copy, snap, cfas, n, p->slot))
 		p->slot = 0;
+	/*
+	 * 3.13 on, nothing else checks a slot once learned: one learned from
+	 * a read that found the thread at another depth (a stub left in the
+	 * copy by an earlier call) named no frame for the rest of the run
+	 * (CI's Debian 13 root once: Python frames in 0.0% of eval calls; a
+	 * slot learned 16 bytes off does that to every run). The newest call
+	 * (not one guessed by its slot) must hold its stub there.
+	 */
+	if (p->slot && p->L.ts_cframe == PY_NO_FIELD && n && !(guessed && guessed[0])) {
+		if (cfas[0] >= p->slot && stub_at(p, copy, cfas[0] - p->slot)) {
+			p->slot_misses = 0;
+		} else if (++p->slot_misses >= SLOT_MISSES) {
+			p->slot = 0;
+			p->slot_misses = 0;
+			r->st.slots_unlearned++;
+		}
+	}
 	if (!p->slot && !snap->partial)
 		learn_slot(p, snap, copy, cfas, n);
 	/*

@@ -158,6 +158,90 @@ ParameterizedTest(struct python *py, python, chain)
 }
 
 /*
+ * 3.13 on, a slot learned wrong is learned again. The child sleeps in
+ * inner(), two C eval calls deep; each call's CFA is made its stub frame's
+ * address plus K over a copy of the real stack between them. A first
+ * sample teaches K + 8 (as a read that found the thread at another depth
+ * once did): the next samples, as the stack is, name nothing until the
+ * slot is learned again, and from then on every group. (3.11 and 3.12 keep
+ * a _PyCFrame whose slot each match checks already.)
+ */
+static void relearn_case(const char *python, uint32_t minor)
+{
+	const uint64_t k = 64;
+	struct child c;
+	struct pyreader *r;
+	struct py_snapshot *snap;
+	struct py_stack_copy copy;
+	struct py_group groups[2];
+	uint64_t stubs[2], cfas[2], lo, hi;
+	struct iovec local, remote;
+	uint8_t *mem;
+	size_t ns = 0;
+	int first_ok = -1, unknown = 0;
+
+	if (minor < 13) {
+		cr_log_info("3.%u keeps a _PyCFrame: its slot is checked at every match", minor);
+		return;
+	}
+	c = start(python);
+	r = pyreader__new();
+	snap = calloc(1, sizeof(*snap));
+	cr_assert_eq(pyreader__probe(r, c.pid), 1);
+	cr_assert_eq(pyreader__snapshot(r, c.pid, c.tid, snap), 0);
+	for (uint32_t i = 0; i < snap->n && ns < 2; i++)
+		if (snap->frames[i].stub)
+			stubs[ns++] = snap->frames[i].addr;
+	cr_assert_eq(ns, 2, "%zu stub frames", ns);
+	cr_assert_lt(stubs[0], stubs[1], "the newest call's stub lies deeper on the C stack");
+	lo = stubs[0] - 256;
+	hi = stubs[1] + 256;
+	mem = malloc(hi - lo);
+	local = (struct iovec){ mem, hi - lo };
+	remote = (struct iovec){ (void *)(uintptr_t)lo, hi - lo };
+	cr_assert_eq(process_vm_readv(c.pid, &local, 1, &remote, 1, 0), (ssize_t)(hi - lo));
+	copy = (struct py_stack_copy){ .sp = lo, .data = mem, .size = hi - lo };
+	for (int i = 0; i < 2; i++)
+		cfas[i] = stubs[i] + k + 8;
+	cr_assert_eq(pyreader__match(r, c.pid, snap, &copy, cfas, NULL, 2, groups), 0);
+	cr_assert_eq(groups[0].state, PY_GROUP_OK, "the first sample taught its own slot");
+	for (int i = 0; i < 2; i++)
+		cfas[i] = stubs[i] + k;
+	for (int s = 0; s < 64; s++) {
+		bool ok;
+
+		cr_assert_eq(pyreader__match(r, c.pid, snap, &copy, cfas, NULL, 2, groups), 0);
+		ok = groups[0].state == PY_GROUP_OK && groups[1].state == PY_GROUP_OK;
+		if (ok && first_ok < 0)
+			first_ok = s;
+		if (first_ok < 0)
+			unknown++;
+		else
+			cr_assert(ok, "sample %d, after the slot was learned again: groups %d %d",
+				  s, groups[0].state, groups[1].state);
+	}
+	cr_assert_geq(first_ok, 0, "a slot learned 8 bytes off was never learned again");
+	cr_assert_gt(unknown, 0, "the slot taught 8 bytes off named frames");
+	cr_assert_leq(first_ok, 16, "learned again only after %d samples", first_ok);
+	cr_assert_eq(pyreader__stats(r)->slots_unlearned, 1);
+	stop(&c);
+	free(mem);
+	free(snap);
+	pyreader__free(r);
+}
+
+ParameterizedTestParameters(python, slot_learned_wrong_is_learned_again)
+{
+	return all_pythons(false);
+}
+
+ParameterizedTest(struct python *py, python, slot_learned_wrong_is_learned_again)
+{
+	cr_log_info("%s (3.%u)", py->path, py->minor);
+	relearn_case(py->path, py->minor);
+}
+
+/*
  * Lines are remembered by code object and instruction: a frame described at
  * each of the units before inner's sleep, twice, has the same line each
  * time, and the units span inner's lines 2 to 4 (a line remembered for the
