@@ -43,8 +43,9 @@
  * so (UNWIND_END_JIT_GUESSED), never complete.
  */
 static const uint8_t preamble_2x[] = { 3, 5, 12, 13, 14, 15 };
-#define KERNEL_SLOTS 1024 /* power of two */
 #define JIT_MAX_TRIALS 64
+/* Perf-map lines read at most in one sweep (the rest when their frames come). */
+#define SWEEP_MAX 1024
 #define JIT_RET_SLOTS 256 /* power of two, a multiple of TEACH_WAYS */
 #define JIT_RET_WAYS 4
 /*
@@ -106,7 +107,7 @@ struct size_slot {
  * (an MLP run had 0.2-0.6% of its stacks guessed for want of those bytes).
  */
 struct jit_kernel {
-	uint64_t code, seq; /* its perf-map line: where it starts; code 0: empty slot */
+	uint64_t code, seq; /* its perf-map line: where it starts */
 	bool read; /* its first bytes were read and decoded into pre */
 	struct preamble pre;
 	uint8_t *text; /* text_len bytes from code on, or NULL */
@@ -121,7 +122,17 @@ struct jit_proc {
 	struct edge_slot *edges; /* call sites of functions, for climbing */
 	struct size_slot *sizes;
 	uint64_t tick; /* complete stacks' frames taught */
-	struct jit_kernel *kernels;
+	/*
+	 * Every kernel of the perf map seen, by its start (kernel_at: code ->
+	 * index). They were kept in 1,024 slots by hash, one kernel each: a
+	 * kernel whose slot another took lost its copied code, and one unwound
+	 * after the process exited had no preamble ("JIT preamble not read").
+	 * Each is allocated alone: a preamble in use stays where it is while
+	 * the walk it started reads more kernels.
+	 */
+	struct jit_kernel **kernels;
+	size_t nkernels, kernels_cap;
+	struct u64map kernel_at;
 	struct epi_slot *epis; /* sampled IPs: epilogue or not */
 	struct preamble last; /* the preamble decoded last, for kernels that cannot be read */
 	bool have_last;
@@ -136,9 +147,12 @@ void jitcaller__proc_free(struct jit_proc *j)
 	free(j->jit_rets);
 	free(j->edges);
 	free(j->sizes);
-	for (size_t i = 0; j->kernels && i < KERNEL_SLOTS; i++)
-		free(j->kernels[i].text);
+	for (size_t i = 0; i < j->nkernels; i++) {
+		free(j->kernels[i]->text);
+		free(j->kernels[i]);
+	}
 	free(j->kernels);
+	u64map_free(&j->kernel_at);
 	free(j->epis);
 	free(j);
 }
@@ -209,19 +223,38 @@ static size_t code_at(struct uw_ctx *ctx, const struct jit_kernel *k, uint64_t a
 	return read_code(ctx->p->pid, addr, buf, len);
 }
 
-/* The kernel of a perf-map line, its code read and its preamble decoded the first time. */
+/*
+ * The kernel of a perf-map line, its code read and its preamble decoded the
+ * first time; NULL without memory.
+ */
 static struct jit_kernel *kernel_of(struct uw_ctx *ctx, const struct perfmap_entry *e)
 {
 	struct jit_proc *jp = ctx->jit;
-	struct jit_kernel *k = &jp->kernels[hash_u64(e->code) & (KERNEL_SLOTS - 1)];
 	uint8_t code[PREAMBLE_CODE];
+	struct jit_kernel *k;
+	uint64_t v;
 	size_t len;
 
-	if (k->code == e->code && k->seq == e->seq)
-		return k;
-	/* a slot holds one kernel: another one's line takes it over */
-	jp->text_bytes -= k->text_len;
-	free(k->text);
+	if (u64map_get(&jp->kernel_at, e->code, &v) && v < jp->nkernels) {
+		k = jp->kernels[v];
+		if (k->seq == e->seq)
+			return k;
+		/* a new kernel where a freed one started: its line replaces the old one's */
+		jp->text_bytes -= k->text_len;
+		free(k->text);
+	} else {
+		if (grow_array((void **)&jp->kernels, &jp->kernels_cap, jp->nkernels + 1,
+			       sizeof(*jp->kernels)))
+			return NULL;
+		k = malloc(sizeof(*k));
+		if (!k)
+			return NULL;
+		if (u64map_put(&jp->kernel_at, e->code, jp->nkernels)) {
+			free(k);
+			return NULL;
+		}
+		jp->kernels[jp->nkernels++] = k;
+	}
 	*k = (struct jit_kernel){ .code = e->code, .seq = e->seq };
 	keep_text(ctx, k, e);
 	len = e->end - e->code < sizeof(code) ? e->end - e->code : sizeof(code);
@@ -245,7 +278,7 @@ static void sweep(struct uw_ctx *ctx, const struct perfmap *pm)
 
 	if (!pm || pm->seq == jp->swept_seq)
 		return;
-	for (size_t i = 0; i < pm->nents && n < KERNEL_SLOTS; i++) {
+	for (size_t i = 0; i < pm->nents && n < SWEEP_MAX; i++) {
 		if (pm->ents[i].seq >= jp->swept_seq && pm->ents[i].end > pm->ents[i].code) {
 			kernel_of(ctx, &pm->ents[i]);
 			n++;
@@ -260,10 +293,7 @@ void jitcaller__refresh(struct symbolizer *s, struct proc *p)
 
 	if (!ctx.jit || !p->perfmap || !p->perfmap->nents)
 		return;
-	if (!ctx.jit->kernels)
-		ctx.jit->kernels = calloc(KERNEL_SLOTS, sizeof(*ctx.jit->kernels));
-	if (ctx.jit->kernels)
-		sweep(&ctx, p->perfmap);
+	sweep(&ctx, p->perfmap);
 }
 
 /*
@@ -285,13 +315,9 @@ static const struct preamble *kernel_preamble(struct uw_ctx *ctx, uint64_t ip, u
 
 	if (!e || !jp || e->code > ip || e->end <= e->code)
 		return NULL;
-	if (!jp->kernels)
-		jp->kernels = calloc(KERNEL_SLOTS, sizeof(*jp->kernels));
-	if (!jp->kernels)
-		return NULL;
 	sweep(ctx, pm);
 	k = kernel_of(ctx, e);
-	if (!k->read)
+	if (!k || !k->read)
 		return NULL;
 	*off = ip - e->code;
 	if (kernel)

@@ -1482,6 +1482,56 @@ Test(unwind, jit_epilogue_after_exit_read_from_the_copy)
 }
 
 /*
+ * Kernels whose starts hash alike each keep their code. They had one slot
+ * each of 1,024 by hash: the second one's perf-map line, read after the
+ * first's, took the first's slot and freed its copy, and the first's
+ * epilogue sample, unwound after the trainer exited, had no preamble
+ * ("JIT preamble not read": Debian 13's CNN, 1.5% of a DDP run's stacks).
+ */
+Test(unwind, jit_kernels_whose_starts_hash_alike_keep_their_code)
+{
+	const size_t size = 1u << 20;
+	struct sample *smp = sample_new(), *at;
+	struct gen_kernel k;
+	struct unwound u, v;
+	uint64_t slot, other = 0, mine;
+	uint8_t *buf = malloc(size);
+	FILE *f;
+
+	cr_assert_not_null(buf);
+	gen_build(&k, dnnl26_gemm, sizeof(dnnl26_gemm), 0x200);
+	mine = (uint64_t)(uintptr_t)k.mem;
+	jit_outer(k.fn, smp);
+	gen_whole(smp, &u); /* its preamble and code read */
+	slot = ret_slot(smp);
+	/* a second kernel, a copy of the first, where the start's hash agrees in its low 12 bits */
+	for (uint64_t a = (uint64_t)(uintptr_t)buf; a + k.len < (uint64_t)(uintptr_t)buf + size;
+	     a += 16)
+		if (!((hash_u64(a) ^ hash_u64(mine)) & 0xfff)) {
+			other = a;
+			break;
+		}
+	cr_assert_neq(other, 0, "no start in 1 MiB hashes alike");
+	memcpy((void *)(uintptr_t)other, k.mem, k.len);
+	f = fopen(map_path, "a");
+	cr_assert_not_null(f);
+	fprintf(f, "%" PRIx64 " %zx jit_other_kernel\n", other, k.len);
+	fclose(f);
+	usleep(20000); /* the map is read again at most every few milliseconds */
+	cr_assert_eq(symbolizer__jit_refresh(sym, (uint32_t)getpid()), 0);
+	cr_assert_eq(munmap(k.mem, 4096), 0); /* the trainer exited */
+	at = resampled(smp, last_pop_ip(&k), slot - 8);
+	unwind_sample(at, at->stack, at->size, &v);
+	log_chain(&v);
+	cr_assert_str_eq(v.names[1], "call_jit");
+	assert_reaches_root(&v);
+	unlink(map_path);
+	sample_free(at);
+	sample_free(smp);
+	free(buf);
+}
+
+/*
  * The same with a kernel too big to copy (its perf-map line is longer than
  * JIT_TEXT_MAX; its first bytes are read for the preamble). Whether the
  * sampled ip pops registers cannot be read once the code is gone: the pops
