@@ -66,8 +66,10 @@ for ((i = 1; i <= RUNS; i++)); do
   fi
   share=$(awk -v a="$all" -v o="$ok" 'BEGIN { printf "%.2f", a ? 100 * o / a : 0 }')
   echo "$share" >> "$tmp/shares"
-  printf 'run %2d: %5d JIT-leaf samples, %6s%% through dnnl_primitive_execute or an OpenMP worker start to a thread entry; %d complete stacks not at a thread entry\n' \
-    "$i" "$all" "$share" "$bad"
+  # the recording's own word on stacks cut at a kernel whose code it could not read
+  unread=$(sed -n 's/.*JIT preamble not read \([0-9.]*\)%.*/\1/p' "$tmp/err" | head -1)
+  printf 'run %2d: %5d JIT-leaf samples, %6s%% through dnnl_primitive_execute or an OpenMP worker start to a thread entry; %d complete stacks not at a thread entry; JIT preamble not read %s%%\n' \
+    "$i" "$all" "$share" "$bad" "${unread:-0}"
 done
 sort -g "$tmp/shares" | awk -v runs="$RUNS" -v bad="$bad_all" -v t="$THREADS" -v b="$BUILD" \
   '{ a[NR] = $1 } END { printf "%d runs (%s, --threads %s): worst %.2f%%, median %.2f%%; complete stacks not at a thread entry: %d\n", runs, b, t, a[1], (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), bad }'
