@@ -182,7 +182,8 @@ static void *fifo_waiter(void *arg)
 /*
  * A real-time thread that waits for a mutex_init_inherit mutex lifts its
  * holder to its own priority (-2: SCHED_FIFO 1) until it lets go; a plain
- * mutex leaves the holder at 20 (nice 0), preempted by any busy trainer.
+ * mutex leaves the holder at its own (20 at nice 0), preempted by any busy
+ * trainer.
  */
 Test(mutex, a_real_time_waiter_lifts_the_holder)
 {
@@ -194,8 +195,8 @@ Test(mutex, a_real_time_waiter_lifts_the_holder)
 	if (geteuid() != 0)
 		return; /* SCHED_FIFO needs CAP_SYS_NICE: the CI and fresh roots run as root */
 	cr_assert_eq(mutex_init_inherit(&m), 0);
-	before = thread_prio(gettid());
-	cr_assert_eq(before, 20, "the test runs at nice 0: %ld", before);
+	before = thread_prio(gettid()); /* 20 at nice 0; 30 under scripts/sanitize.sh's nice 10 */
+	cr_assert_geq(before, 0, "the test runs at a normal policy, not real-time: %ld", before);
 	pthread_mutex_lock(&m);
 	cr_assert_eq(pthread_create(&t, NULL, fifo_waiter, &m), 0);
 	for (int i = 0; i < 500 && (during = thread_prio(gettid())) == before; i++)
