@@ -640,24 +640,26 @@ bool py_wants(struct py_stacks *py, uint32_t pid)
 }
 
 /*
- * A native frame of the stack, pushed with the lock let go: naming it may
- * read a module's symbols or debug info from disk, and the early thread,
- * real-time while it reads frames after the sample, waited for the lock
- * meanwhile (an 11 ms read, in a fresh Debian 12 root, of a probed 10 ms
- * call: its frames had moved on). Nothing of the lock's is held across it.
+ * Native frames ips[from..to) of the stack, pushed with the lock let go
+ * once: naming them may read a module's symbols or debug info from disk,
+ * and the early thread, real-time while it reads frames after the sample,
+ * waited for the lock meanwhile (an 11 ms read, in a fresh Debian 12 root,
+ * of a probed 10 ms call: its frames had moved on). Nothing of the lock's
+ * is held across it.
  */
-static int push_native(struct frames *fr, struct py_stacks *py, uint32_t pid, uint64_t ip,
-		       bool return_addr)
+static int push_natives(struct frames *fr, struct py_stacks *py, uint32_t pid, const uint64_t *ips,
+			int from, int to)
 {
-	int err;
+	int err = 0;
 
 	pthread_mutex_unlock(&py->lock);
-	err = frames_push_addr(fr, pid, ip, false, return_addr);
+	for (int i = from; i < to && !err; i++)
+		err = frames_push_addr(fr, pid, ips[i], false, i > 0);
 	pthread_mutex_lock(&py->lock);
 	return err;
 }
 
-/* Called with py->lock held, which push_native lets go for each native frame. */
+/* Called with py->lock held, which push_natives lets go for each run of native frames. */
 static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec_sample *s,
 		       const uint64_t *ips, const uint64_t *sps, int k, enum stack_end *end)
 {
@@ -693,9 +695,7 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 	}
 	if (!n) {
 		free(pp);
-		for (int i = 0; i < k && !err; i++)
-			err = push_native(fr, py, s->pid, ips[i], i > 0);
-		return err;
+		return push_natives(fr, py, s->pid, ips, 0, k);
 	}
 	py->st->samples++;
 	if (pp && !pp->snap.at_sample && probe_entry(s) &&
@@ -713,12 +713,17 @@ static int push_locked(struct frames *fr, struct py_stacks *py, const struct rec
 		int ret = 0;
 
 		if (!is_eval[i]) {
-			err = push_native(fr, py, s->pid, ips[i], i > 0);
+			int j = i + 1;
+
+			while (j < k && !is_eval[j])
+				j++;
+			err = push_natives(fr, py, s->pid, ips, i, j);
+			i = j - 1;
 			continue;
 		}
 		gr = &groups[g++];
 		if (gr->state == PY_GROUP_NOT_EVAL) {
-			err = push_native(fr, py, s->pid, ips[i], i > 0);
+			err = push_natives(fr, py, s->pid, ips, i, i + 1);
 			continue;
 		}
 		if (gr->state == PY_GROUP_OK && pp && gr->first + gr->n <= pp->snap.n) {

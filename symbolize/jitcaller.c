@@ -235,7 +235,7 @@ static struct jit_kernel *kernel_of(struct uw_ctx *ctx, const struct perfmap_ent
 	uint64_t v;
 	size_t len;
 
-	if (u64map_get(&jp->kernel_at, e->code, &v) && v < jp->nkernels) {
+	if (u64map_get(&jp->kernel_at, e->code, &v)) {
 		k = jp->kernels[v];
 		if (k->seq == e->seq)
 			return k;
