@@ -13,7 +13,10 @@
  *    trainer's priority, and above it (real-time) only while records come
  *    fast: from a quarter-full wakeup (or a ring found half full) until a
  *    whole idle wait passes without one. A pass that copied records wakes
- *    the early thread (else sampler__poll) through an eventfd.
+ *    the early thread (else sampler__poll) through an eventfd. At first,
+ *    while the rings are quiet, it also makes each spill's spare chunks,
+ *    their pages touched (spill_ready): a burst's first pass then faults
+ *    on none.
  *  - the early thread (with an early callback only) makes a pass of its
  *    own when woken, or as often as the callback asks (EARLY_FAST_US,
  *    EARLY_SLOW_MS), then hands each sample copied since to
@@ -184,13 +187,35 @@ static bool locked_pass(struct sampler *s, uint8_t *scratch, bool *copied)
 	return all;
 }
 
+/*
+ * While every ring is under an eighth full: chunks made ahead for the first
+ * burst, one at a time, the rings looked at between (spill_ready). True once
+ * every spill has its keep: then never again. Released chunks come back to
+ * the spares; making more in the middle of a burst took the drain thread
+ * from the rings (up to 30 ms between two passes, beside a storm of context
+ * switches on this 2-CPU VM), and lost more records than it saved.
+ */
+static bool make_ready(struct sampler *s)
+{
+	bool done = true;
+
+	for (size_t i = 0; i < s->nr_rings; i++) {
+		int made = 1; /* 0: keep reached; -ENOMEM: the budget's no; 1: more to make */
+
+		while (made == 1 && !rings_fill(s))
+			made = spill_ready(s->rings[i].spill, 1);
+		done &= made != 1;
+	}
+	return done;
+}
+
 static void *drain_main(void *arg)
 {
 	struct sampler *s = arg;
 	size_t n = s->nr_rings;
 	struct pollfd *pfds = calloc(n + 1, sizeof(*pfds));
 	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	bool left = false, high = false;
+	bool left = false, high = false, ready_made = false;
 	unsigned fill;
 
 	if (!pfds || !scratch)
@@ -224,19 +249,23 @@ static void *drain_main(void *arg)
 		 * itself behind the trainer's threads: on a two-rank DDP job
 		 * importing torch from a cold cache, a ring's last three
 		 * quarters filled meanwhile (182 context-switch samples lost,
-		 * 1 run in 7).
+		 * 1 run in 7). Any wakeup counts, whatever the fill now (the
+		 * early thread may have copied some since): a pass begun under
+		 * a quarter at the trainer's priority was preempted for 13 ms
+		 * while a burst filled the ring from an eighth to overflowing
+		 * (the same job, its disk reads throttled to 8 MB/s).
 		 */
 		fill = rings_fill(s);
 		/* a whole idle wait passed without a wakeup (not the short one after a left ring) */
 		idle = ready == 0 && full_wait;
-		reader_priority(
-			&high,
-			fill >= 4 || (ready > 0 && fill >= 2) || (high && !(idle && fill < 2)), 2);
+		reader_priority(&high, fill >= 4 || ready > 0 || (high && !(idle && fill < 2)), 2);
 		/* a ring left behind (the budget) is looked at again soon: it may be released */
 		left = !locked_pass(s, scratch, &copied);
 		/* what was copied goes on to the early thread, else to sampler__poll */
 		if (copied)
 			eventfd_kick(s->early_running ? s->early_kick : s->work_kick);
+		if (!left && !ready_made)
+			ready_made = make_ready(s);
 	}
 out:
 	free(pfds);

@@ -142,6 +142,13 @@ static int map_rings(struct sampler *s, uint32_t pages)
 		if (!r->spill)
 			return -ENOMEM;
 		r->spill->budget = &s->budget;
+		/*
+		 * A ring's worth of touched chunks kept ready for a burst,
+		 * within an eighth of the budget for all rings.
+		 */
+		r->spill->keep = size / SPILL_CHUNK;
+		if (r->spill->keep > s->budget.max / 8 / s->nr_rings)
+			r->spill->keep = s->budget.max / 8 / s->nr_rings;
 	}
 	return 0;
 }

@@ -11,27 +11,42 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <linux/perf_event.h>
 
+static size_t keep_of(const struct spill *f)
+{
+	return f->keep < 1 ? 1 : f->keep > SPILL_SPARES ? SPILL_SPARES : f->keep;
+}
+
+/* Into the first empty one of the keep spare slots; false when they are all taken. */
+static bool spare_put(struct spill *f, uint8_t *chunk)
+{
+	for (size_t i = 0, n = keep_of(f); i < n; i++) {
+		uint8_t *none = NULL;
+
+		if (__atomic_compare_exchange_n(&f->spares[i], &none, chunk, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return true;
+	}
+	return false;
+}
+
 static void chunk_put(struct spill *f, uint8_t *chunk)
 {
-	uint8_t *none = NULL;
-
-	/* one released chunk is kept for the writer: the steady state allocates nothing */
-	if (!__atomic_compare_exchange_n(&f->spare, &none, chunk, false, __ATOMIC_ACQ_REL,
-					 __ATOMIC_RELAXED)) {
+	/* released chunks are kept for the writer: the steady state allocates nothing */
+	if (!spare_put(f, chunk)) {
 		free(chunk);
 		__atomic_sub_fetch(&f->budget->used, 1, __ATOMIC_RELAXED);
 	}
 }
 
-static uint8_t *chunk_get(struct spill *f, bool force)
+/* A chunk of the budget's, not yet touched; NULL past the budget (unless force) or out of memory. */
+static uint8_t *chunk_new(struct spill *f, bool force)
 {
-	uint8_t *chunk = __atomic_exchange_n(&f->spare, NULL, __ATOMIC_ACQ_REL);
+	uint8_t *chunk;
 
-	if (chunk)
-		return chunk;
 	if (__atomic_add_fetch(&f->budget->used, 1, __ATOMIC_RELAXED) > f->budget->max && !force) {
 		__atomic_sub_fetch(&f->budget->used, 1, __ATOMIC_RELAXED);
 		return NULL;
@@ -40,6 +55,47 @@ static uint8_t *chunk_get(struct spill *f, bool force)
 	if (!chunk)
 		__atomic_sub_fetch(&f->budget->used, 1, __ATOMIC_RELAXED);
 	return chunk;
+}
+
+static uint8_t *chunk_get(struct spill *f, bool force)
+{
+	for (size_t i = 0, n = keep_of(f); i < n; i++) {
+		uint8_t *chunk;
+
+		if (__atomic_load_n(&f->spares[i], __ATOMIC_RELAXED) &&
+		    (chunk = __atomic_exchange_n(&f->spares[i], NULL, __ATOMIC_ACQ_REL)))
+			return chunk;
+	}
+	return chunk_new(f, force);
+}
+
+int spill_ready(struct spill *f, size_t max)
+{
+	size_t waiting = 0, made = 0, n = keep_of(f);
+	long sz = sysconf(_SC_PAGESIZE);
+	size_t page = sz > 0 ? (size_t)sz : 4096;
+
+	for (size_t i = 0; i < n; i++)
+		waiting += __atomic_load_n(&f->spares[i], __ATOMIC_RELAXED) != NULL;
+	while (waiting + made < n && made < max) {
+		uint8_t *chunk = chunk_new(f, false);
+
+		if (!chunk)
+			return -ENOMEM;
+		/*
+		 * A write to every page: the kernel backs each one now, not
+		 * under the writer (volatile: no malloc and memset made calloc)
+		 */
+		for (size_t at = 0; at < SPILL_CHUNK; at += page)
+			((volatile uint8_t *)chunk)[at] = 0;
+		if (!spare_put(f, chunk)) {
+			/* the reader filled the slots meanwhile */
+			chunk_put(f, chunk);
+			break;
+		}
+		made++;
+	}
+	return (int)made;
 }
 
 void spill_free(struct spill *f)
@@ -51,11 +107,13 @@ void spill_free(struct spill *f)
 		}
 		f->slots[i] = NULL;
 	}
-	if (f->spare) {
-		free(f->spare);
-		__atomic_sub_fetch(&f->budget->used, 1, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < SPILL_SPARES; i++) {
+		if (f->spares[i]) {
+			free(f->spares[i]);
+			__atomic_sub_fetch(&f->budget->used, 1, __ATOMIC_RELAXED);
+		}
+		f->spares[i] = NULL;
 	}
-	f->spare = NULL;
 }
 
 uint8_t *spill_room(struct spill *f, size_t len, bool force)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1174,6 +1175,71 @@ Test(spill, corrupt_header_is_rejected)
 	/* a head before the position (a reader past what was written) */
 	cr_assert_eq(spill_next(f, 0, &(uint64_t){ 64 }, &at, &rec, &len), -EINVAL);
 	spill_free(f);
+	free(f);
+}
+
+/* Pages of [p, p + len) the kernel has backed: a write to any other would fault. */
+static size_t backed_pages(const uint8_t *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)p / page * page, end = ((uintptr_t)p + len) / page * page;
+	size_t n = (end - start) / page, in = 0;
+	unsigned char *vec = malloc(n);
+
+	cr_assert_not_null(vec);
+	cr_assert_eq(mincore((void *)start, end - start, vec), 0);
+	for (size_t i = 0; i < n; i++)
+		in += vec[i] & 1;
+	free(vec);
+	return in;
+}
+
+Test(spill, chunks_made_ahead_are_touched_and_kept_within_the_budget)
+{
+	struct spill_budget budget = { .max = 6 };
+	struct spill *f = calloc(1, sizeof(*f));
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), whole = SPILL_CHUNK / page - 1;
+	uint64_t pos = 0, at;
+	const void *rec;
+	uint8_t *dst;
+	size_t len;
+
+	cr_assert_not_null(f);
+	f->budget = &budget;
+	f->keep = 4;
+	cr_assert_eq(spill_ready(f, 3), 3, "at most max at a time");
+	cr_assert_eq(spill_ready(f, 3), 1, "then up to keep");
+	cr_assert_eq(spill_ready(f, 3), 0, "and no more");
+	cr_assert_eq(budget.used, 4, "the chunks made count against the budget");
+	/* the writer takes them: no chunk more, no page it writes not backed yet */
+	for (uint32_t i = 0; i < 4 * (SPILL_CHUNK / 65528); i++) {
+		dst = spill_room(f, 65528, false);
+		cr_assert_not_null(dst);
+		if (i % (SPILL_CHUNK / 65528) == 0)
+			cr_assert_geq(backed_pages(dst, SPILL_CHUNK - 16), whole,
+				      "chunk %u: its pages were touched when it was made",
+				      i / (uint32_t)(SPILL_CHUNK / 65528));
+		spill_rec(dst, 65528, i);
+		spill_wrote(f, 65528);
+	}
+	cr_assert_eq(budget.used, 4, "the writer took the chunks made ahead");
+	spill_publish(f);
+	/* released, they are kept again for the writer, up to keep */
+	while (spill_next(f, spill_head(f), &pos, &at, &rec, &len) == 1)
+		;
+	spill_release(f, pos);
+	cr_assert_eq(budget.used, 4);
+	/* the last chunk is still the writer's */
+	cr_assert_eq(spill_ready(f, 8), 1, "the three released chunks are spares, one more made");
+	cr_assert_eq(budget.used, 5);
+	spill_free(f);
+	cr_assert_eq(budget.used, 0);
+	/* the budget bounds what is made ahead */
+	f->keep = 8;
+	cr_assert_eq(spill_ready(f, 8), -ENOMEM);
+	cr_assert_eq(budget.used, 6);
+	spill_free(f);
+	cr_assert_eq(budget.used, 0);
 	free(f);
 }
 
