@@ -13,10 +13,9 @@
  *    trainer's priority, and above it (real-time) only while records come
  *    fast: from a quarter-full wakeup (or a ring found half full) until a
  *    whole idle wait passes without one. A pass that copied records wakes
- *    the early thread (else sampler__poll) through an eventfd. At first,
- *    while the rings are quiet, it also makes each spill's spare chunks,
- *    their pages touched (spill_ready): a burst's first pass then faults
- *    on none.
+ *    the early thread (else sampler__poll) through an eventfd. It copies
+ *    into chunks whose pages were touched when the rings were mapped
+ *    (spill_ready): a burst's first pass faults on none.
  *  - the early thread (with an early callback only) makes a pass of its
  *    own when woken, or as often as the callback asks (EARLY_FAST_US,
  *    EARLY_SLOW_MS), then hands each sample copied since to
@@ -187,35 +186,13 @@ static bool locked_pass(struct sampler *s, uint8_t *scratch, bool *copied)
 	return all;
 }
 
-/*
- * While every ring is under an eighth full: chunks made ahead for the first
- * burst, one at a time, the rings looked at between (spill_ready). True once
- * every spill has its keep: then never again. Released chunks come back to
- * the spares; making more in the middle of a burst took the drain thread
- * from the rings (up to 30 ms between two passes, beside a storm of context
- * switches on this 2-CPU VM), and lost more records than it saved.
- */
-static bool make_ready(struct sampler *s)
-{
-	bool done = true;
-
-	for (size_t i = 0; i < s->nr_rings; i++) {
-		int made = 1; /* 0: keep reached; -ENOMEM: the budget's no; 1: more to make */
-
-		while (made == 1 && !rings_fill(s))
-			made = spill_ready(s->rings[i].spill, 1);
-		done &= made != 1;
-	}
-	return done;
-}
-
 static void *drain_main(void *arg)
 {
 	struct sampler *s = arg;
 	size_t n = s->nr_rings;
 	struct pollfd *pfds = calloc(n + 1, sizeof(*pfds));
 	uint8_t *scratch = malloc(SCRATCH_SIZE);
-	bool left = false, high = false, ready_made = false;
+	bool left = false, high = false;
 	unsigned fill;
 
 	if (!pfds || !scratch)
@@ -264,8 +241,6 @@ static void *drain_main(void *arg)
 		/* what was copied goes on to the early thread, else to sampler__poll */
 		if (copied)
 			eventfd_kick(s->early_running ? s->early_kick : s->work_kick);
-		if (!left && !ready_made)
-			ready_made = make_ready(s);
 	}
 out:
 	free(pfds);

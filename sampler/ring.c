@@ -143,12 +143,19 @@ static int map_rings(struct sampler *s, uint32_t pages)
 			return -ENOMEM;
 		r->spill->budget = &s->budget;
 		/*
-		 * A ring's worth of touched chunks kept ready for a burst,
-		 * within an eighth of the budget for all rings.
+		 * A ring's worth of chunks, their pages touched, ready for a
+		 * burst (within an eighth of the budget for all rings), made
+		 * now: in launch mode before the target runs. Made by the drain
+		 * thread instead, while the rings were quiet, they took 40 ms of
+		 * a CPU from a 2-thread trainer's first second; made again
+		 * after each quiet pass, they kept the drain thread from the
+		 * rings up to 30 ms in the middle of a burst, which lost more
+		 * than they saved. Released chunks come back to the spares.
 		 */
 		r->spill->keep = size / SPILL_CHUNK;
 		if (r->spill->keep > s->budget.max / 8 / s->nr_rings)
 			r->spill->keep = s->budget.max / 8 / s->nr_rings;
+		spill_ready(r->spill, r->spill->keep); /* short of memory: fewer, or none */
 	}
 	return 0;
 }
