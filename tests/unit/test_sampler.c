@@ -1270,9 +1270,13 @@ static void *spill_writer(void *arg)
 	return NULL;
 }
 
-Test(spill, a_writer_and_a_reader_at_once, .timeout = 60)
+/*
+ * The reader puts released chunks back while the writer takes them (keep
+ * spare slots, some made ahead); with a budget of max chunks.
+ */
+static void writer_and_reader(size_t max, size_t keep)
 {
-	struct spill_budget budget = { .max = 3 };
+	struct spill_budget budget = { .max = max };
 	struct spill_race w = { .f = calloc(1, sizeof(*w.f)), .n = 20000 };
 	uint64_t pos = 0, at;
 	const void *rec;
@@ -1281,6 +1285,9 @@ Test(spill, a_writer_and_a_reader_at_once, .timeout = 60)
 
 	cr_assert_not_null(w.f);
 	w.f->budget = &budget;
+	w.f->keep = keep;
+	if (keep > 1)
+		cr_assert_eq(spill_ready(w.f, keep / 2), (int)(keep / 2));
 	cr_assert_eq(pthread_create(&t, NULL, spill_writer, &w), 0);
 	for (uint32_t i = 0; i < w.n;) {
 		int ret = spill_next(w.f, spill_head(w.f), &pos, &at, &rec, &len);
@@ -1302,6 +1309,16 @@ Test(spill, a_writer_and_a_reader_at_once, .timeout = 60)
 	spill_free(w.f);
 	cr_assert_eq(budget.used, 0);
 	free(w.f);
+}
+
+Test(spill, a_writer_and_a_reader_at_once, .timeout = 60)
+{
+	writer_and_reader(3, 0);
+}
+
+Test(spill, a_writer_and_a_reader_share_the_spares, .timeout = 60)
+{
+	writer_and_reader(8, 6);
 }
 
 /* ---- the ordering queue ------------------------------------------------ */
