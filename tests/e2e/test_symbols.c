@@ -8,6 +8,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -235,16 +236,82 @@ static size_t sizeless_symbols(const char *path, char ***out)
 	return n;
 }
 
+/* The C runtime's functions .init_array and .fini_array name: at most max, into at[]. */
+#define CRT_FUNCS 64
+static size_t crt_functions(Elf *elf, size_t shstr, uint64_t *at, size_t max)
+{
+	uint64_t lo[2] = { 0, 0 }, hi[2] = { 0, 0 };
+	Elf_Scn *scn = NULL;
+	size_t n = 0;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstr, sh.sh_name)))
+			continue;
+		for (int i = 0; i < 2; i++)
+			if (!strcmp(name, i ? ".fini_array" : ".init_array")) {
+				lo[i] = sh.sh_addr;
+				hi[i] = sh.sh_addr + sh.sh_size;
+			}
+	}
+	/* a shared library's entries are relocations: R_X86_64_RELATIVE, the address in the addend */
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize && n < max; i++) {
+			GElf_Rela r;
+
+			if (!gelf_getrela(d, (int)i, &r) ||
+			    GELF_R_TYPE(r.r_info) != R_X86_64_RELATIVE)
+				continue;
+			for (int k = 0; k < 2; k++)
+				if (r.r_offset >= lo[k] && r.r_offset < hi[k])
+					at[n++] = (uint64_t)r.r_addend;
+		}
+	}
+	return n;
+}
+
+/* Whether no CFI covers any byte from a to b (either order), at most 4 KiB apart. */
+static bool no_cfi_between(Dwarf_CFI *cfi, uint64_t a, uint64_t b)
+{
+	uint64_t from = a < b ? a : b, to = a < b ? b : a;
+
+	if (!cfi || to - from > 4096)
+		return false;
+	for (uint64_t x = from; x <= to; x++) {
+		Dwarf_Frame *f;
+
+		if (!dwarf_cfi_addrframe(cfi, x, &f)) {
+			free(f);
+			return false;
+		}
+	}
+	return true;
+}
+
 /*
- * The [MODULE+0xOFF] leaves of the folded output whose offset is not in
- * the library's .init or .fini: the code the C runtime's crti/crtn put
- * there has no CFI and, in a stripped library, no symbol (libdnnl's _fini,
- * sampled once in __run_exit_handlers under ASan), so its raw address is
- * the only honest name. Each other one is appended to bad (size bytes).
+ * The [MODULE+0xOFF] leaves of the folded output that are not the C
+ * runtime's: its code has no CFI and, in a stripped library, no symbol, so
+ * a raw address is the only honest name there. That is crti/crtn's, in
+ * .init and .fini (libdnnl's _fini, sampled once in __run_exit_handlers
+ * under ASan), and crtstuff's in .text (frame_dummy, register_tm_clones,
+ * __do_global_dtors_aux: sampled once while libdnnl was loaded, in a fresh
+ * Debian 12 root): a CFI-less stretch around a function that .init_array or
+ * .fini_array names. Each other one is appended to bad (size bytes).
  */
 static unsigned long raw_leaves_outside_crt(const char *folded, const char *lib, const char *prefix,
 					    char *bad, size_t size)
 {
+	uint64_t crt[CRT_FUNCS];
+	size_t ncrt;
+	Dwarf_CFI *cfi;
 	uint64_t lo[2] = { 0, 0 }, hi[2] = { 0, 0 };
 	size_t pl = strlen(prefix), shstr, used = strlen(bad);
 	unsigned long n = 0;
@@ -269,8 +336,10 @@ static unsigned long raw_leaves_outside_crt(const char *folded, const char *lib,
 				hi[i] = sh.sh_addr + sh.sh_size;
 			}
 	}
-	elf_end(elf);
-	close(fd);
+	ncrt = crt_functions(elf, shstr, crt, CRT_FUNCS);
+	cr_assert_gt(ncrt, 0, "%s: no function in .init_array or .fini_array", lib);
+	cfi = dwarf_getcfi_elf(elf);
+	cr_assert_not_null(cfi, "%s: no .eh_frame", lib);
 	for (const char *line = folded; *line;) {
 		const char *eol = strchr(line, '\n');
 		size_t ll = eol ? (size_t)(eol - line) : strlen(line);
@@ -281,12 +350,15 @@ static unsigned long raw_leaves_outside_crt(const char *folded, const char *lib,
 		leaf = leaf ? leaf + 1 : line;
 		if (sp && (size_t)(sp - leaf) >= pl && !memcmp(leaf, prefix, pl)) {
 			uint64_t off = 0;
+			bool crtstuff = false;
 
 			plus = memchr(leaf, '+', (size_t)(sp - leaf));
 			if (plus)
 				off = strtoull(plus + 1, NULL, 16);
-			if (!plus ||
-			    !((off >= lo[0] && off < hi[0]) || (off >= lo[1] && off < hi[1]))) {
+			for (size_t k = 0; plus && k < ncrt && !crtstuff; k++)
+				crtstuff = no_cfi_between(cfi, off, crt[k]);
+			if (!plus || (!crtstuff && !((off >= lo[0] && off < hi[0]) ||
+						     (off >= lo[1] && off < hi[1])))) {
 				n += strtoul(sp + 1, NULL, 10);
 				if (used + ll + 2 < size) {
 					memcpy(bad + used, line, ll);
@@ -298,6 +370,9 @@ static unsigned long raw_leaves_outside_crt(const char *folded, const char *lib,
 		}
 		line += ll + (eol ? 1 : 0);
 	}
+	dwarf_cfi_end(cfi);
+	elf_end(elf);
+	close(fd);
 	return n;
 }
 
