@@ -58,8 +58,8 @@ void spill_free(struct spill *f);
 
 /*
  * Make chunks ahead, every page touched, until keep of them wait in the
- * spares, at most max now (each costs a fault a page: the caller does a
- * few at a time and looks at its rings between). Within the budget only.
+ * spares, at most max now (each costs a fault a page: ring.c makes them
+ * when the rings are mapped, never while they fill). Within the budget only.
  * Returns how many it made, 0 when none was wanted, -ENOMEM when the
  * budget or the memory said no. Safe beside the writer and the reader:
  * it touches the spares and the budget only.

@@ -236,14 +236,13 @@ static size_t sizeless_symbols(const char *path, char ***out)
 	return n;
 }
 
-/* The C runtime's functions .init_array and .fini_array name: at most max, into at[]. */
-#define CRT_FUNCS 64
-static size_t crt_functions(Elf *elf, size_t shstr, uint64_t *at, size_t max)
+/* The address ranges [lo[i], hi[i]) of the sections named names[0] and names[1] (0, 0 if none). */
+static void section_ranges(Elf *elf, size_t shstr, const char *const names[2], uint64_t lo[2],
+			   uint64_t hi[2])
 {
-	uint64_t lo[2] = { 0, 0 }, hi[2] = { 0, 0 };
 	Elf_Scn *scn = NULL;
-	size_t n = 0;
 
+	lo[0] = lo[1] = hi[0] = hi[1] = 0;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		const char *name;
@@ -251,11 +250,23 @@ static size_t crt_functions(Elf *elf, size_t shstr, uint64_t *at, size_t max)
 		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstr, sh.sh_name)))
 			continue;
 		for (int i = 0; i < 2; i++)
-			if (!strcmp(name, i ? ".fini_array" : ".init_array")) {
+			if (!strcmp(name, names[i])) {
 				lo[i] = sh.sh_addr;
 				hi[i] = sh.sh_addr + sh.sh_size;
 			}
 	}
+}
+
+/* The C runtime's functions .init_array and .fini_array name: at most max, into at[]. */
+#define CRT_FUNCS 64
+static size_t crt_functions(Elf *elf, size_t shstr, uint64_t *at, size_t max)
+{
+	static const char *const arrays[2] = { ".init_array", ".fini_array" };
+	uint64_t lo[2], hi[2];
+	Elf_Scn *scn = NULL;
+	size_t n = 0;
+
+	section_ranges(elf, shstr, arrays, lo, hi);
 	/* a shared library's entries are relocations: R_X86_64_RELATIVE, the address in the addend */
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
@@ -271,7 +282,7 @@ static size_t crt_functions(Elf *elf, size_t shstr, uint64_t *at, size_t max)
 			    GELF_R_TYPE(r.r_info) != R_X86_64_RELATIVE)
 				continue;
 			for (int k = 0; k < 2; k++)
-				if (r.r_offset >= lo[k] && r.r_offset < hi[k])
+				if (n < max && r.r_offset >= lo[k] && r.r_offset < hi[k])
 					at[n++] = (uint64_t)r.r_addend;
 		}
 	}
@@ -312,11 +323,11 @@ static unsigned long raw_leaves_outside_crt(const char *folded, const char *lib,
 	uint64_t crt[CRT_FUNCS];
 	size_t ncrt;
 	Dwarf_CFI *cfi;
-	uint64_t lo[2] = { 0, 0 }, hi[2] = { 0, 0 };
+	static const char *const crti[2] = { ".init", ".fini" };
+	uint64_t lo[2], hi[2];
 	size_t pl = strlen(prefix), shstr, used = strlen(bad);
 	unsigned long n = 0;
 	int fd = open(lib, O_RDONLY | O_CLOEXEC);
-	Elf_Scn *scn = NULL;
 	Elf *elf;
 
 	cr_assert_geq(fd, 0, "%s: %s", lib, strerror(errno));
@@ -324,18 +335,7 @@ static unsigned long raw_leaves_outside_crt(const char *folded, const char *lib,
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	cr_assert_not_null(elf);
 	cr_assert_eq(elf_getshdrstrndx(elf, &shstr), 0);
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstr, sh.sh_name)))
-			continue;
-		for (int i = 0; i < 2; i++)
-			if (!strcmp(name, i ? ".fini" : ".init")) {
-				lo[i] = sh.sh_addr;
-				hi[i] = sh.sh_addr + sh.sh_size;
-			}
-	}
+	section_ranges(elf, shstr, crti, lo, hi);
 	ncrt = crt_functions(elf, shstr, crt, CRT_FUNCS);
 	cr_assert_gt(ncrt, 0, "%s: no function in .init_array or .fini_array", lib);
 	cfi = dwarf_getcfi_elf(elf);
@@ -400,7 +400,7 @@ Test(symbols, mlp_never_stretches_a_symbol, .timeout = 300)
 	free(range);
 	/*
 	 * A sampled IP is inside some function, so inside its CFI range, or in
-	 * the C runtime's .init/.fini, which have none. (Caller frames can be
+	 * the C runtime's code, which has none (raw_leaves_outside_crt). (Caller frames can be
 	 * stale words from a frame-pointer walk through code without frame
 	 * pointers, padding included, so only leaves are checked.)
 	 */
