@@ -529,6 +529,17 @@ struct perfmap {
 	struct perfmap_entry *segs; /* disjoint and sorted: who names each range */
 	size_t nsegs;
 	uint64_t dev, ino, off; /* the file read last, and how far (whole lines) */
+	/*
+	 * The bytes before off as read then: when they differ, the file was
+	 * written again from its start (fopen "w"), not appended to, and is
+	 * read again from 0.
+	 */
+	uint8_t tail[32];
+	uint8_t tail_len;
+	/* what CLOCK_REALTIME read when the process started (its file's mtime is later) */
+	uint64_t started;
+	bool started_read; /* started was looked up (0: unknown, not checked) */
+	bool stale; /* the file read last was an earlier process's, skipped up to off */
 	uint64_t bytes; /* read so far over all files, capped */
 	uint64_t seq;
 	uint64_t next_read_ns; /* re-reads are rate-limited */
@@ -553,6 +564,16 @@ void perfmap__free(struct perfmap *pm);
 #define PERFMAP_MAX_FILE (64ull << 20)
 int perfmap__read(struct perfmap *pm, const char *path, uid_t uid, struct strpool *pool,
 		  struct perfmap_stats *st);
+/*
+ * perfmap__read for a process that started at not_before (CLOCK_REALTIME
+ * ns; 0: unknown): a file last modified before then was written by an
+ * earlier process that had the pid (pids are reused, and each container's
+ * PID namespace counts from 1 again) and names none of this one's code.
+ * Its entries are not read, st->stale_files counts it, and -ESTALE; what
+ * this process appends to it later, or writes over it, is read then.
+ */
+int perfmap__read_since(struct perfmap *pm, const char *path, uid_t uid, uint64_t not_before,
+			struct strpool *pool, struct perfmap_stats *st);
 /* The entry naming addr, without reading: the innermost (smallest) entry
  * containing it, and among entries of equal size the one read last. */
 const struct perfmap_entry *perfmap__find(const struct perfmap *pm, uint64_t addr);

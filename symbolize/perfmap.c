@@ -37,6 +37,7 @@
 #define PERFMAP_MAX_ENTRIES (1u << 18)
 /* no JIT function is this large; a huge range would shadow everything */
 #define PERFMAP_MAX_SYMBOL (1ull << 30)
+#define STALE_SLACK_NS 20000000ull
 
 static const char jit_module[] = "[JIT]";
 
@@ -369,12 +370,44 @@ out:
 	return err;
 }
 
+/* Whether the bytes before pm->off are still the ones read: the file was only appended to. */
+static bool same_tail(const struct perfmap *pm, int fd)
+{
+	uint8_t buf[sizeof(pm->tail)];
+	ssize_t got;
+
+	if (pm->tail_len > sizeof(buf) || pm->off < pm->tail_len)
+		return false;
+	do
+		got = pread(fd, buf, pm->tail_len, (off_t)(pm->off - pm->tail_len));
+	while (got < 0 && errno == EINTR);
+	return got == (ssize_t)pm->tail_len && !memcmp(buf, pm->tail, pm->tail_len);
+}
+
+/* Remember the bytes before pm->off (see same_tail). */
+static void keep_tail(struct perfmap *pm, int fd)
+{
+	size_t len = pm->off < sizeof(pm->tail) ? (size_t)pm->off : sizeof(pm->tail);
+	ssize_t got;
+
+	do
+		got = pread(fd, pm->tail, len, (off_t)(pm->off - len));
+	while (got < 0 && errno == EINTR);
+	pm->tail_len = got == (ssize_t)len ? (uint8_t)len : 0;
+}
+
 int perfmap__read(struct perfmap *pm, const char *path, uid_t uid, struct strpool *pool,
 		  struct perfmap_stats *st)
 {
+	return perfmap__read_since(pm, path, uid, 0, pool, st);
+}
+
+int perfmap__read_since(struct perfmap *pm, const char *path, uid_t uid, uint64_t not_before,
+			struct strpool *pool, struct perfmap_stats *st)
+{
 	struct read_ctx rc = { .pm = pm, .pool = pool, .st = st };
 	struct stat lst, fst;
-	uint64_t start = 0, limit, done = 0;
+	uint64_t start = 0, limit, done = 0, mtime;
 	int fd, err;
 
 	if (!pm || !path || !pool || !st)
@@ -395,21 +428,38 @@ int perfmap__read(struct perfmap *pm, const char *path, uid_t uid, struct strpoo
 		close(fd);
 		goto reject;
 	}
+	mtime = (uint64_t)fst.st_mtim.tv_sec * 1000000000ull + (uint64_t)fst.st_mtim.tv_nsec;
+	if (not_before && fst.st_mtim.tv_sec >= 0 && mtime < not_before) {
+		/* another process's: what is there now is never read, what comes after it is */
+		pm->dev = (uint64_t)fst.st_dev;
+		pm->ino = (uint64_t)fst.st_ino;
+		pm->off = (uint64_t)fst.st_size;
+		pm->skip_line = false;
+		keep_tail(pm, fd);
+		close(fd);
+		pm->stale = true;
+		st->stale_files++;
+		return -ESTALE;
+	}
+	/* a stale file now newer and no longer: written over with the same bytes */
 	if (pm->dev == (uint64_t)fst.st_dev && pm->ino == (uint64_t)fst.st_ino &&
-	    pm->off <= (uint64_t)fst.st_size)
+	    pm->off <= (uint64_t)fst.st_size && same_tail(pm, fd) &&
+	    !(pm->stale && pm->off == (uint64_t)fst.st_size))
 		start = pm->off;
 	else
 		pm->skip_line = false;
+	pm->stale = false;
 	limit = (uint64_t)fst.st_size;
 	if (pm->bytes >= PERFMAP_MAX_BYTES)
 		limit = start;
 	else if (limit - start > PERFMAP_MAX_BYTES - pm->bytes)
 		limit = start + (PERFMAP_MAX_BYTES - pm->bytes);
 	err = read_from(&rc, fd, start, limit, &done);
-	close(fd);
 	pm->dev = (uint64_t)fst.st_dev;
 	pm->ino = (uint64_t)fst.st_ino;
 	pm->off = done;
+	keep_tail(pm, fd);
+	close(fd);
 	pm->bytes += done - start;
 	st->reads++;
 	if (rc.added) {
@@ -452,8 +502,22 @@ const struct perfmap_entry *perfmap__lookup(struct symbolizer *s, struct proc *p
 		pm->nspid = p->pid;
 	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/root/tmp/perf-%" PRIu32 ".map", p->pid,
 		 pm->nspid);
+	/*
+	 * A file older than the process is an earlier process's with this pid
+	 * (a DDP rank's pid, in a PID namespace run again: its JIT frames went
+	 * unnamed, their callers guessed). The start is read once. An mtime
+	 * comes from the coarse clock, up to a scheduler tick (10 ms at HZ 100)
+	 * before the write: the check allows two.
+	 */
+	if (!pm->started_read) {
+		pm->started_read = true;
+		if (proc_start_realtime(p->pid, &pm->started) || pm->started < STALE_SLACK_NS)
+			pm->started = 0;
+		else
+			pm->started -= STALE_SLACK_NS;
+	}
 	/* a failed read keeps what earlier reads found; the stats count rejections */
-	perfmap__read(pm, path, st.st_uid, &s->pool, &s->stats.perfmap);
+	perfmap__read_since(pm, path, st.st_uid, pm->started, &s->pool, &s->stats.perfmap);
 	return perfmap__find(pm, addr);
 }
 

@@ -317,6 +317,7 @@ struct perfmap_stats {
 	uint64_t entries;
 	uint64_t malformed_lines;
 	uint64_t rejected_files; /* unsafe owner/mode/type/size */
+	uint64_t stale_files; /* written before its process started: another's with the pid */
 };
 
 struct symbolizer_stats {

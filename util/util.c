@@ -270,6 +270,58 @@ int mutex_init_inherit(pthread_mutex_t *m)
 	return err ? pthread_mutex_init(m, NULL) : 0;
 }
 
+int proc_start_realtime(uint32_t pid, uint64_t *out)
+{
+	char path[64], buf[1024];
+	struct timespec boot, real;
+	uint64_t ticks = 0, boot_ns, real_ns, start_ns;
+	long hz = sysconf(_SC_CLK_TCK);
+	const char *p;
+	ssize_t got;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	do
+		got = read(fd, buf, sizeof(buf) - 1);
+	while (got < 0 && errno == EINTR);
+	close(fd);
+	if (got < 0)
+		return -errno;
+	buf[got] = '\0';
+	/* the command name may hold spaces and parentheses: fields count from the last ')' */
+	p = strrchr(buf, ')');
+	if (!p || hz <= 0)
+		return -EBADMSG;
+	p++;
+	for (field = 3; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return -EBADMSG;
+	}
+	p++;
+	if (*p < '0' || *p > '9')
+		return -EBADMSG;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (ticks > (UINT64_MAX - 9) / 10)
+			return -EBADMSG;
+		ticks = ticks * 10 + (uint64_t)(*p - '0');
+	}
+	if (ticks > UINT64_MAX / 1000000000ull)
+		return -EBADMSG;
+	start_ns = ticks * 1000000000ull / (uint64_t)hz;
+	if (clock_gettime(CLOCK_BOOTTIME, &boot) || clock_gettime(CLOCK_REALTIME, &real))
+		return -errno;
+	boot_ns = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec;
+	real_ns = (uint64_t)real.tv_sec * 1000000000ull + (uint64_t)real.tv_nsec;
+	if (start_ns > boot_ns || boot_ns - start_ns > real_ns)
+		return -EBADMSG;
+	*out = real_ns - (boot_ns - start_ns);
+	return 0;
+}
+
 int proc_ns_tid(uint32_t pid, uint32_t tid, uint32_t *out)
 {
 	char path[64], buf[4096];

@@ -72,6 +72,15 @@ int mutex_init_inherit(pthread_mutex_t *m);
 int proc_ns_tid(uint32_t pid, uint32_t tid, uint32_t *out);
 
 /*
+ * When process pid started, in CLOCK_REALTIME ns (a file's mtime compares
+ * with it): field 22 of /proc/PID/stat (clock ticks after boot), moved by
+ * how long ago that was. The kernel keeps it in ticks, so the process
+ * started at most a tick after *out. 0, or a negative errno (-ENOENT: gone;
+ * -EBADMSG: a line not parsed).
+ */
+int proc_start_realtime(uint32_t pid, uint64_t *out);
+
+/*
  * Outputs are written to a temporary file and renamed over their path, so a
  * reader never sees half a file. That is wrong for what exists and is not a
  * file: renaming over /dev/null would replace the device, and a FIFO's reader

@@ -1777,6 +1777,120 @@ Test(perfmap, grows_and_is_read_from_where_it_stopped, .init = pm_setup, .fini =
 	pmf_fini(&f);
 }
 
+/* Set path's modification time to `ago` seconds before now. */
+static void pm_age(const char *path, time_t ago)
+{
+	struct timespec ts[2];
+
+	cr_assert_eq(clock_gettime(CLOCK_REALTIME, &ts[0]), 0);
+	ts[0].tv_sec -= ago;
+	ts[1] = ts[0];
+	cr_assert_eq(utimensat(AT_FDCWD, path, ts, 0), 0, "%s", strerror(errno));
+}
+
+static uint64_t realtime_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* fopen "w" over the file: truncated and written again, the same inode */
+static void pm_rewrite(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	cr_assert_not_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+}
+
+Test(perfmap, a_file_older_than_its_process_is_not_read, .init = pm_setup, .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	/* an earlier process's with the pid; then this one's, the same length (a DDP rank's case) */
+	char *path =
+		pm_file("s.map", "7f0000001000 40 old_kernel_a\n7f0000002000 40 old_kernel_b\n");
+	uint64_t started;
+
+	pmf_init(&f);
+	pm_age(path, 3600);
+	started = realtime_now() - 60 * 1000000000ull;
+	cr_assert_eq(perfmap__read_since(&f.pm, path, getuid(), started, &f.pool, &f.st), -ESTALE);
+	cr_assert_eq(f.st.stale_files, 1);
+	cr_assert_eq(f.st.entries, 0);
+	cr_assert_null(name_at(&f.pm, 0x7f0000001010), "an earlier process's kernel was named");
+	/* still untouched: still not read */
+	cr_assert_eq(perfmap__read_since(&f.pm, path, getuid(), started, &f.pool, &f.st), -ESTALE);
+	cr_assert_eq(f.st.entries, 0);
+
+	pm_rewrite(path, "7f0000009000 40 new_kernel_a\n7f000000a000 40 new_kernel_b\n");
+	cr_assert_eq(perfmap__read_since(&f.pm, path, getuid(), started, &f.pool, &f.st), 0);
+	cr_assert_eq(f.st.entries, 2, "read from where the stale file ended, not from its start");
+	cr_assert_str_eq(name_at(&f.pm, 0x7f0000009010), "new_kernel_a");
+	cr_assert_str_eq(name_at(&f.pm, 0x7f000000a010), "new_kernel_b");
+	cr_assert_null(name_at(&f.pm, 0x7f0000001010));
+	pmf_fini(&f);
+}
+
+Test(perfmap, what_a_process_appends_to_a_stale_file_is_read, .init = pm_setup, .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	char *path = pm_file("a.map", "7f0000001000 40 old_kernel\n");
+	uint64_t started;
+	FILE *fp;
+
+	pmf_init(&f);
+	pm_age(path, 3600);
+	started = realtime_now() - 60 * 1000000000ull;
+	cr_assert_eq(perfmap__read_since(&f.pm, path, getuid(), started, &f.pool, &f.st), -ESTALE);
+	/* CPython's perf trampoline appends to the file it finds */
+	fp = fopen(path, "a");
+	fputs("7f0000005000 40 new_kernel\n", fp);
+	fclose(fp);
+	cr_assert_eq(perfmap__read_since(&f.pm, path, getuid(), started, &f.pool, &f.st), 0);
+	cr_assert_eq(f.st.entries, 1);
+	cr_assert_str_eq(name_at(&f.pm, 0x7f0000005010), "new_kernel");
+	cr_assert_null(name_at(&f.pm, 0x7f0000001010), "the earlier process's line was read");
+	pmf_fini(&f);
+}
+
+Test(perfmap, a_stale_file_written_over_with_its_own_bytes_is_read, .init = pm_setup,
+     .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	const char *text = "7f0000001000 40 same_kernel\n";
+	char *path = pm_file("w.map", text);
+	uint64_t started;
+
+	pmf_init(&f);
+	pm_age(path, 3600);
+	started = realtime_now() - 60 * 1000000000ull;
+	cr_assert_eq(perfmap__read_since(&f.pm, path, getuid(), started, &f.pool, &f.st), -ESTALE);
+	/* the same kernels at the same addresses (no ASLR): only the time says it is new */
+	pm_rewrite(path, text);
+	cr_assert_eq(perfmap__read_since(&f.pm, path, getuid(), started, &f.pool, &f.st), 0);
+	cr_assert_str_eq(name_at(&f.pm, 0x7f0000001010), "same_kernel");
+	pmf_fini(&f);
+}
+
+Test(perfmap, a_file_written_again_from_its_start_is_read_from_its_start, .init = pm_setup,
+     .fini = pm_teardown)
+{
+	struct pm_fixture f;
+	char *path = pm_file("r.map", "1000 10 first\n");
+
+	pmf_init(&f);
+	cr_assert_eq(perfmap__read(&f.pm, path, getuid(), &f.pool, &f.st), 0);
+	/* longer than before: only its first bytes tell a rewrite from an append */
+	pm_rewrite(path, "5000 10 rewritten\n6000 10 after_it\n");
+	cr_assert_eq(perfmap__read(&f.pm, path, getuid(), &f.pool, &f.st), 0);
+	cr_assert_str_eq(name_at(&f.pm, 0x5000), "rewritten");
+	cr_assert_str_eq(name_at(&f.pm, 0x6000), "after_it");
+	pmf_fini(&f);
+}
+
 Test(perfmap, overlong_lines_are_skipped, .init = pm_setup, .fini = pm_teardown)
 {
 	struct pm_fixture f;
@@ -1934,6 +2048,30 @@ Test(perfmap, unsafe_map_of_a_process_is_ignored, .init = setup, .fini = teardow
 	unlink(path);
 	cr_assert_str_eq(f.name, "[JIT]");
 	cr_assert_eq(symbolizer__stats(sym)->perfmap.rejected_files, 1);
+}
+
+/* A file written before this test process started: an earlier process's with our pid. */
+Test(perfmap, a_process_is_not_named_from_an_earlier_processs_file, .init = setup, .fini = teardown)
+{
+	uint32_t pid = (uint32_t)getpid();
+	uint64_t base = 0x7e0000000000ull, started;
+	struct sym_frame f;
+	char path[64];
+
+	cr_assert_eq(proc_start_realtime(pid, &started), 0);
+	cr_assert_leq(started, realtime_now());
+	cr_assert_gt(started + 3600 * 1000000000ull, realtime_now(), "started over an hour ago?");
+	own_jit(path, sizeof(path), base, "an_earlier_processs_kernel");
+	pm_age(path, 3600 * 24);
+	symbolizer__resolve(sym, pid, base + 0x10, false, false, &f);
+	cr_assert_str_eq(f.name, "[JIT]");
+	cr_assert_eq(symbolizer__stats(sym)->perfmap.stale_files, 1);
+	/* this process writes its own over it */
+	pm_rewrite(path, "7e0000000000 100 this_processs_kernel\n");
+	usleep(2 * PERFMAP_REREAD_MS * 1000);
+	symbolizer__resolve(sym, pid, base + 0x10, false, false, &f);
+	unlink(path);
+	cr_assert_str_eq(f.name, "this_processs_kernel");
 }
 
 /* A counter of this thread's rt_sigprocmask system calls (the tracepoint's), or -1. */
