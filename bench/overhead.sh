@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # What recording costs a trainer: its throughput unprofiled, under `dlflame
-# record` (defaults) and under `perf record --call-graph dwarf -F 999` (and
-# `perf record -g`, MODES below), run alternately round after round so that
-# machine noise hits every mode alike; and what dlflame spends of its own
-# while it records, thread by thread.
+# record` (defaults), under `perf record --call-graph dwarf -F 999` and under
+# `perf record -g -F 999` (frame pointers: no stack copy; the least a
+# sampler at that rate can cost on this machine), run alternately round after
+# round so that machine noise hits every mode alike; and what dlflame spends
+# of its own while it records, thread by thread.
 #
 # Trainers (TRAINERS, each NAME:THREADS): cnn is examples/cnn_train.py
 # (python3-torch; THREADS intra-op threads, its images/s line), mlp is
@@ -40,6 +41,13 @@
 # tensor an mmap: 1.9 million faults, the most page-fault samples), MALLOC=
 # leaves glibc to move it.
 #
+# The loops are long enough (CNN_STEPS=300, MLP_ITER=6000: 7-13 s) for the
+# trainer's steady state to set the rate. The recorder's start (the first
+# reads of each library's unwind tables and symbols, as the first samples in
+# it arrive) lands in the loop's first second; over the MLP's former 1.7 s
+# loop it took 6.8% of a CPU, over 6.6 s 3.9-5.0% (session 23). What a run of
+# hours pays is the latter. Shorter loops: CNN_STEPS=150 MLP_ITER=1500.
+#
 # On a machine shared with other work every figure is noisy: use more rounds
 # on a quiet one.
 #
@@ -53,13 +61,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
 TRAINERS=${TRAINERS:-cnn:1 cnn:2 mlp:1 mlp:2}
-MODES=${MODES:-unprofiled dlflame perf-dwarf}
+MODES=${MODES:-unprofiled dlflame perf-dwarf perf-fp}
 MALLOC=${MALLOC-33554432}
 # the trainer's only, not the recorder's
 tunables=
 [ -n "$MALLOC" ] && tunables="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=$MALLOC:glibc.malloc.trim_threshold=$((2 * MALLOC))"
-CNN_STEPS=${CNN_STEPS:-150}
-MLP_ITER=${MLP_ITER:-1500}
+CNN_STEPS=${CNN_STEPS:-300}
+MLP_ITER=${MLP_ITER:-6000}
 BUILD=$(realpath "${BUILD:-build}")
 DL=$BUILD/cmd/dlflame
 MLP=$BUILD/examples/mlp
