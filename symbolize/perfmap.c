@@ -37,7 +37,7 @@
 #define PERFMAP_MAX_ENTRIES (1u << 18)
 /* no JIT function is this large; a huge range would shadow everything */
 #define PERFMAP_MAX_SYMBOL (1ull << 30)
-#define STALE_SLACK_NS 20000000ull
+#define STALE_SLACK_NS 2000000000ull
 
 static const char jit_module[] = "[JIT]";
 
@@ -376,6 +376,9 @@ static bool same_tail(const struct perfmap *pm, int fd)
 	uint8_t buf[sizeof(pm->tail)];
 	ssize_t got;
 
+	/* no tail kept (a read cut short: the file shrank meanwhile): only offset 0 is known */
+	if (!pm->tail_len)
+		return pm->off == 0;
 	if (pm->tail_len > sizeof(buf) || pm->off < pm->tail_len)
 		return false;
 	do
@@ -441,7 +444,12 @@ int perfmap__read_since(struct perfmap *pm, const char *path, uid_t uid, uint64_
 		st->stale_files++;
 		return -ESTALE;
 	}
-	/* a stale file now newer and no longer: written over with the same bytes */
+	/*
+	 * A stale file now newer and no longer: written over with the same
+	 * bytes. Newer and longer with the same tail is taken for an append
+	 * (CPython's); written over with the same first bytes and more, its
+	 * first kernels would go unnamed: never named wrong.
+	 */
 	if (pm->dev == (uint64_t)fst.st_dev && pm->ino == (uint64_t)fst.st_ino &&
 	    pm->off <= (uint64_t)fst.st_size && same_tail(pm, fd) &&
 	    !(pm->stale && pm->off == (uint64_t)fst.st_size))
@@ -505,9 +513,10 @@ const struct perfmap_entry *perfmap__lookup(struct symbolizer *s, struct proc *p
 	/*
 	 * A file older than the process is an earlier process's with this pid
 	 * (a DDP rank's pid, in a PID namespace run again: its JIT frames went
-	 * unnamed, their callers guessed). The start is read once. An mtime
-	 * comes from the coarse clock, up to a scheduler tick (10 ms at HZ 100)
-	 * before the write: the check allows two.
+	 * unnamed, their callers guessed). The start is read once. The check
+	 * allows STALE_SLACK_NS: an mtime comes from the coarse clock (a tick
+	 * before the write), some file systems keep whole seconds, and the wall
+	 * clock may have been stepped since the process started.
 	 */
 	if (!pm->started_read) {
 		pm->started_read = true;

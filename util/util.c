@@ -312,8 +312,19 @@ int proc_start_realtime(uint32_t pid, uint64_t *out)
 	if (ticks > UINT64_MAX / 1000000000ull)
 		return -EBADMSG;
 	start_ns = ticks * 1000000000ull / (uint64_t)hz;
-	if (clock_gettime(CLOCK_BOOTTIME, &boot) || clock_gettime(CLOCK_REALTIME, &real))
-		return -errno;
+	/* the wall clock read between two boot-clock reads, close together (not preempted) */
+	for (int tries = 0;; tries++) {
+		struct timespec boot2;
+		uint64_t b1, b2;
+
+		if (clock_gettime(CLOCK_BOOTTIME, &boot) || clock_gettime(CLOCK_REALTIME, &real) ||
+		    clock_gettime(CLOCK_BOOTTIME, &boot2))
+			return -errno;
+		b1 = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec;
+		b2 = (uint64_t)boot2.tv_sec * 1000000000ull + (uint64_t)boot2.tv_nsec;
+		if (b2 - b1 < 100000 || tries == 3)
+			break;
+	}
 	boot_ns = (uint64_t)boot.tv_sec * 1000000000ull + (uint64_t)boot.tv_nsec;
 	real_ns = (uint64_t)real.tv_sec * 1000000000ull + (uint64_t)real.tv_nsec;
 	if (start_ns > boot_ns || boot_ns - start_ns > real_ns)
