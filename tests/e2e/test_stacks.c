@@ -213,6 +213,39 @@ Test(stacks, jit_frames_are_named_and_have_their_callers)
 }
 
 /*
+ * A perf map an earlier process with the same pid left, read before the
+ * process writes its own over it (the same length): none of its names may
+ * show, and the process's own kernels are named from its own map. The
+ * fixture waits until the recorder has read the old file, and exits 3 (a
+ * failed record) when it never did.
+ */
+Test(stacks, jit_frames_are_never_named_from_an_earlier_processs_map)
+{
+	const char *cmd[] = { need_env("FIXTURE_JIT"), "1.0", "stale", NULL };
+	char *folded = record_folded(NULL, cmd), *cur = folded;
+	unsigned long total = 0, stale = 0, named = 0;
+	struct line l;
+
+	while (next_line(&cur, &l)) {
+		const char *f = l.frames[user_leaf(&l)];
+
+		total += l.count;
+		if (!strncmp(f, "old_fixture_", 12)) {
+			stale += l.count;
+			log_line(&l);
+		} else if (!strncmp(f, "jit_fixture_", 12)) {
+			named += l.count;
+		}
+	}
+	cr_assert_eq(stale, 0, "%lu of %lu samples named from the earlier process's map", stale,
+		     total);
+	/* about 1,000 samples in the kernels after the map was written, some before */
+	cr_assert_gt(named, 500, "%lu of %lu samples in kernels named from the process's map",
+		     named, total);
+	free(folded);
+}
+
+/*
  * `dlflame record` of the MLP into data. Judged by how the unwinder says
  * each stack ended, never by the names of libc internals: without libc6-dbg
  * a worker's outermost frames (start_thread, clone3) have no names.
