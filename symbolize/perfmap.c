@@ -410,7 +410,7 @@ int perfmap__read_since(struct perfmap *pm, const char *path, uid_t uid, uint64_
 {
 	struct read_ctx rc = { .pm = pm, .pool = pool, .st = st };
 	struct stat lst, fst;
-	uint64_t start = 0, limit, done = 0, mtime;
+	uint64_t start = 0, limit, done = 0, mtime, before = pm ? pm->off : 0;
 	int fd, err;
 
 	if (!pm || !path || !pool || !st)
@@ -466,7 +466,9 @@ int perfmap__read_since(struct perfmap *pm, const char *path, uid_t uid, uint64_
 	pm->dev = (uint64_t)fst.st_dev;
 	pm->ino = (uint64_t)fst.st_ino;
 	pm->off = done;
-	keep_tail(pm, fd);
+	/* nothing read, from where the last read stopped: the bytes before it are the same */
+	if (done != start || start != before)
+		keep_tail(pm, fd);
 	close(fd);
 	pm->bytes += done - start;
 	st->reads++;

@@ -276,7 +276,7 @@ int proc_start_realtime(uint32_t pid, uint64_t *out)
 	struct timespec boot, real;
 	uint64_t ticks = 0, boot_ns, real_ns, start_ns;
 	long hz = sysconf(_SC_CLK_TCK);
-	const char *p;
+	char *p, *end;
 	ssize_t got;
 	int fd, field;
 
@@ -302,14 +302,10 @@ int proc_start_realtime(uint32_t pid, uint64_t *out)
 			return -EBADMSG;
 	}
 	p++;
-	if (*p < '0' || *p > '9')
-		return -EBADMSG;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		if (ticks > (UINT64_MAX - 9) / 10)
-			return -EBADMSG;
-		ticks = ticks * 10 + (uint64_t)(*p - '0');
-	}
-	if (ticks > UINT64_MAX / 1000000000ull)
+	end = strchr(p, ' ');
+	if (end)
+		*end = '\0';
+	if (parse_u64(p, 10, 0, UINT64_MAX / 1000000000ull, &ticks))
 		return -EBADMSG;
 	start_ns = ticks * 1000000000ull / (uint64_t)hz;
 	/* the wall clock read between two boot-clock reads, close together (not preempted) */

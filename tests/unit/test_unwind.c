@@ -1883,6 +1883,8 @@ Test(perfmap, a_file_written_again_from_its_start_is_read_from_its_start, .init 
 
 	pmf_init(&f);
 	cr_assert_eq(perfmap__read(&f.pm, path, getuid(), &f.pool, &f.st), 0);
+	/* read again unchanged: what it remembers of the file still holds */
+	cr_assert_eq(perfmap__read(&f.pm, path, getuid(), &f.pool, &f.st), 0);
 	/* longer than before: only its first bytes tell a rewrite from an append */
 	pm_rewrite(path, "5000 10 rewritten\n6000 10 after_it\n");
 	cr_assert_eq(perfmap__read(&f.pm, path, getuid(), &f.pool, &f.st), 0);
