@@ -4,6 +4,7 @@
 #include "cmd.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +251,21 @@ void quality_hint_line(const struct quality_hints *h, const char *input)
 	info("hint: no symbols for %s", text);
 }
 
+/* The first listed module whose debug package is PKG. */
+static const char *first_module_of(const struct quality_hints *h, const char *pkg)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (debug_package(h->v[i].module) && !strcmp(debug_package(h->v[i].module), pkg))
+			return h->v[i].module;
+	return "";
+}
+
+/* Whether module I is the first listed with its debug package: the package is named once. */
+static bool first_of_package(const struct quality_hints *h, size_t i)
+{
+	return first_module_of(h, debug_package(h->v[i].module)) == h->v[i].module;
+}
+
 int quality_hints_list(const struct quality_hints *h, FILE *out)
 {
 	fprintf(out,
@@ -268,8 +284,11 @@ int quality_hints_list(const struct quality_hints *h, FILE *out)
 			fprintf(out, " (build-id %s)", q->build_id);
 		if (*q->path)
 			fprintf(out, " %s", q->path);
-		if (pkg)
+		if (pkg && first_of_package(h, i))
 			fprintf(out, "\n         install %s to name them\n", pkg);
+		else if (pkg)
+			fprintf(out, "\n         the package named above for %s names them too\n",
+				first_module_of(h, pkg));
 		else
 			fprintf(out,
 				"\n         its debug file would name them (Debian: the -dbgsym "
