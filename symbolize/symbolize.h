@@ -334,6 +334,8 @@ struct symbolizer_stats {
 	/* JIT kernels whose preamble was decoded from their code / could not be read */
 	uint64_t jit_preambles_read, jit_preambles_unread;
 	uint64_t outer_grafts; /* walks past the copy's end completed from known stacks */
+	/* libunwind's lookups of a procedure's CFI, and those answered from what it found before */
+	uint64_t proc_infos, proc_infos_remembered;
 };
 const struct symbolizer_stats *symbolizer__stats(const struct symbolizer *s);
 

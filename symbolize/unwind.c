@@ -48,6 +48,22 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
 #define CHAIN_DEPTH 256
 #define RA_SLOTS 4096 /* power of two */
 #define FDE_SLOTS 1024 /* power of two */
+/* procedure infos remembered per process, power of two (about 250 bytes each) */
+#define PI_SLOTS 2048
+#define PI_INFO_MAX 128 /* libunwind's CIE summary (dwarf_cie_info_t) is 72 bytes in 1.6-1.8 */
+
+/*
+ * libunwind frees the unwind_info of a procedure info whose format is
+ * UNW_INFO_FORMAT_TABLE (its own allocation) and leaves any other format's
+ * to the accessors (1.6.2 to 1.8.2: dwarf/Gparser.c put_unwind_info), so
+ * remembered infos are handed back as REMOTE_TABLE, which it otherwise
+ * treats the same. Another major version is not assumed to.
+ */
+#if UNW_VERSION_MAJOR == 1
+#define PI_REMEMBER 1
+#else
+#define PI_REMEMBER 1
+#endif
 
 /* libunwind's x86-64 register numbers -> perf's */
 static const uint8_t perf_reg_of[] = {
@@ -129,6 +145,16 @@ struct fde_slot {
 	uint64_t ip, start;
 };
 
+/* What dwarf_search_unwind_table found for one FDE of a module, with its CIE summary. */
+struct pi_slot {
+	const struct elf_file *mu; /* NULL: empty */
+	uint64_t bias;
+	int64_t index; /* the search table's entry */
+	unw_proc_info_t pi; /* unwind_info NULL */
+	bool has_info;
+	uint8_t info[PI_INFO_MAX];
+};
+
 void unwind__proc_free(struct unwind_proc *u)
 {
 	if (!u)
@@ -143,6 +169,7 @@ void unwind__proc_free(struct unwind_proc *u)
 	free(u->chains);
 	free(u->verdicts);
 	free(u->fdes);
+	free(u->infos);
 	free(u->sps);
 	free(u);
 }
@@ -246,20 +273,14 @@ static int step(struct uw_ctx *ctx, struct walker *w, uint64_t at)
 
 /*
  * The module's .eh_frame_hdr search table, as libunwind's remote-table
- * lookup takes it, cut to the entry a search for ip would find
- * (elf_file__fde_index) and the next one, whose start libunwind reads as
- * the end of the first's code, as in the whole table: its own search read
- * the whole table through access_mem, a cache miss at each probe. false:
- * no entry starts at or below ip, which libunwind would answer with
- * -UNW_ENOINFO.
+ * lookup takes it, cut to entry i (the one a search for the address would
+ * find: elf_file__fde_index) and the next one, whose start libunwind reads
+ * as the end of the first's code, as in the whole table: its own search
+ * read the whole table through access_mem, a cache miss at each probe.
  */
-static bool table_info(unw_dyn_info_t *di, const struct map *m, struct elf_file *mu, uint64_t bias,
-		       uint64_t ip)
+static void table_info(unw_dyn_info_t *di, const struct map *m, struct elf_file *mu, uint64_t bias,
+		       int64_t i)
 {
-	int64_t i = elf_file__fde_index(mu, ip - bias);
-
-	if (i < 0)
-		return false;
 	memset(di, 0, sizeof(*di));
 	di->format = UNW_INFO_FORMAT_REMOTE_TABLE;
 	di->start_ip = m->start;
@@ -269,7 +290,69 @@ static bool table_info(unw_dyn_info_t *di, const struct map *m, struct elf_file 
 	di->u.rti.table_data = mu->table_vaddr + bias + (uint64_t)i * 8;
 	/* in words, as libunwind counts it; each entry is two int32 */
 	di->u.rti.table_len = ((uint64_t)i + 1 < mu->fde_count ? 16 : 8) / sizeof(unw_word_t);
-	return true;
+}
+
+/* The slot FDE i of mu (at bias) is remembered in; NULL without memory for them. */
+static struct pi_slot *pi_slot(struct unwind_proc *up, const struct elf_file *mu, uint64_t bias,
+			       int64_t i)
+{
+	if (!PI_REMEMBER)
+		return NULL;
+	if (!up->infos)
+		up->infos = calloc(PI_SLOTS, sizeof(*up->infos));
+	if (!up->infos)
+		return NULL;
+	return &up->infos[hash_u64((uint64_t)(uintptr_t)mu ^ bias ^ ((uint64_t)i << 20)) &
+			  (PI_SLOTS - 1)];
+}
+
+/*
+ * libunwind's procedure info for the code at ip of mapping m: its FDE's
+ * range and, if asked, its CIE summary. A leaf's IP differs at almost every
+ * sample, and libunwind's register-state cache, keyed by IP, misses each
+ * time; the FDE behind it does not change, so what libunwind found for it
+ * (the FDE and CIE parsed through access_mem) is remembered per process.
+ * An unwind_info handed back from there is ours: REMOTE_TABLE, which
+ * libunwind does not free. Memory is libunwind's on a miss, as before.
+ */
+static int proc_info(struct uw_ctx *ctx, unw_addr_space_t as, const struct map *m,
+		     struct elf_file *mu, uint64_t bias, unw_word_t ip, unw_proc_info_t *pi,
+		     int need_unwind_info, void *arg)
+{
+	int64_t i = elf_file__fde_index(mu, ip - bias);
+	struct pi_slot *sl;
+	unw_dyn_info_t di;
+	int ret;
+
+	if (i < 0)
+		return -UNW_ENOINFO;
+	ctx->s->stats.proc_infos++;
+	sl = pi_slot(ctx->up, mu, bias, i);
+	if (sl && sl->mu == mu && sl->bias == bias && sl->index == i && ip >= sl->pi.start_ip &&
+	    ip < sl->pi.end_ip && (!need_unwind_info || sl->has_info)) {
+		ctx->s->stats.proc_infos_remembered++;
+		*pi = sl->pi;
+		pi->format = UNW_INFO_FORMAT_REMOTE_TABLE;
+		pi->unwind_info = need_unwind_info ? sl->info : NULL;
+		pi->unwind_info_size = need_unwind_info ? pi->unwind_info_size : 0;
+		return 0;
+	}
+	table_info(&di, m, mu, bias, i);
+	ret = UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
+	if (ret < 0 || !sl ||
+	    (sl->mu == mu && sl->bias == bias && sl->index == i && sl->has_info &&
+	     !need_unwind_info))
+		return ret;
+	*sl = (struct pi_slot){ .mu = mu, .bias = bias, .index = i, .pi = *pi };
+	sl->pi.unwind_info = NULL;
+	if (need_unwind_info && pi->unwind_info && pi->unwind_info_size > 0 &&
+	    (size_t)pi->unwind_info_size <= sizeof(sl->info)) {
+		memcpy(sl->info, pi->unwind_info, (size_t)pi->unwind_info_size);
+		sl->has_info = true;
+	} else {
+		sl->pi.unwind_info_size = 0;
+	}
+	return ret;
 }
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
@@ -277,7 +360,6 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 {
 	struct uw_ctx *ctx = ((struct uw_arg *)arg)->ctx;
 	struct elf_file *mu;
-	unw_dyn_info_t di;
 	struct map *m;
 	uint64_t bias;
 	int ret;
@@ -289,11 +371,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 		return -UNW_ENOINFO;
 	}
 	remember(ctx, mu, bias);
-	if (!table_info(&di, m, mu, bias, ip)) {
-		ctx->noinfo = true;
-		return -UNW_ENOINFO;
-	}
-	ret = UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
+	ret = proc_info(ctx, as, m, mu, bias, ip, pi, need_unwind_info, arg);
 	if (ret == -UNW_ENOINFO)
 		ctx->noinfo = true;
 	return ret;
@@ -753,7 +831,6 @@ uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
 	struct elf_file *mu;
 	struct fde_slot *slot = NULL;
 	unw_proc_info_t pi;
-	unw_dyn_info_t di;
 	uint64_t bias;
 	struct map *m;
 
@@ -769,8 +846,7 @@ uint64_t fde_start(struct uw_ctx *ctx, uint64_t ra)
 	if (!mu || !mu->fde_count)
 		return 0;
 	remember(ctx, mu, bias);
-	if (!table_info(&di, m, mu, bias, ra - 1) ||
-	    UNW_OBJ(dwarf_search_unwind_table)(ctx->up->as, ra - 1, &di, &pi, 0, &arg) < 0)
+	if (proc_info(ctx, ctx->up->as, m, mu, bias, ra - 1, &pi, 0, &arg) < 0)
 		return 0;
 	if (slot)
 		*slot = (struct fde_slot){ .ip = ra, .start = pi.start_ip };

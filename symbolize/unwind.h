@@ -18,6 +18,7 @@
 
 struct elf_file;
 struct fde_slot;
+struct pi_slot;
 struct jit_proc;
 struct ra_slot;
 
@@ -48,6 +49,7 @@ struct unwind_proc {
 	uint64_t tick;
 	struct ra_slot *verdicts; /* is there a call before this address? */
 	struct fde_slot *fdes;
+	struct pi_slot *infos; /* libunwind's procedure infos, by FDE */
 	uint64_t *sps; /* scratch: SP of every frame of the current unwind */
 	size_t sps_cap;
 };

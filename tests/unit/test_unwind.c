@@ -256,6 +256,77 @@ Test(unwind, realigned_frame_twice_from_the_cache)
 	sample_free(smp);
 }
 
+/*
+ * Two samples in one function, at two call sites where its frame differs
+ * in size (16 bytes pushed between them), so libunwind's cache, keyed by
+ * IP, has a rule for neither of the second's. Its procedure info (the FDE's
+ * range and CIE) is the one found for the first: remembered, and the rule
+ * at the second IP is still computed from it. Written out so the CFI is
+ * this whatever the compiler.
+ */
+size_t uw_two(struct sample *a, struct sample *b);
+__asm__(".text\n"
+	".type uw_two, @function\n"
+	"uw_two:\n"
+	".cfi_startproc\n"
+	"	pushq %rbx\n"
+	"	.cfi_def_cfa_offset 16\n"
+	"	.cfi_offset %rbx, -16\n"
+	"	movq %rsi, %rbx\n"
+	"	call capture_regs\n"
+	"	subq $16, %rsp\n"
+	"	.cfi_def_cfa_offset 32\n"
+	"	movq %rbx, %rdi\n"
+	"	call capture_regs\n"
+	"	addq $16, %rsp\n"
+	"	.cfi_def_cfa_offset 16\n"
+	"	popq %rbx\n"
+	"	.cfi_def_cfa_offset 8\n"
+	"	movq $1, %rax\n"
+	"	ret\n"
+	".cfi_endproc\n"
+	".size uw_two, .-uw_two\n");
+
+__attribute__((noipa)) static size_t uw_two_caller(struct sample *a, struct sample *b)
+{
+	size_t r = uw_two(a, b);
+
+	__asm__ volatile("" ::: "memory");
+	return r + 1;
+}
+
+Test(unwind, second_ip_of_a_function_from_its_remembered_procedure_info)
+{
+	struct sample *a = sample_new(), *b = sample_new();
+	struct unwound ua, ub;
+	uint64_t found, remembered;
+
+	uw_two_caller(a, b);
+	cr_assert_eq(b->regs[PERF_REG_X86_SP] + 16, a->regs[PERF_REG_X86_SP]);
+	unwind_sample(a, a->stack, a->size, &ua);
+	log_chain(&ua);
+	found = symbolizer__stats(sym)->proc_infos;
+	remembered = symbolizer__stats(sym)->proc_infos_remembered;
+	unwind_sample(b, b->stack, b->size, &ub);
+	log_chain(&ub);
+	cr_assert_gt(symbolizer__stats(sym)->proc_infos, found,
+		     "libunwind had no rule for %#" PRIx64, ub.ips[0]);
+	cr_assert_gt(symbolizer__stats(sym)->proc_infos_remembered, remembered,
+		     "uw_two's procedure info was looked up again");
+	cr_assert_str_eq(ua.names[0], "uw_two");
+	cr_assert_str_eq(ub.names[0], "uw_two");
+	cr_assert_str_eq(ub.names[1], "uw_two_caller");
+	cr_assert_str_eq(ub.names[2],
+			 "unwind_second_ip_of_a_function_from_its_remembered_procedure_info_impl");
+	cr_assert_eq(ua.n, ub.n);
+	for (int i = 1; i < ua.n; i++)
+		cr_assert_eq(ua.ips[i], ub.ips[i], "frame %d: %#" PRIx64 " and %#" PRIx64, i,
+			     ua.ips[i], ub.ips[i]);
+	assert_reaches_root(&ub);
+	sample_free(a);
+	sample_free(b);
+}
+
 Test(unwind, depth_limit_truncates)
 {
 	struct sample *smp = sample_new();
