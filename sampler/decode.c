@@ -255,6 +255,7 @@ static int decode_sample(const struct rec_layout *l, uint16_t misc, struct cur *
 	/* Fields after these (weight, data source, ...) are not decoded. */
 	s->user = (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER;
 	s->stack_dropped = (misc & REC_MISC_STACK_DROPPED) && !s->stack_size;
+	s->stack_cut = (misc & REC_MISC_STACK_CUT) && s->stack_size;
 	r->time = (st & PERF_SAMPLE_TIME) ? s->time : 0;
 	return 0;
 }
@@ -410,7 +411,18 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
 	return 0;
 }
 
-size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst, bool drop)
+size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst, bool drop,
+		uint64_t keep_max)
+{
+	struct rec r;
+
+	if (rec_decode(layout, data, len, &r))
+		return rec_trim_decoded(NULL, data, len, dst, drop, keep_max);
+	return rec_trim_decoded(&r, data, len, dst, drop, keep_max);
+}
+
+size_t rec_trim_decoded(const struct rec *rd, const void *data, size_t len, void *dst, bool drop,
+			uint64_t keep_max)
 {
 	const uint8_t *p = data;
 	uint8_t *d = dst;
@@ -418,14 +430,20 @@ size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, v
 	size_t off, rest, n;
 	struct rec r;
 	uint16_t hsize, misc;
+	bool cut;
 
-	if (rec_decode(layout, data, len, &r) || r.type != REC_SAMPLE || !r.sample.stack_off)
+	if (!rd || rd->type != REC_SAMPLE || !rd->sample.stack_off)
 		goto as_is;
+	r = *rd;
 	/* a copy of nothing is not dropped: the kernel had nothing to copy */
 	drop = drop && r.sample.stack_size;
 	off = r.sample.stack_off;
 	memcpy(&size, p + off, sizeof(size));
 	dyn = drop ? 0 : r.sample.stack_size;
+	/* cut to keep_max bytes, rounded up to a word, when that is fewer */
+	cut = keep_max < UINT64_MAX - 7 && ((keep_max + 7) & ~7ull) < dyn;
+	if (cut)
+		dyn = (keep_max + 7) & ~7ull;
 	keep = (dyn + 7) & ~7ull;
 	/* nothing to cut (a size the kernel never gives, not a multiple of 8: kept as it is) */
 	if (!size || keep >= size)
@@ -451,9 +469,9 @@ size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, v
 	n += rest;
 	hsize = (uint16_t)n;
 	memcpy(d + offsetof(struct perf_event_header, size), &hsize, sizeof(hsize));
-	if (drop) {
+	if (drop || cut) {
 		memcpy(&misc, d + offsetof(struct perf_event_header, misc), sizeof(misc));
-		misc |= REC_MISC_STACK_DROPPED;
+		misc |= drop ? REC_MISC_STACK_DROPPED : REC_MISC_STACK_CUT;
 		memcpy(d + offsetof(struct perf_event_header, misc), &misc, sizeof(misc));
 	}
 	return n;

@@ -33,6 +33,7 @@
  * early thread has seen (what was copied, without one), so every sample
  * reaches the callback before it is delivered.
  */
+#include <asm/perf_regs.h>
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -76,18 +77,52 @@ static uint32_t early_event(const struct sampler *s, uint64_t id)
 }
 
 /*
- * Whether the record of a ring may lose its stack copy: past three quarters
- * of the spill budget, an on-CPU or context-switch sample's. A probe's is
- * kept: it is what pairs and places a call, and a few KiB a call.
+ * Whether a sample (decoded: dec) may lose its stack copy: past three
+ * quarters of the spill budget, an on-CPU or context-switch sample's. A
+ * probe's is kept: it is what pairs and places a call, and a few KiB a call.
  */
-static bool drop_stack(const struct sampler *s, const struct ring *r, const void *data, size_t len)
+static bool drop_stack(const struct sampler *s, const struct ring *r, const struct rec *dec)
 {
-	struct rec dec;
-
-	if (!spill_tight(r->spill) || rec_decode(&s->layout, data, len, &dec) ||
-	    dec.type != REC_SAMPLE || !dec.sample.stack_size)
+	if (!spill_tight(r->spill) || !dec->sample.stack_size)
 		return false;
-	return !EV_IS_PROBE(probe_event(s, dec.id));
+	return !EV_IS_PROBE(probe_event(s, dec->id));
+}
+
+void sampler__stack_top(struct sampler *s, uint32_t tid, uint64_t top)
+{
+	struct stack_top *t;
+
+	if (!s->tops || !tid)
+		return;
+	t = &s->tops[hash_u64(tid) & (STACK_TOP_SLOTS - 1)];
+	if (__atomic_load_n(&t->tid, __ATOMIC_ACQUIRE) == tid &&
+	    __atomic_load_n(&t->top, __ATOMIC_ACQUIRE) == top)
+		return;
+	__atomic_store_n(&t->tid, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->top, top, __ATOMIC_RELEASE);
+	if (top)
+		__atomic_store_n(&t->tid, tid, __ATOMIC_RELEASE);
+}
+
+/* Bytes of a sample's stack copy to keep: up to its thread's stack end, if known and above SP. */
+static uint64_t stack_keep(const struct sampler *s, const struct rec_sample *smp)
+{
+	const struct stack_top *t;
+	uint64_t top, sp;
+	uint32_t tid;
+
+	if (!s->tops || !smp->stack_size || !(smp->uregs.mask & (1ull << PERF_REG_X86_SP)))
+		return UINT64_MAX;
+	t = &s->tops[hash_u64(smp->tid) & (STACK_TOP_SLOTS - 1)];
+	tid = __atomic_load_n(&t->tid, __ATOMIC_ACQUIRE);
+	top = __atomic_load_n(&t->top, __ATOMIC_ACQUIRE);
+	/* a slot written meanwhile (tid 0 first) is not taken */
+	if (tid != smp->tid || __atomic_load_n(&t->tid, __ATOMIC_ACQUIRE) != tid)
+		return UINT64_MAX;
+	sp = smp->uregs.regs[PERF_REG_X86_SP];
+	if (!top || sp >= top || top - sp > UINT64_MAX - SAMPLER_TOP_MARGIN)
+		return UINT64_MAX;
+	return top - sp + SAMPLER_TOP_MARGIN;
 }
 
 /* Copy ring r's new records into its spill; false when the spill budget stopped it. */
@@ -100,11 +135,12 @@ static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool f
 	*copied |= head != tail;
 
 	for (;;) {
-		uint64_t next = tail;
+		uint64_t next = tail, keep = UINT64_MAX;
 		const void *data;
 		uint8_t *dst;
-		size_t len;
-		bool drop;
+		size_t len, n;
+		bool drop = false, sample;
+		struct rec dec;
 		int ret = ring_next(r->data, r->data_size, head, &next, scratch, SCRATCH_SIZE,
 				    &data, &len);
 
@@ -116,22 +152,35 @@ static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool f
 			tail = head;
 			break;
 		}
+		sample = !rec_decode(&s->layout, data, len, &dec) && dec.type == REC_SAMPLE;
 		/*
 		 * The recording's thread far behind: the sample is kept, its
 		 * stack copy not, before the budget ends and the kernel loses
 		 * whole records. Its room is its own length then, not len. Not
 		 * in the last pass: that one may go past the budget anyway.
 		 */
-		drop = !final && drop_stack(s, r, data, len);
-		dst = spill_room(r->spill, drop ? rec_trim(&s->layout, data, len, NULL, true) : len,
+		if (sample) {
+			drop = !final && drop_stack(s, r, &dec);
+			keep = drop ? UINT64_MAX : stack_keep(s, &dec.sample);
+		}
+		dst = spill_room(r->spill,
+				 drop ? rec_trim_decoded(&dec, data, len, NULL, true, keep) : len,
 				 final);
 		if (!dst) {
 			all = false;
 			break;
 		}
-		spill_wrote(r->spill, rec_trim(&s->layout, data, len, dst, drop));
+		n = rec_trim_decoded(sample ? &dec : NULL, data, len, dst, drop, keep);
+		spill_wrote(r->spill, n);
 		if (drop)
 			__atomic_add_fetch(&s->stacks_dropped, 1, __ATOMIC_RELAXED);
+		if (sample && !drop && keep < UINT64_MAX - 7 &&
+		    ((keep + 7) & ~7ull) < dec.sample.stack_size) {
+			__atomic_add_fetch(&s->stacks_cut, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&s->stack_bytes_cut,
+					   dec.sample.stack_size - ((keep + 7) & ~7ull),
+					   __ATOMIC_RELAXED);
+		}
 		tail = next;
 	}
 	/* the kernel may write there again */

@@ -79,6 +79,13 @@ struct event {
 #define ID_EVENT(v) ((enum rec_event)((v)&0xff))
 #define ID_TID(v) ((uint32_t)((v) >> 8))
 
+/* One thread's stack end (sampler__stack_top). */
+struct stack_top {
+	uint32_t tid; /* 0: empty */
+	uint64_t top;
+};
+#define STACK_TOP_SLOTS 4096 /* power of two */
+
 struct sampler {
 	struct sampler_opts opts;
 	struct sampler_stats stats;
@@ -139,6 +146,14 @@ struct sampler {
 	uint64_t copied_at, early_seen;
 	uint64_t early_bad;
 	uint64_t stacks_dropped; /* by drain passes (atomic): stats.stacks_dropped */
+	uint64_t stacks_cut,
+		stack_bytes_cut; /* the same (atomic): stats.stacks_cut, stack_bytes_cut */
+	/*
+	 * Where threads' stacks end (sampler__stack_top), by tid, direct
+	 * mapped; NULL: none kept. A slot is written as tid 0, top, tid; the
+	 * drain takes a top only between two reads of the same tid.
+	 */
+	struct stack_top *tops;
 	struct spill_budget budget; /* of every ring's spill */
 	struct u64map origin; /* attach mode: tid -> the tid whose events it is followed by */
 	bool woken; /* targets_gone may have taken a ring's wakeup */

@@ -108,7 +108,11 @@ struct sampler *sampler__new(const struct sampler_opts *opts)
 	s->early_kick = -1;
 	s->work_kick = -1;
 	s->scratch = malloc(SCRATCH_SIZE);
-	if (!s->scratch) {
+	if (s->opts.callgraph == CALLGRAPH_DWARF)
+		s->tops = calloc(STACK_TOP_SLOTS, sizeof(*s->tops));
+	if (!s->scratch || (s->opts.callgraph == CALLGRAPH_DWARF && !s->tops)) {
+		free(s->scratch);
+		free(s->tops);
 		free(s);
 		errno = ENOMEM;
 		return NULL;
@@ -141,6 +145,7 @@ void sampler__free(struct sampler *s)
 	free(s->probe_events);
 	free(s->alts);
 	free(s->scratch);
+	free(s->tops);
 	free(s->threads);
 	order_free(&s->q);
 	pthread_mutex_destroy(&s->copy_lock);
@@ -243,6 +248,8 @@ static int round_run(struct sampler *s, bool holdback, rec_cb cb, void *ctx)
 	}
 	s->stats.bad_records += __atomic_exchange_n(&s->early_bad, 0, __ATOMIC_RELAXED);
 	s->stats.stacks_dropped += __atomic_exchange_n(&s->stacks_dropped, 0, __ATOMIC_RELAXED);
+	s->stats.stacks_cut += __atomic_exchange_n(&s->stacks_cut, 0, __ATOMIC_RELAXED);
+	s->stats.stack_bytes_cut += __atomic_exchange_n(&s->stack_bytes_cut, 0, __ATOMIC_RELAXED);
 	for (i = 0; i < s->nr_rings && !err; i++)
 		err = ring_ingest(s, i);
 	/*

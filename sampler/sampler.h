@@ -86,6 +86,12 @@ struct rec_sample {
 	 * kernel's doing. Its stack can only be cut.
 	 */
 	bool stack_dropped;
+	/*
+	 * The sampler kept the copy only up to where this thread's stack was
+	 * known to end (sampler__stack_top): a walk that needs more says the
+	 * thread's stack now ends higher.
+	 */
+	bool stack_cut;
 };
 
 struct rec_mmap2 {
@@ -182,18 +188,25 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
  * stack copy cut to the bytes the kernel could copy (dyn_size, rounded up to
  * 8; a copy of none loses its dyn_size field too): it decodes as before, in
  * fewer bytes. With drop, a sample's copy goes entirely and the copy says so
- * (REC_MISC_STACK_DROPPED: rec_sample.stack_dropped). Any other record, or
- * one that does not decode, is copied as it is. Returns the copy's length;
- * with dst NULL, only that.
+ * (REC_MISC_STACK_DROPPED: rec_sample.stack_dropped). With keep below the
+ * bytes the kernel copied, only keep of them stay (rounded up to 8) and the
+ * copy says so (REC_MISC_STACK_CUT: rec_sample.stack_cut). Any other
+ * record, or one that does not decode, is copied as it is. Returns the
+ * copy's length; with dst NULL, only that.
  */
-size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst,
-		bool drop);
+size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst, bool drop,
+		uint64_t keep);
+/* The same for a record r that rec_decode made of these bytes; NULL: one that did not decode. */
+size_t rec_trim_decoded(const struct rec *r, const void *data, size_t len, void *dst, bool drop,
+			uint64_t keep);
 /*
  * header.misc of a sample whose stack copy the sampler dropped: a bit the
  * kernel defines for no record (its cpumode is bits 0-2, its flags bits
  * 12-15).
  */
 #define REC_MISC_STACK_DROPPED (1u << 11)
+/* ... and of one whose copy it cut above where the thread's stack ends (sampler__stack_top) */
+#define REC_MISC_STACK_CUT (1u << 10)
 
 /*
  * Ring-buffer reading, separated from mmap so that it can be tested on a
@@ -311,6 +324,8 @@ struct sampler_stats {
 	 * (records are lost only past all of it).
 	 */
 	uint64_t stacks_dropped;
+	/* Samples whose stack copy was cut where their thread's stack ends (sampler__stack_top) */
+	uint64_t stacks_cut, stack_bytes_cut;
 	/*
 	 * Rounds that held back less than usual: the records waiting to be
 	 * sorted had grown past the rings' size (a burst, a slow callback).
@@ -448,6 +463,20 @@ typedef enum early_want (*rec_early_cb)(void *ctx, const struct rec *r);
 void sampler__set_early(struct sampler *s, rec_early_cb cb, void *ctx);
 
 const struct sampler_stats *sampler__stats(const struct sampler *s);
+
+/*
+ * Where thread tid's stack ends for its walks: the highest address the
+ * walk of a whole stack of it needed (its outermost frame's SP, which stays
+ * put for the thread's life). The kernel copies stack_size bytes at each
+ * sample, mostly the environment and other threads' memory above the
+ * stack's end; the sampler keeps a sample's copy only up to top plus
+ * SAMPLER_TOP_MARGIN when its SP is below top (stats.stacks_cut), and says
+ * so (rec_sample.stack_cut). Raising it takes effect at once; 0 forgets
+ * it (a walk of a cut copy ran out: the thread's stack ends higher now).
+ * Any thread may call it, while the sampler's threads copy.
+ */
+void sampler__stack_top(struct sampler *s, uint32_t tid, uint64_t top);
+#define SAMPLER_TOP_MARGIN 512
 
 /*
  * Explain an error from sampler__new/launch in one line for the user:

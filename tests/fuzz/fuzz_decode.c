@@ -30,14 +30,17 @@ static uint64_t trimmed(const struct rec_layout *layout, const void *rec, size_t
 	uint64_t sum = 0;
 	struct rec r;
 
-	for (int drop = 0; drop < 2; drop++) {
-		size_t want = rec_trim(layout, rec, len, NULL, drop), n;
+	/* as it is, its copy dropped, its copy cut to a length the input picks */
+	for (int mode = 0; mode < 3; mode++) {
+		bool drop = mode == 1;
+		uint64_t keep = mode == 2 ? len % 4099 : UINT64_MAX;
+		size_t want = rec_trim(layout, rec, len, NULL, drop, keep), n;
 		/* 8-aligned, as records are in a ring */
 		uint64_t *copy = malloc(len + 8);
 
 		if (!copy)
 			return sum;
-		n = rec_trim(layout, rec, len, copy, drop);
+		n = rec_trim(layout, rec, len, copy, drop, keep);
 		if (n != want || n > len)
 			abort();
 		if (!rec_decode(layout, copy, n, &r))

@@ -607,7 +607,7 @@ static void assert_trimmed(struct rb *b, size_t want_len)
 
 	memset(&t, 0xee, sizeof(t));
 	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(b), b->len, &r), 0);
-	n = rec_trim(&dwarf_layout, rb_bytes(b), b->len, t.words, false);
+	n = rec_trim(&dwarf_layout, rb_bytes(b), b->len, t.words, false, UINT64_MAX);
 	cr_assert_eq(n, want_len, "%zu bytes, not %zu, of %zu", n, want_len, b->len);
 	cr_assert_eq(rec_decode(&dwarf_layout, t.words, n, &rt), 0, "the copy decodes");
 	cr_assert_eq(rt.sample.time, r.sample.time);
@@ -638,7 +638,8 @@ Test(decode_dwarf, trim_cuts_the_copy_to_dyn_size)
 	assert_trimmed(&b, b.len);
 	build_dwarf_sample(&b, 0, 0, 0);
 	assert_trimmed(&b, b.len);
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false, UINT64_MAX),
+		     b.len);
 	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
 	/* another kind of record, and one that does not decode: copied as they are */
 	rb_start(&b, PERF_RECORD_COMM, 0);
@@ -646,10 +647,12 @@ Test(decode_dwarf, trim_cuts_the_copy_to_dyn_size)
 	rb_str(&b, "sh");
 	rb_trailer(&b, 5, 5, 1);
 	rb_end(&b);
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false, UINT64_MAX),
+		     b.len);
 	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
 	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 300); /* dyn_size > size */
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, false, UINT64_MAX),
+		     b.len);
 	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
 }
 
@@ -667,10 +670,10 @@ Test(decode_dwarf, drop_keeps_the_sample_without_its_copy)
 	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 40);
 	cr_assert_eq(rec_decode(&dwarf_layout, rb_bytes(&b), b.len, &r), 0);
 	cr_assert_not(r.sample.stack_dropped);
-	n = rec_trim(&dwarf_layout, rb_bytes(&b), b.len, NULL, true);
+	n = rec_trim(&dwarf_layout, rb_bytes(&b), b.len, NULL, true, UINT64_MAX);
 	cr_assert_eq(n, b.len - 256 - 8);
 	memset(&t, 0xee, sizeof(t));
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true), n);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true, UINT64_MAX), n);
 	cr_assert_eq(rec_decode(&dwarf_layout, t.words, n, &rt), 0, "the copy decodes");
 	cr_assert(rt.sample.stack_dropped);
 	cr_assert_eq(rt.sample.stack_size, 0);
@@ -681,14 +684,15 @@ Test(decode_dwarf, drop_keeps_the_sample_without_its_copy)
 	cr_assert_eq(memcmp(&rt.sample.uregs, &r.sample.uregs, sizeof(r.sample.uregs)), 0);
 	/* a copy of nothing: nothing to drop, and it does not say dropped */
 	build_dwarf_sample(&b, PERF_SAMPLE_REGS_ABI_64, 256, 0);
-	n = rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true);
+	n = rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true, UINT64_MAX);
 	cr_assert_eq(n, b.len - 256 - 8);
 	cr_assert_eq(rec_decode(&dwarf_layout, t.words, n, &rt), 0);
 	cr_assert_not(rt.sample.stack_dropped);
 	/* no copy field: as it is */
 	build_dwarf_sample(&b, 0, 0, 0);
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, NULL, true), b.len);
-	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, NULL, true, UINT64_MAX), b.len);
+	cr_assert_eq(rec_trim(&dwarf_layout, rb_bytes(&b), b.len, t.words, true, UINT64_MAX),
+		     b.len);
 	cr_assert_eq(memcmp(t.words, b.words, b.len), 0);
 }
 
@@ -1978,6 +1982,106 @@ Test(dwarf, far_behind_keeps_samples_without_stacks, .timeout = 120)
 	u64map_free(&d.last_sample);
 	u64map_free(&d.in_time);
 	sampler__free(s);
+}
+
+/*
+ * sampler__stack_top: told where the shell's stack ends (here 2 KiB above
+ * the SPs of its loop; its environment, 48 KiB, lies above), the
+ * drain keeps each later copy only up to there and 512 bytes more, and
+ * says so; told 0, whole copies again. Records copied before the word
+ * keep their whole copies.
+ */
+struct cut_seen {
+	struct sampler *s;
+	uint32_t tid;
+	uint64_t max_sp, first, top, samples, cut, uncut_after_forget, bad_cut, cut_after_forget;
+	bool forgot;
+};
+
+static int collect_cut(void *ctx, const struct rec *r)
+{
+	struct cut_seen *c = ctx;
+	const struct rec_sample *s = &r->sample;
+	uint64_t sp;
+
+	if (r->type != REC_SAMPLE || !s->stack_size || !(s->uregs.mask & (1ull << PERF_REG_X86_SP)))
+		return 0;
+	sp = s->uregs.regs[PERF_REG_X86_SP];
+	if (!c->tid)
+		c->tid = s->tid;
+	if (s->tid != c->tid)
+		return 0;
+	/*
+	 * 2 KiB above the highest SP of 20 samples of the loop (after 200, past
+	 * the exec and the shell's start): the loop's run below it
+	 */
+	if (!c->top) {
+		if (++c->first > 200)
+			c->max_sp = sp > c->max_sp ? sp : c->max_sp;
+		if (c->first == 220) {
+			c->top = c->max_sp + 2048;
+			sampler__stack_top(c->s, c->tid, c->top);
+		}
+		return 0;
+	}
+	c->samples++;
+	if (s->stack_cut) {
+		c->cut++;
+		/* up to the top and the margin, rounded up to a word, and no byte less */
+		if (sp >= c->top ||
+		    s->stack_size != ((c->top - sp + SAMPLER_TOP_MARGIN + 7) & ~7ull))
+			c->bad_cut++;
+		c->cut_after_forget += c->forgot;
+	} else if (c->forgot) {
+		c->uncut_after_forget++;
+	}
+	if (c->cut == 200 && !c->forgot) {
+		sampler__stack_top(c->s, c->tid, 0);
+		c->forgot = true;
+	}
+	return 0;
+}
+
+Test(dwarf, copies_are_cut_where_the_threads_stack_ends, .timeout = 60)
+{
+	char *argv[] = { "/bin/sh", "-c", "i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); done",
+			 NULL };
+	static char big[48 * 1024];
+	char *envp[] = { big, NULL };
+	struct sampler_opts o = { .callgraph = CALLGRAPH_DWARF };
+	struct cut_seen c = { 0 };
+	char msg[512];
+	pid_t pid;
+	int status, err;
+
+	memset(big, 'x', sizeof(big) - 1);
+	memcpy(big, "PAD=", 4);
+	c.s = sampler__new(&o);
+	cr_assert_not_null(c.s);
+	err = sampler__launch(c.s, argv, envp, &pid);
+	cr_assert_eq(err, 0, "launch: %s", sampler__open_strerror(err, msg, sizeof(msg)));
+	cr_assert_eq(sampler__start(c.s), 0);
+	for (;;) {
+		cr_assert_eq(sampler__poll(c.s, 100, collect_cut, &c), 0);
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+	}
+	cr_assert_eq(sampler__drain(c.s, collect_cut, &c), 0);
+	cr_log_info("cut: %llu of %llu samples, %llu whole after the word was taken back (%llu "
+		    "cut), %llu bytes cut",
+		    (unsigned long long)c.cut, (unsigned long long)c.samples,
+		    (unsigned long long)c.uncut_after_forget,
+		    (unsigned long long)c.cut_after_forget,
+		    (unsigned long long)sampler__stats(c.s)->stack_bytes_cut);
+	cr_assert_geq(c.cut, 200, "copies cut once the sampler knew where the stack ends");
+	cr_assert_eq(c.bad_cut, 0, "a copy cut elsewhere than at the top and the margin");
+	cr_assert_eq(sampler__stats(c.s)->stacks_cut, c.cut);
+	cr_assert_gt(sampler__stats(c.s)->stack_bytes_cut, c.cut * 16 * 1024,
+		     "the environment above the top was not copied");
+	cr_assert_gt(c.uncut_after_forget, 100, "whole copies again once told 0");
+	/* the drain may have copied some before the word: never many */
+	cr_assert_lt(c.cut_after_forget, c.uncut_after_forget);
+	sampler__free(c.s);
 }
 
 Test(dwarf, stack_size_validated)
