@@ -346,9 +346,10 @@ static const struct preamble *guess_preamble(struct uw_ctx *ctx, struct preamble
 /* ---- searching the copy ---- */
 
 /* Does a walk that ended so go on to a thread's entry (or may, past the copy or a JIT frame)? */
-static bool walk_usable(enum walk_end how)
+static bool walk_usable(const struct uw_ctx *ctx, enum walk_end how)
 {
-	return how == WALK_ROOT || how == WALK_OOB || how == WALK_JIT || how == WALK_FULL;
+	return how == WALK_ROOT || (how == WALK_OOB && !ctx->cut) || how == WALK_JIT ||
+	       how == WALK_FULL;
 }
 
 /* Where a sampled IP of JIT code was: an epilogue (pops to a ret) or not. */
@@ -409,7 +410,7 @@ static bool try_caller(struct uw_ctx *ctx, struct walker *cur, struct walker *w,
 	walker_init(w, ctx);
 	push(f, ra, at + 8);
 	*how = walk(ctx, w, f);
-	if (walk_usable(*how))
+	if (walk_usable(ctx, *how))
 		return true;
 	f->n = base;
 	return false;

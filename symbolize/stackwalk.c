@@ -37,17 +37,30 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 			   uint64_t regs_mask, const uint8_t *stack, size_t stack_size,
 			   uint64_t *ips, uint64_t *sps, size_t max, enum unwind_end *end)
 {
+	uint64_t reach;
+
+	return symbolizer__unwind_copy(s, pid, regs, regs_mask, stack, stack_size, false, ips, sps,
+				       max, end, &reach);
+}
+
+int symbolizer__unwind_copy(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
+			    uint64_t regs_mask, const uint8_t *stack, size_t stack_size, bool cut,
+			    uint64_t *ips, uint64_t *sps, size_t max, enum unwind_end *end,
+			    uint64_t *reach)
+{
 	const uint64_t need = 1ull << PERF_REG_X86_IP | 1ull << PERF_REG_X86_SP;
-	struct uw_ctx ctx = { .s = s, .stack = stack, .size = stack_size };
+	struct uw_ctx ctx = { .s = s, .stack = stack, .size = stack_size, .cut = cut };
 	struct walker wk[2], *w = &wk[0];
 	struct unwind_proc *up;
 	struct frames f;
 	unsigned jit_frames = 0;
+	bool grafted = false;
 	enum walk_end how;
 
-	if (!s || !regs || !ips || !end || (!stack && stack_size))
+	if (!s || !regs || !ips || !end || !reach || (!stack && stack_size))
 		return -EINVAL;
 	*end = UNWIND_END_ERROR;
+	*reach = 0;
 	if ((regs_mask & need) != need)
 		return -EINVAL;
 	if (!max)
@@ -103,12 +116,15 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 	 * Off the end of the copy above a JIT frame's recovered caller (oneDNN's
 	 * GEMM driver frames sit above buffers the size of the copy): the rest
 	 * of the stack, if a known one goes on from there. Other walks that run
-	 * out of copy stay cut: nothing was inferred for them.
+	 * out of copy stay cut: nothing was inferred for them. Nor do walks of
+	 * a copy cut where the thread's stack was known to end.
 	 */
-	if (how == WALK_OOB && jit_frames) {
+	if (how == WALK_OOB && jit_frames && !ctx.cut) {
 		how = jitcaller__graft_outer(&ctx, &f);
-		if (how == WALK_ROOT)
+		if (how == WALK_ROOT) {
 			s->stats.outer_grafts++;
+			grafted = true;
+		}
 	}
 	*end = end_of(how);
 	if (how == WALK_ROOT && ctx.jit_guessed) {
@@ -119,6 +135,9 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 		/* a new stack: its call edges and frame sizes are learnt (for JIT callers) */
 		if (chains_store(&ctx, &f))
 			jitcaller__note_stack(&ctx, &f);
+		/* the thread's entry reached within the copy: its stack ends by there */
+		if (!grafted)
+			*reach = ctx.reach;
 	} else {
 		s->stats.unwind_errors++;
 	}

@@ -296,6 +296,19 @@ int symbolizer__unwind_sps(struct symbolizer *s, uint32_t pid, const uint64_t *r
 			   uint64_t *ips, uint64_t *sps, size_t max, enum unwind_end *end);
 
 /*
+ * The same for a copy that may have been cut where the thread's stack was
+ * known to end (cut; sampler__stack_top): a walk that runs off its end then
+ * ends there (UNWIND_END_COPY), with nothing inferred beyond it. *reach:
+ * for a walk that reached the thread's entry within the copy, the end of
+ * the highest word of the copy it read (where this thread's stack ends for
+ * its walks); else 0.
+ */
+int symbolizer__unwind_copy(struct symbolizer *s, uint32_t pid, const uint64_t *regs,
+			    uint64_t regs_mask, const uint8_t *stack, size_t stack_size, bool cut,
+			    uint64_t *ips, uint64_t *sps, size_t max, enum unwind_end *end,
+			    uint64_t *reach);
+
+/*
  * Whether the return address ra is in the outermost frame of a thread: the
  * CFI that covers ra - 1 marks the return address undefined, as glibc's
  * _start and clone3 do. A frame-pointer chain that ends there is whole.

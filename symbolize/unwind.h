@@ -74,6 +74,13 @@ struct uw_ctx {
 	bool probe; /* memory outside the copy and the modules reads as PROBE_MARK */
 	bool oob; /* a read fell just past the end of the copy */
 	bool jit_guessed; /* a JIT caller was found without the kernel's preamble */
+	/*
+	 * The copy ends where the thread's stack was known to end, not where
+	 * the kernel stopped: a walk that runs off its end is not taken as
+	 * going on beyond it (no caller accepted for it, no outer frames grafted).
+	 */
+	bool cut;
+	uint64_t reach; /* the end of the highest word of the copy read so far */
 };
 
 /* The as_arg of one cursor: the context and the registers it starts from. */
@@ -111,11 +118,13 @@ static inline void push(struct frames *f, uint64_t ip, uint64_t sp)
 }
 
 /* The word at addr of the stack copy; false outside it. */
-static inline bool stack_word(const struct uw_ctx *ctx, uint64_t addr, uint64_t *val)
+static inline bool stack_word(struct uw_ctx *ctx, uint64_t addr, uint64_t *val)
 {
 	if (addr < ctx->sp0 || addr - ctx->sp0 > ctx->size || ctx->size - (addr - ctx->sp0) < 8)
 		return false;
 	memcpy(val, ctx->stack + (addr - ctx->sp0), 8);
+	if (addr + 8 > ctx->reach)
+		ctx->reach = addr + 8;
 	return true;
 }
 

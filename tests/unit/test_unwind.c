@@ -422,6 +422,59 @@ Test(unwind, cut_copy_is_truncated_and_read_in_bounds)
 	sample_free(smp);
 }
 
+/*
+ * The reach of a whole walk (symbolizer__unwind_copy) is where the thread's
+ * stack ends for its walks: a copy cut there walks to the root the same
+ * way, with the same reach. A copy cut shorter and marked cut ends for want
+ * of copy (or at the root, frame for frame, by a known stack found in it),
+ * and nothing is grafted beyond its end.
+ */
+Test(unwind, a_copy_cut_at_the_reach_of_a_whole_walk_walks_the_same)
+{
+	struct sample *smp = sample_new();
+	uint64_t ips[256], sps[256], ips2[256], sps2[256], reach, reach2, sp0;
+	enum unwind_end end, end2;
+	size_t maplen;
+	void *map;
+	int n, n2, short_walks = 0;
+
+	uw_a(smp);
+	sp0 = smp->regs[PERF_REG_X86_SP];
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	n = symbolizer__unwind_copy(sym, (uint32_t)getpid(), smp->regs, regs_mask, smp->stack,
+				    smp->size, false, ips, sps, ARRAY_SIZE(ips), &end, &reach);
+	cr_assert_eq(end, UNWIND_END_ROOT);
+	cr_assert_gt(reach, sps[n - 1] - 8, "the outermost return address was read");
+	cr_assert_leq(reach, sp0 + smp->size);
+	cr_log_info("%d frames, reach %" PRIu64 " bytes of %zu", n, reach - sp0, smp->size);
+	for (uint64_t len = reach - sp0; len + 256 > reach - sp0 && len > 0; len -= 8) {
+		uint8_t *copy = guarded_copy(smp->stack, len, &map, &maplen);
+		uint64_t grafts = symbolizer__stats(sym)->outer_grafts;
+
+		n2 = symbolizer__unwind_copy(sym, (uint32_t)getpid(), smp->regs, regs_mask, copy,
+					     len, true, ips2, sps2, ARRAY_SIZE(ips2), &end2,
+					     &reach2);
+		cr_assert_eq(symbolizer__stats(sym)->outer_grafts, grafts, "len %" PRIu64, len);
+		if (len == reach - sp0) {
+			cr_assert_eq(end2, UNWIND_END_ROOT);
+			cr_assert_eq(reach2, reach);
+		}
+		if (end2 == UNWIND_END_ROOT) {
+			cr_assert_eq(n2, n, "len %" PRIu64 ": a root, but not the whole stack",
+				     len);
+		} else {
+			cr_assert_eq(end2, UNWIND_END_COPY, "len %" PRIu64 ": ended %d", len, end2);
+			cr_assert_eq(reach2, 0, "len %" PRIu64, len);
+			short_walks++;
+		}
+		for (int i = 0; i < n2; i++)
+			cr_assert_eq(ips2[i], ips[i], "len %" PRIu64 ": frame %d differs", len, i);
+		munmap(map, maplen);
+	}
+	cr_assert_gt(short_walks, 0, "every copy cut below the reach walked to the root");
+	sample_free(smp);
+}
+
 /* A frame-pointer chain is whole when it ends where CFI says a thread starts. */
 Test(unwind, outermost_is_where_cfi_ends_the_stack)
 {
@@ -702,6 +755,57 @@ Test(unwind, jit_plain_caller_recovered)
 Test(unwind, jit_preamble_caller_recovered_with_saved_registers)
 {
 	jit_case(true);
+}
+
+/*
+ * A copy cut short above a JIT frame's caller: uncut, the walk from the
+ * caller that runs off its end is taken, and a known stack completes it
+ * (jitcaller__graft_outer); marked cut (where the thread's stack was known
+ * to end), its end is no end of the stack, and nothing is taken or grafted
+ * for running off it.
+ */
+Test(unwind, a_cut_copy_is_not_grafted_past_its_end)
+{
+	struct sample *smp = sample_new();
+	uint64_t ips[256], sps[256], reach, sp0;
+	struct jit_code j;
+	struct unwound u;
+	enum unwind_end end;
+	unsigned grafted = 0;
+	int n;
+
+	jit_build(&j);
+	write_perf_map(&j);
+	jit_outer(j.plain, smp);
+	unwind_sample(smp, smp->stack, smp->size, &u);
+	assert_reaches_root(&u);
+	sp0 = smp->regs[PERF_REG_X86_SP];
+	for (size_t len = 8; len < smp->size; len += 8) {
+		uint64_t grafts = symbolizer__stats(sym)->outer_grafts;
+
+		n = symbolizer__unwind_copy(sym, (uint32_t)getpid(), smp->regs, regs_mask,
+					    smp->stack, len, false, ips, sps, ARRAY_SIZE(ips), &end,
+					    &reach);
+		if (symbolizer__stats(sym)->outer_grafts == grafts)
+			continue;
+		cr_assert_eq(end, UNWIND_END_ROOT);
+		cr_assert_eq(reach, 0, "len %zu: grafted, yet a reach", len);
+		grafted++;
+		n = symbolizer__unwind_copy(sym, (uint32_t)getpid(), smp->regs, regs_mask,
+					    smp->stack, len, true, ips, sps, ARRAY_SIZE(ips), &end,
+					    &reach);
+		cr_assert_gt(n, 0);
+		cr_assert_neq(end, UNWIND_END_ROOT, "len %zu: a cut copy reached the root", len);
+		cr_assert_eq(symbolizer__stats(sym)->outer_grafts, grafts + 1,
+			     "len %zu: a cut copy grafted", len);
+		cr_assert_eq(reach, 0);
+	}
+	cr_log_info("%u copies of %zu lengths grafted uncut (sp %#" PRIx64 ")", grafted,
+		    smp->size / 8, sp0);
+	cr_assert_gt(grafted, 0, "no copy of this stack was grafted: the test's premise");
+	unlink(map_path);
+	munmap(j.mem, j.len);
+	sample_free(smp);
 }
 
 Test(unwind, jit_without_caller_on_the_stack)
