@@ -100,6 +100,12 @@ static int64_t clock_offset(void)
 	return ((int64_t)r.tv_sec - m.tv_sec) * 1000000000 + (r.tv_nsec - m.tv_nsec);
 }
 
+/* The collector's word on where a thread's stack ends, to the sampler that cuts copies there. */
+static void stack_top(void *ctx, uint32_t tid, uint64_t top)
+{
+	sampler__stack_top(ctx, tid, top);
+}
+
 int session__open(struct session *ss, const struct sampler_opts *so, enum session_python python)
 {
 	struct sampler_opts bo;
@@ -143,6 +149,9 @@ int session__open(struct session *ss, const struct sampler_opts *so, enum sessio
 	ss->s = sampler__new(so);
 	if (!ss->s)
 		return error("out of memory");
+	/* copies kept only up to where each thread's stack ends, as its walks learn */
+	if (so->callgraph == CALLGRAPH_DWARF)
+		collector__on_stack_top(ss->col, stack_top, ss->s);
 	collector__enable_ranks(ss->col);
 	profile__meta(ss->prof)->clock_offset = clock_offset();
 	if (python) {

@@ -69,6 +69,12 @@ int collector__enable_python(struct collector *c)
 	return c->fr.py ? 0 : py_init(&c->fr.py, &c->st.py);
 }
 
+void collector__on_stack_top(struct collector *c, collect_stack_top_cb cb, void *ctx)
+{
+	c->fr.top_cb = cb;
+	c->fr.top_ctx = ctx;
+}
+
 void collector__enable_ranks(struct collector *c)
 {
 	c->ranks = true;

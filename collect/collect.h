@@ -119,6 +119,17 @@ int collector__attached_thread(struct collector *c, uint32_t pid, uint32_t tid, 
  * processes must be running. 0 or -ENOMEM.
  */
 int collector__enable_python(struct collector *c);
+
+/*
+ * Told where a thread's stack ends for its walks (DWARF mode): top, the
+ * highest end of the copy that any walk of its that reached the thread's
+ * entry read; 0 when a walk of a copy cut there (rec_sample.stack_cut) ran
+ * out, until a whole walk of an uncut copy says it again. The sampler then
+ * keeps no more of its copies (sampler__stack_top). Called from
+ * collector__record.
+ */
+typedef void (*collect_stack_top_cb)(void *ctx, uint32_t tid, uint64_t top);
+void collector__on_stack_top(struct collector *c, collect_stack_top_cb cb, void *ctx);
 /*
  * Take Python frames from b's records (pybpf/: copied by a BPF program at
  * each sample; b is attached to the sampler's events and stays the

@@ -17,6 +17,7 @@ void frames_init(struct frames *fr, struct profile *prof, struct symbolizer *sym
 	u64map_init(&fr->loc_frames);
 	u64map_init(&fr->kernel_frames);
 	u64map_init(&fr->placeholders);
+	u64map_init(&fr->tops);
 }
 
 void frames_exit(struct frames *fr)
@@ -24,6 +25,7 @@ void frames_exit(struct frames *fr)
 	u64map_free(&fr->loc_frames);
 	u64map_free(&fr->kernel_frames);
 	u64map_free(&fr->placeholders);
+	u64map_free(&fr->tops);
 	free(fr->ids);
 	free(fr->locs);
 	for (size_t i = 0; i < FRAMES_MEMOS; i++)

@@ -76,7 +76,16 @@ struct frames {
 	struct stack_memo memo[FRAMES_MEMOS];
 	uint64_t memo_tick;
 	struct addr_slot *addrs; /* FRAMES_ADDR_SLOTS, allocated at first use; NULL: none */
+	/*
+	 * Where each thread's stack ends for its walks (collector__on_stack_top):
+	 * tid -> the highest reach of its whole walks, TOP_PAUSED set while a
+	 * walk of a copy cut there ran out, until a whole walk of an uncut one.
+	 */
+	struct u64map tops;
+	collect_stack_top_cb top_cb;
+	void *top_ctx;
 };
+#define TOP_PAUSED (1ull << 63)
 
 void frames_init(struct frames *fr, struct profile *prof, struct symbolizer *sym);
 void frames_exit(struct frames *fr);

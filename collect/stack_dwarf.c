@@ -34,20 +34,58 @@ static enum stack_end end_of(enum unwind_end end)
 	}
 }
 
+/*
+ * Where the sample's thread's stack ends, from its walk: raised by a walk
+ * that reached the thread's entry; paused (the sampler told 0) by a walk
+ * of a cut copy that did not, until a whole walk of an uncut copy.
+ */
+static void learn_top(struct frames *fr, const struct rec_sample *s, enum unwind_end how,
+		      uint64_t reach)
+{
+	uint64_t v = 0, top;
+
+	u64map_get(&fr->tops, s->tid, &v);
+	top = v & ~TOP_PAUSED;
+	if (how == UNWIND_END_ROOT && reach && (!s->stack_cut || !(v & TOP_PAUSED))) {
+		/*
+		 * The highest of its walks' reaches, which differ by a few words;
+		 * but one beyond this copy, whose walk reached the thread's entry
+		 * within it, was another stack's (before an exec, or of an
+		 * earlier thread with the tid).
+		 */
+		if (top > s->uregs.regs[PERF_REG_X86_SP] + s->stack_size)
+			top = 0;
+		if (reach <= top && !(v & TOP_PAUSED))
+			return;
+		top = reach > top ? reach : top;
+		if (u64map_put(&fr->tops, s->tid, top))
+			return; /* no memory: the sampler keeps whole copies */
+		fr->top_cb(fr->top_ctx, s->tid, top);
+	} else if (how != UNWIND_END_ROOT && s->stack_cut && !(v & TOP_PAUSED)) {
+		/* without room to say so, the next whole walk does not tell it again: also safe */
+		u64map_put(&fr->tops, s->tid, top | TOP_PAUSED);
+		fr->top_cb(fr->top_ctx, s->tid, 0);
+	}
+}
+
 static int dwarf_push_user(struct frames *fr, const struct rec_sample *s, uint32_t max_stack,
 			   enum stack_end *end)
 {
 	uint64_t ips[COLLECT_MAX_DEPTH], sps[COLLECT_MAX_DEPTH];
 	enum unwind_end how = UNWIND_END_ERROR;
+	uint64_t reach = 0;
 	int k = 0, err;
 
 	*end = s->stack_dropped ? STACK_END_DROPPED : STACK_END_NO_USER;
 	if (s->stack_size) {
-		k = symbolizer__unwind_sps(fr->sym, s->pid, s->uregs.regs, s->uregs.mask, s->stack,
-					   s->stack_size, ips, sps, COLLECT_MAX_DEPTH, &how);
+		k = symbolizer__unwind_copy(fr->sym, s->pid, s->uregs.regs, s->uregs.mask, s->stack,
+					    s->stack_size, s->stack_cut, ips, sps,
+					    COLLECT_MAX_DEPTH, &how, &reach);
 		if (k == -ENOMEM)
 			return k;
 		*end = STACK_END_ERROR;
+		if (fr->top_cb)
+			learn_top(fr, s, k > 0 ? how : UNWIND_END_ERROR, reach);
 	}
 	if (k <= 0) {
 		/*

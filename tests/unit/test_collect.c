@@ -548,6 +548,89 @@ Test(sources, dwarf_with_its_copy_dropped_keeps_the_ip_and_says_why)
 	cr_assert_str_eq(profile__stack_end_name(end), "stack not kept (recorder behind)");
 }
 
+/*
+ * Where a thread's stack ends, as its walks tell the sampler: the reach of
+ * a whole walk, once (not again for the same); 0 when a walk of a cut copy
+ * runs out, once; then only a whole walk of an uncut copy says it again.
+ */
+struct tops_heard {
+	uint32_t tid[16];
+	uint64_t top[16];
+	unsigned n;
+};
+
+static void hear_top(void *ctx, uint32_t tid, uint64_t top)
+{
+	struct tops_heard *h = ctx;
+
+	cr_assert_lt(h->n, 16);
+	h->tid[h->n] = tid;
+	h->top[h->n++] = top;
+}
+
+static void feed_copy(const struct sample *smp, uint32_t tid, size_t size, bool cut)
+{
+	struct rec r = { .type = REC_SAMPLE, .time = 100 };
+
+	r.sample = (struct rec_sample){
+		.pid = (uint32_t)getpid(),
+		.tid = tid,
+		.time = 100,
+		.period = 1,
+		.ip = smp->regs[PERF_REG_X86_IP],
+		.user = true,
+		.event = EV_ONCPU,
+		.uregs = { .abi = PERF_SAMPLE_REGS_ABI_64, .mask = regs_mask },
+		.stack = smp->stack,
+		.stack_size = size,
+		.stack_cut = cut,
+	};
+	memcpy(r.sample.uregs.regs, smp->regs, sizeof(smp->regs));
+	feed(&r);
+}
+
+Test(sources, dwarf_walks_tell_where_the_threads_stack_ends)
+{
+	struct sample *smp = sample_new();
+	struct tops_heard h = { .n = 0 };
+	uint32_t tid = (uint32_t)getpid();
+	uint64_t sp, top;
+
+	find_stack_top();
+	cl_a(smp);
+	sp = smp->regs[PERF_REG_X86_SP];
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	collector__on_stack_top(col, hear_top, &h);
+	feed_copy(smp, tid, smp->size, false);
+	cr_assert_eq(h.n, 1, "a whole walk tells where the stack ends");
+	cr_assert_eq(h.tid[0], tid);
+	top = h.top[0];
+	cr_assert(top > sp && top <= sp + smp->size, "top %#" PRIx64 ", sp %#" PRIx64, top, sp);
+	feed_copy(smp, tid, smp->size, false);
+	cr_assert_eq(h.n, 1, "told again");
+	/* another thread's walks are its own */
+	feed_copy(smp, tid + 1, smp->size, false);
+	cr_assert_eq(h.n, 2);
+	cr_assert_eq(h.tid[1], tid + 1);
+	/* a copy cut where the stack was thought to end, whose walk runs out */
+	feed_copy(smp, tid, 64, true);
+	cr_assert_eq(h.n, 3);
+	cr_assert_eq(h.tid[2], tid);
+	cr_assert_eq(h.top[2], 0, "a walk of a cut copy ran out: whole copies again");
+	feed_copy(smp, tid, 64, true);
+	cr_assert_eq(h.n, 3, "told again");
+	/* a cut copy copied before the word: its whole walk does not undo it */
+	feed_copy(smp, tid, top - sp, true);
+	cr_assert_eq(h.n, 3);
+	/* a short uncut copy runs out as copies do: nothing to tell */
+	feed_copy(smp, tid, 64, false);
+	cr_assert_eq(h.n, 3);
+	feed_copy(smp, tid, smp->size, false);
+	cr_assert_eq(h.n, 4, "a whole walk of an uncut copy tells it again");
+	cr_assert_eq(h.top[3], top);
+	sample_free(smp);
+}
+
 /* ---- ranks from launchers' environments ---- */
 
 static bool env_rank(const char *env, size_t len, struct rank_env *re)
