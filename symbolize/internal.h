@@ -125,8 +125,14 @@ bool eh_fde_lookup(const uint8_t *table, size_t fde_count, uint64_t hdr_vaddr, c
 
 #define ELF_FILE_SEGS 16
 #define ELF_TEXT_LINE 64
-#define ELF_TEXT_LINES 64
+#define ELF_TEXT_LINES 1024 /* 64 KiB a module whose code is read, allocated then */
 #define ELF_FDE_HINTS 1024 /* search-table entries remembered by code address, 64 bytes a slot */
+
+/* Lines of a file's bytes, direct mapped by file offset. */
+struct elf_text {
+	uint64_t tag[ELF_TEXT_LINES]; /* line number + 1; 0: empty */
+	uint8_t line[ELF_TEXT_LINES][ELF_TEXT_LINE];
+};
 
 /* One PT_LOAD of an elf_file. */
 struct elf_seg {
@@ -159,8 +165,8 @@ struct elf_file {
 	uint64_t hdr_vaddr, table_vaddr, fde_count;
 	/* entry + 1 last found for code in each 64-byte slot; checked at every use */
 	uint32_t fde_hint[ELF_FDE_HINTS];
-	uint64_t text_tag[ELF_TEXT_LINES]; /* line number + 1; 0: empty */
-	uint8_t text[ELF_TEXT_LINES][ELF_TEXT_LINE];
+	/* its code read so far, ELF_TEXT_LINES lines of it; NULL until then (or without memory) */
+	struct elf_text *text;
 };
 
 /* A file with fd -1 and nothing read; set fd (and own_fd), then parse. NULL: -ENOMEM. */
