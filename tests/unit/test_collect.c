@@ -465,18 +465,14 @@ __attribute__((noipa)) static size_t cl_a(struct sample *smp)
 	return r + 1;
 }
 
-static uint32_t dwarf_sample_dropped(size_t copy, bool dropped, enum stack_end *end)
+/* A sample of smp's registers and its copy's first size bytes, as the sampler hands it out. */
+static void feed_copy(const struct sample *smp, uint32_t tid, size_t size, bool dropped, bool cut)
 {
-	struct sample *smp = sample_new();
 	struct rec r = { .type = REC_SAMPLE, .time = 100 };
-	uint32_t stack;
 
-	find_stack_top();
-	cl_a(smp);
-	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
 	r.sample = (struct rec_sample){
 		.pid = (uint32_t)getpid(),
-		.tid = (uint32_t)getpid(),
+		.tid = tid,
 		.time = 100,
 		.period = 1,
 		.ip = smp->regs[PERF_REG_X86_IP],
@@ -484,11 +480,23 @@ static uint32_t dwarf_sample_dropped(size_t copy, bool dropped, enum stack_end *
 		.event = EV_ONCPU,
 		.uregs = { .abi = PERF_SAMPLE_REGS_ABI_64, .mask = regs_mask },
 		.stack = smp->stack,
-		.stack_size = copy < smp->size ? copy : smp->size,
+		.stack_size = size < smp->size ? size : smp->size,
 		.stack_dropped = dropped,
+		.stack_cut = cut,
 	};
 	memcpy(r.sample.uregs.regs, smp->regs, sizeof(smp->regs));
 	feed(&r);
+}
+
+static uint32_t dwarf_sample_dropped(size_t copy, bool dropped, enum stack_end *end)
+{
+	struct sample *smp = sample_new();
+	uint32_t stack;
+
+	find_stack_top();
+	cl_a(smp);
+	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
+	feed_copy(smp, (uint32_t)getpid(), copy, dropped, false);
 	sample_free(smp);
 	cr_assert_eq(collector__finish(col, 200), 0);
 	cr_assert_eq(profile__nr_samples(prof), 1);
@@ -568,27 +576,6 @@ static void hear_top(void *ctx, uint32_t tid, uint64_t top)
 	h->top[h->n++] = top;
 }
 
-static void feed_copy(const struct sample *smp, uint32_t tid, size_t size, bool cut)
-{
-	struct rec r = { .type = REC_SAMPLE, .time = 100 };
-
-	r.sample = (struct rec_sample){
-		.pid = (uint32_t)getpid(),
-		.tid = tid,
-		.time = 100,
-		.period = 1,
-		.ip = smp->regs[PERF_REG_X86_IP],
-		.user = true,
-		.event = EV_ONCPU,
-		.uregs = { .abi = PERF_SAMPLE_REGS_ABI_64, .mask = regs_mask },
-		.stack = smp->stack,
-		.stack_size = size,
-		.stack_cut = cut,
-	};
-	memcpy(r.sample.uregs.regs, smp->regs, sizeof(smp->regs));
-	feed(&r);
-}
-
 Test(sources, dwarf_walks_tell_where_the_threads_stack_ends)
 {
 	struct sample *smp = sample_new();
@@ -601,31 +588,31 @@ Test(sources, dwarf_walks_tell_where_the_threads_stack_ends)
 	sp = smp->regs[PERF_REG_X86_SP];
 	cr_assert_eq(symbolizer__load_proc_maps(sym, (uint32_t)getpid()), 0);
 	collector__on_stack_top(col, hear_top, &h);
-	feed_copy(smp, tid, smp->size, false);
+	feed_copy(smp, tid, smp->size, false, false);
 	cr_assert_eq(h.n, 1, "a whole walk tells where the stack ends");
 	cr_assert_eq(h.tid[0], tid);
 	top = h.top[0];
 	cr_assert(top > sp && top <= sp + smp->size, "top %#" PRIx64 ", sp %#" PRIx64, top, sp);
-	feed_copy(smp, tid, smp->size, false);
+	feed_copy(smp, tid, smp->size, false, false);
 	cr_assert_eq(h.n, 1, "told again");
 	/* another thread's walks are its own */
-	feed_copy(smp, tid + 1, smp->size, false);
+	feed_copy(smp, tid + 1, smp->size, false, false);
 	cr_assert_eq(h.n, 2);
 	cr_assert_eq(h.tid[1], tid + 1);
 	/* a copy cut where the stack was thought to end, whose walk runs out */
-	feed_copy(smp, tid, 64, true);
+	feed_copy(smp, tid, 64, false, true);
 	cr_assert_eq(h.n, 3);
 	cr_assert_eq(h.tid[2], tid);
 	cr_assert_eq(h.top[2], 0, "a walk of a cut copy ran out: whole copies again");
-	feed_copy(smp, tid, 64, true);
+	feed_copy(smp, tid, 64, false, true);
 	cr_assert_eq(h.n, 3, "told again");
 	/* a cut copy copied before the word: its whole walk does not undo it */
-	feed_copy(smp, tid, top - sp, true);
+	feed_copy(smp, tid, top - sp, false, true);
 	cr_assert_eq(h.n, 3);
 	/* a short uncut copy runs out as copies do: nothing to tell */
-	feed_copy(smp, tid, 64, false);
+	feed_copy(smp, tid, 64, false, false);
 	cr_assert_eq(h.n, 3);
-	feed_copy(smp, tid, smp->size, false);
+	feed_copy(smp, tid, smp->size, false, false);
 	cr_assert_eq(h.n, 4, "a whole walk of an uncut copy tells it again");
 	cr_assert_eq(h.top[3], top);
 	sample_free(smp);
