@@ -1985,18 +1985,38 @@ Test(dwarf, far_behind_keeps_samples_without_stacks, .timeout = 120)
 }
 
 /*
- * sampler__stack_top: told where the shell's stack ends (here 2 KiB above
- * the SPs of its loop; its environment, 48 KiB, lies above), the
- * drain keeps each later copy only up to there and 512 bytes more, and
- * says so; told 0, whole copies again. Records copied before the word
- * keep their whole copies.
+ * sampler__stack_top: told where the shell's stack ends (here 4 KiB above
+ * the SPs of its first samples; its environment, 48 KiB, lies above), the
+ * drain keeps each copy written after the word only up to there and 512
+ * bytes more, and says so; told 0, whole copies again. Judged by the
+ * samples' times against the words' (both CLOCK_MONOTONIC): the drain may
+ * be any distance ahead of this callback. The shell waits for a file
+ * before each loop, so that each word has samples after it.
  */
 struct cut_seen {
 	struct sampler *s;
+	const char *go, *again;
 	uint32_t tid;
-	uint64_t max_sp, first, top, samples, cut, uncut_after_forget, bad_cut, cut_after_forget;
-	bool forgot;
+	int state; /* 0: learning its SP, 1: told the top, 2: told 0 */
+	uint64_t max_sp, first, top, set_at, forgot_at;
+	uint64_t cut, bad_cut, whole_below_top, after_forget, cut_after_forget;
 };
+
+static uint64_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void touch(const char *path)
+{
+	int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	close(fd);
+}
 
 static int collect_cut(void *ctx, const struct rec *r)
 {
@@ -2011,49 +2031,61 @@ static int collect_cut(void *ctx, const struct rec *r)
 		c->tid = s->tid;
 	if (s->tid != c->tid)
 		return 0;
-	/*
-	 * 2 KiB above the highest SP of 20 samples of the loop (after 200, past
-	 * the exec and the shell's start): the loop's run below it
-	 */
-	if (!c->top) {
-		if (++c->first > 200)
-			c->max_sp = sp > c->max_sp ? sp : c->max_sp;
-		if (c->first == 220) {
-			c->top = c->max_sp + 2048;
+	if (c->state == 0) {
+		/* the samples of its first wait for the file */
+		c->max_sp = sp > c->max_sp ? sp : c->max_sp;
+		if (++c->first == 20) {
+			c->top = c->max_sp + 4096;
 			sampler__stack_top(c->s, c->tid, c->top);
+			c->set_at = mono_now();
+			c->state = 1;
+			touch(c->go);
 		}
 		return 0;
 	}
-	c->samples++;
 	if (s->stack_cut) {
-		c->cut++;
 		/* up to the top and the margin, rounded up to a word, and no byte less */
 		if (sp >= c->top ||
 		    s->stack_size != ((c->top - sp + SAMPLER_TOP_MARGIN + 7) & ~7ull))
 			c->bad_cut++;
-		c->cut_after_forget += c->forgot;
-	} else if (c->forgot) {
-		c->uncut_after_forget++;
 	}
-	if (c->cut == 200 && !c->forgot) {
-		sampler__stack_top(c->s, c->tid, 0);
-		c->forgot = true;
+	if (c->state == 1 && s->time > c->set_at) {
+		c->cut += s->stack_cut;
+		c->whole_below_top += !s->stack_cut && sp < c->top;
+		if (c->cut == 200) {
+			sampler__stack_top(c->s, c->tid, 0);
+			c->forgot_at = mono_now();
+			c->state = 2;
+			touch(c->again);
+		}
+	} else if (c->state == 2 && s->time > c->forgot_at) {
+		c->after_forget++;
+		c->cut_after_forget += s->stack_cut;
 	}
 	return 0;
 }
 
 Test(dwarf, copies_are_cut_where_the_threads_stack_ends, .timeout = 60)
 {
-	char *argv[] = { "/bin/sh", "-c", "i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); done",
-			 NULL };
+	char go[64], again[64], script[1024];
+	char *argv[] = { "/bin/sh", "-c", script, NULL };
 	static char big[48 * 1024];
 	char *envp[] = { big, NULL };
 	struct sampler_opts o = { .callgraph = CALLGRAPH_DWARF };
-	struct cut_seen c = { 0 };
+	struct cut_seen c = { .go = go, .again = again };
 	char msg[512];
 	pid_t pid;
 	int status, err;
 
+	snprintf(go, sizeof(go), "/tmp/dlflame-cut-%d-go", (int)getpid());
+	snprintf(again, sizeof(again), "/tmp/dlflame-cut-%d-again", (int)getpid());
+	unlink(go);
+	unlink(again);
+	snprintf(script, sizeof(script),
+		 "while [ ! -e '%s' ]; do :; done; i=0; while [ $i -lt 1000000 ]; do "
+		 "i=$((i+1)); done; while [ ! -e '%s' ]; do :; done; i=0; "
+		 "while [ $i -lt 400000 ]; do i=$((i+1)); done",
+		 go, again);
 	memset(big, 'x', sizeof(big) - 1);
 	memcpy(big, "PAD=", 4);
 	c.s = sampler__new(&o);
@@ -2067,20 +2099,21 @@ Test(dwarf, copies_are_cut_where_the_threads_stack_ends, .timeout = 60)
 			break;
 	}
 	cr_assert_eq(sampler__drain(c.s, collect_cut, &c), 0);
-	cr_log_info("cut: %llu of %llu samples, %llu whole after the word was taken back (%llu "
-		    "cut), %llu bytes cut",
-		    (unsigned long long)c.cut, (unsigned long long)c.samples,
-		    (unsigned long long)c.uncut_after_forget,
-		    (unsigned long long)c.cut_after_forget,
+	cr_log_info("cut: %llu after the word, %llu whole below the top; after 0: %llu samples, "
+		    "%llu cut; %llu bytes cut",
+		    (unsigned long long)c.cut, (unsigned long long)c.whole_below_top,
+		    (unsigned long long)c.after_forget, (unsigned long long)c.cut_after_forget,
 		    (unsigned long long)sampler__stats(c.s)->stack_bytes_cut);
-	cr_assert_geq(c.cut, 200, "copies cut once the sampler knew where the stack ends");
+	cr_assert_eq(c.state, 2, "the shell ended before 200 copies were cut");
 	cr_assert_eq(c.bad_cut, 0, "a copy cut elsewhere than at the top and the margin");
-	cr_assert_eq(sampler__stats(c.s)->stacks_cut, c.cut);
-	cr_assert_gt(sampler__stats(c.s)->stack_bytes_cut, c.cut * 16 * 1024,
+	cr_assert_eq(c.whole_below_top, 0, "a copy written after the word, below the top, whole");
+	cr_assert_geq(sampler__stats(c.s)->stacks_cut, 200);
+	cr_assert_gt(sampler__stats(c.s)->stack_bytes_cut, 200ull * 16 * 1024,
 		     "the environment above the top was not copied");
-	cr_assert_gt(c.uncut_after_forget, 100, "whole copies again once told 0");
-	/* the drain may have copied some before the word: never many */
-	cr_assert_lt(c.cut_after_forget, c.uncut_after_forget);
+	cr_assert_gt(c.after_forget, 100, "samples after the word was taken back");
+	cr_assert_eq(c.cut_after_forget, 0, "a copy written after 0 was cut");
+	unlink(go);
+	unlink(again);
 	sampler__free(c.s);
 }
 
