@@ -62,7 +62,7 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
 #if UNW_VERSION_MAJOR == 1
 #define PI_REMEMBER 1
 #else
-#define PI_REMEMBER 1
+#define PI_REMEMBER 0
 #endif
 
 /* libunwind's x86-64 register numbers -> perf's */
