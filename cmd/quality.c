@@ -4,7 +4,6 @@
 #include "cmd.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,19 +250,15 @@ void quality_hint_line(const struct quality_hints *h, const char *input)
 	info("hint: no symbols for %s", text);
 }
 
-/* The first listed module whose debug package is PKG. */
-static const char *first_module_of(const struct quality_hints *h, const char *pkg)
+/* An earlier listed module with the debug package of module i, which names it; NULL: none. */
+static const char *named_before(const struct quality_hints *h, size_t i)
 {
-	for (size_t i = 0; i < h->n; i++)
-		if (debug_package(h->v[i].module) && !strcmp(debug_package(h->v[i].module), pkg))
-			return h->v[i].module;
-	return "";
-}
+	const char *pkg = debug_package(h->v[i].module);
 
-/* Whether module I is the first listed with its debug package: the package is named once. */
-static bool first_of_package(const struct quality_hints *h, size_t i)
-{
-	return first_module_of(h, debug_package(h->v[i].module)) == h->v[i].module;
+	for (size_t j = 0; pkg && j < i; j++)
+		if (debug_package(h->v[j].module) && !strcmp(debug_package(h->v[j].module), pkg))
+			return h->v[j].module;
+	return NULL;
 }
 
 int quality_hints_list(const struct quality_hints *h, FILE *out)
@@ -284,11 +279,11 @@ int quality_hints_list(const struct quality_hints *h, FILE *out)
 			fprintf(out, " (build-id %s)", q->build_id);
 		if (*q->path)
 			fprintf(out, " %s", q->path);
-		if (pkg && first_of_package(h, i))
+		if (pkg && !named_before(h, i))
 			fprintf(out, "\n         install %s to name them\n", pkg);
 		else if (pkg)
 			fprintf(out, "\n         the package named above for %s names them too\n",
-				first_module_of(h, pkg));
+				named_before(h, i));
 		else
 			fprintf(out,
 				"\n         its debug file would name them (Debian: the -dbgsym "

@@ -53,7 +53,8 @@ static void learn_top(struct frames *fr, const struct rec_sample *s, enum unwind
 		 * within it, was another stack's (before an exec, or of an
 		 * earlier thread with the tid).
 		 */
-		if (top > s->uregs.regs[PERF_REG_X86_SP] + s->stack_size)
+		if (top > s->uregs.regs[PERF_REG_X86_SP] &&
+		    top - s->uregs.regs[PERF_REG_X86_SP] > s->stack_size)
 			top = 0;
 		if (reach <= top && !(v & TOP_PAUSED))
 			return;

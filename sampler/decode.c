@@ -440,10 +440,8 @@ size_t rec_trim_decoded(const struct rec *rd, const void *data, size_t len, void
 	off = r.sample.stack_off;
 	memcpy(&size, p + off, sizeof(size));
 	dyn = drop ? 0 : r.sample.stack_size;
-	/* cut to keep_max bytes, rounded up to a word, when that is fewer */
-	cut = keep_max < UINT64_MAX - 7 && ((keep_max + 7) & ~7ull) < dyn;
-	if (cut)
-		dyn = (keep_max + 7) & ~7ull;
+	cut = rec_stack_kept(dyn, keep_max) < dyn;
+	dyn = rec_stack_kept(dyn, keep_max);
 	keep = (dyn + 7) & ~7ull;
 	/* nothing to cut (a size the kernel never gives, not a multiple of 8: kept as it is) */
 	if (!size || keep >= size)

@@ -174,11 +174,12 @@ static bool copy_out(struct sampler *s, struct ring *r, uint8_t *scratch, bool f
 		spill_wrote(r->spill, n);
 		if (drop)
 			__atomic_add_fetch(&s->stacks_dropped, 1, __ATOMIC_RELAXED);
-		if (sample && !drop && keep < UINT64_MAX - 7 &&
-		    ((keep + 7) & ~7ull) < dec.sample.stack_size) {
+		if (sample && !drop &&
+		    rec_stack_kept(dec.sample.stack_size, keep) < dec.sample.stack_size) {
 			__atomic_add_fetch(&s->stacks_cut, 1, __ATOMIC_RELAXED);
 			__atomic_add_fetch(&s->stack_bytes_cut,
-					   dec.sample.stack_size - ((keep + 7) & ~7ull),
+					   dec.sample.stack_size -
+						   rec_stack_kept(dec.sample.stack_size, keep),
 					   __ATOMIC_RELAXED);
 		}
 		tail = next;

@@ -196,6 +196,14 @@ int rec_decode(const struct rec_layout *layout, const void *data, size_t len, st
  */
 size_t rec_trim(const struct rec_layout *layout, const void *data, size_t len, void *dst, bool drop,
 		uint64_t keep);
+/*
+ * The bytes rec_trim keeps of a copy of dyn bytes given keep: keep rounded
+ * up to a word when that is fewer than dyn, else dyn.
+ */
+static inline uint64_t rec_stack_kept(uint64_t dyn, uint64_t keep)
+{
+	return keep < UINT64_MAX - 7 && ((keep + 7) & ~7ull) < dyn ? (keep + 7) & ~7ull : dyn;
+}
 /* The same for a record r that rec_decode made of these bytes; NULL: one that did not decode. */
 size_t rec_trim_decoded(const struct rec *r, const void *data, size_t len, void *dst, bool drop,
 			uint64_t keep);

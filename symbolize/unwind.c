@@ -322,14 +322,16 @@ static int proc_info(struct uw_ctx *ctx, unw_addr_space_t as, const struct map *
 	int64_t i = elf_file__fde_index(mu, ip - bias);
 	struct pi_slot *sl;
 	unw_dyn_info_t di;
+	bool mine;
 	int ret;
 
 	if (i < 0)
 		return -UNW_ENOINFO;
 	ctx->s->stats.proc_infos++;
 	sl = pi_slot(ctx->up, mu, bias, i);
-	if (sl && sl->mu == mu && sl->bias == bias && sl->index == i && ip >= sl->pi.start_ip &&
-	    ip < sl->pi.end_ip && (!need_unwind_info || sl->has_info)) {
+	mine = sl && sl->mu == mu && sl->bias == bias && sl->index == i;
+	if (mine && ip >= sl->pi.start_ip && ip < sl->pi.end_ip &&
+	    (!need_unwind_info || sl->has_info)) {
 		ctx->s->stats.proc_infos_remembered++;
 		*pi = sl->pi;
 		pi->format = UNW_INFO_FORMAT_REMOTE_TABLE;
@@ -339,9 +341,8 @@ static int proc_info(struct uw_ctx *ctx, unw_addr_space_t as, const struct map *
 	}
 	table_info(&di, m, mu, bias, i);
 	ret = UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
-	if (ret < 0 || !sl ||
-	    (sl->mu == mu && sl->bias == bias && sl->index == i && sl->has_info &&
-	     !need_unwind_info))
+	/* a search without the CIE summary does not replace this FDE's with it */
+	if (ret < 0 || !sl || (mine && sl->has_info && !need_unwind_info))
 		return ret;
 	*sl = (struct pi_slot){ .mu = mu, .bias = bias, .index = i, .pi = *pi };
 	sl->pi.unwind_info = NULL;
